@@ -1,0 +1,374 @@
+use crate::message::{FRAGMENT_PAYLOAD_BYTES, InputMessage, SnapshotFragment};
+use crate::reassembly::{Assembled, Reassembler};
+use crate::sync::{ClockAdjust, ClockSync, SyncConfig};
+use crate::{FixedTimestep, Input, ProtocolError, RttEstimator, Tick, TickBuffer, TickRate};
+use lagless_wire::{Seq16, Writer};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Client settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientConfig {
+    /// Simulation rate; must equal the server's.
+    pub tick_hz: u32,
+    /// Most inputs one message carries (the redundancy cap). Must not exceed the server's
+    /// `max_inputs_per_message`.
+    pub max_inputs_per_message: usize,
+    /// Ticks of input history kept (source 000 uses 1024 at 64 Hz).
+    pub input_history_ticks: usize,
+    /// Largest snapshot accepted, in bytes.
+    pub max_snapshot_bytes: usize,
+    /// Snapshots assembled in parallel.
+    pub max_partial_snapshots: usize,
+    /// Clock synchronisation.
+    pub sync: SyncConfig,
+    /// Most ticks run back to back after a stall.
+    pub max_backlog_ticks: u32,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            tick_hz: 64,
+            max_inputs_per_message: 32,
+            input_history_ticks: 1024,
+            max_snapshot_bytes: 64 * 1024,
+            max_partial_snapshots: 4,
+            sync: SyncConfig::default(),
+            max_backlog_ticks: 8,
+        }
+    }
+}
+
+/// Client-side counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientStats {
+    /// Packets received.
+    pub packets_received: u64,
+    /// Bytes received.
+    pub bytes_received: u64,
+    /// Packets rejected as malformed, oversized, inconsistent or of unknown kind.
+    pub packets_rejected: u64,
+    /// Complete snapshots delivered to the game.
+    pub snapshots_received: u64,
+    /// Fragments of snapshots older than one already delivered.
+    pub stale_fragments: u64,
+    /// Snapshots abandoned incomplete because newer ones arrived.
+    pub snapshots_abandoned: u64,
+    /// Packets sent.
+    pub packets_sent: u64,
+    /// Bytes sent.
+    pub bytes_sent: u64,
+    /// Inputs sent, counting every redundant copy.
+    pub inputs_sent: u64,
+    /// Times the clock jumped to resynchronise with the server.
+    pub clock_jumps: u64,
+}
+
+/// A complete snapshot from the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceivedSnapshot {
+    /// The server tick of the state it describes.
+    pub tick: Tick,
+    /// The game's payload, as the server's game produced it.
+    pub payload: Vec<u8>,
+}
+
+/// The client side: keeps its clock ahead of the server, records and sends inputs
+/// redundantly, and reassembles snapshots.
+///
+/// Sans-IO, like [`crate::ServerSession`]: feed it packets and time, then drain ticks
+/// ([`ClientSession::next_tick`]), snapshots ([`ClientSession::poll_snapshot`]) and packets
+/// ([`ClientSession::poll_transmit`]).
+pub struct ClientSession<I: Input> {
+    config: ClientConfig,
+    rate: TickRate,
+    timestep: FixedTimestep,
+    started: bool,
+    last_update: Option<Duration>,
+    rtt: RttEstimator,
+    sync: ClockSync,
+    last_echo: Option<u32>,
+    newest_server_tick: Option<Tick>,
+    newest_recv_seq: Option<Seq16>,
+    inputs: TickBuffer<I>,
+    newest_input: Option<Tick>,
+    sent_through: Option<Tick>,
+    acked_through: Option<Tick>,
+    input_lead: Option<i32>,
+    reassembler: Reassembler,
+    snapshots: VecDeque<ReceivedSnapshot>,
+    send_seq: Seq16,
+    last_ping: Option<Duration>,
+    stats: ClientStats,
+}
+
+impl<I: Input> ClientSession<I> {
+    /// A client that has heard nothing from the server yet.
+    ///
+    /// # Panics
+    /// If `config.tick_hz` is outside 1..=1000 or `input_history_ticks` is 0.
+    pub fn new(config: ClientConfig) -> Self {
+        let rate = TickRate::new(config.tick_hz);
+        let max_fragments = config.max_snapshot_bytes.div_ceil(FRAGMENT_PAYLOAD_BYTES);
+        Self {
+            timestep: FixedTimestep::new(rate, Tick(0), config.max_backlog_ticks),
+            rate,
+            started: false,
+            last_update: None,
+            rtt: RttEstimator::new(),
+            sync: ClockSync::new(rate, config.sync),
+            last_echo: None,
+            newest_server_tick: None,
+            newest_recv_seq: None,
+            inputs: TickBuffer::new(config.input_history_ticks, Tick(0)),
+            newest_input: None,
+            sent_through: None,
+            acked_through: None,
+            input_lead: None,
+            reassembler: Reassembler::new(config.max_partial_snapshots, max_fragments),
+            snapshots: VecDeque::new(),
+            send_seq: Seq16(0),
+            last_ping: None,
+            stats: ClientStats::default(),
+            config,
+        }
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> ClientStats {
+        let mut s = self.stats.clone();
+        s.snapshots_abandoned = self.reassembler.abandoned;
+        s
+    }
+
+    /// The RTT estimator (smoothed, deviation, min).
+    pub fn rtt(&self) -> &RttEstimator {
+        &self.rtt
+    }
+
+    /// True once the clock runs in step with the server: ticks are being produced.
+    pub fn is_synced(&self) -> bool {
+        self.started
+    }
+
+    /// The next tick the client will produce: its current (predicted) tick.
+    pub fn current_tick(&self) -> Tick {
+        self.timestep.next_tick()
+    }
+
+    /// Fraction of the way to the next tick, for rendering between ticks.
+    pub fn alpha(&self) -> f64 {
+        self.timestep.alpha()
+    }
+
+    /// The newest server tick seen in any packet.
+    pub fn newest_server_tick(&self) -> Option<Tick> {
+        self.newest_server_tick
+    }
+
+    /// The server's estimated fractional tick at `now`.
+    pub fn server_position(&self, now: Duration) -> Option<f64> {
+        self.sync.server_position(now)
+    }
+
+    /// The lead over the server the sync policy currently asks for, in ticks.
+    pub fn target_lead_ticks(&self) -> f64 {
+        self.sync.lead_ticks(&self.rtt)
+    }
+
+    /// The server's last report of how many ticks ahead of it our newest input was.
+    pub fn reported_input_lead(&self) -> Option<i32> {
+        self.input_lead
+    }
+
+    /// The newest tick the server acknowledged for inputs.
+    pub fn acked_through(&self) -> Option<Tick> {
+        self.acked_through
+    }
+
+    /// The input recorded for `tick`, if still in history.
+    pub fn input(&self, tick: Tick) -> Option<I> {
+        self.inputs.get(tick).copied()
+    }
+
+    /// Processes a packet from the server received at `now`. Errors mean the packet was
+    /// dropped (and counted).
+    pub fn handle_packet(&mut self, now: Duration, bytes: &[u8]) -> Result<(), ProtocolError> {
+        self.stats.packets_received += 1;
+        self.stats.bytes_received += bytes.len() as u64;
+        let frag = match SnapshotFragment::decode(bytes) {
+            Ok(f) => f,
+            Err(e) => {
+                self.stats.packets_rejected += 1;
+                return Err(e);
+            }
+        };
+        let tick = Tick(frag.tick);
+        let newest_packet = self
+            .newest_recv_seq
+            .is_none_or(|s| frag.seq.is_newer_than(s));
+        if newest_packet {
+            self.newest_recv_seq = Some(frag.seq);
+            if let Some(echo) = frag.echo {
+                if self.last_echo != Some(echo.client_time_us) {
+                    self.last_echo = Some(echo.client_time_us);
+                    let now_us = now.as_micros() as u32;
+                    let rtt_us = now_us
+                        .wrapping_sub(echo.client_time_us)
+                        .saturating_sub(echo.hold_us);
+                    // A stamp from before a wrap of the 71-minute u32 clock, or garbage, would
+                    // give an absurd RTT: ignore anything over 10 s.
+                    if rtt_us < 10_000_000 {
+                        self.rtt
+                            .add_sample(Duration::from_micros(u64::from(rtt_us)));
+                    }
+                }
+            }
+            if let Some(ack) = frag.input_ack {
+                if let Some(t) = Tick::from_wire(ack.acked_through, tick) {
+                    self.acked_through = Some(self.acked_through.map_or(t, |a| a.max(t)));
+                }
+                self.input_lead = Some(ack.input_lead);
+            }
+        }
+        if self.newest_server_tick.is_none_or(|n| tick > n) {
+            self.newest_server_tick = Some(tick);
+        }
+        self.sync.on_server_tick(now, tick, &self.rtt);
+        match self.reassembler.push(tick, frag) {
+            Ok(Assembled::Complete(tick, payload)) => {
+                self.stats.snapshots_received += 1;
+                // The game only ever wants the newest; keep a couple in case it drains slowly.
+                if self.snapshots.len() >= 4 {
+                    self.snapshots.pop_front();
+                }
+                self.snapshots.push_back(ReceivedSnapshot { tick, payload });
+                Ok(())
+            }
+            Ok(Assembled::Pending) => Ok(()),
+            Ok(Assembled::Stale) => {
+                self.stats.stale_fragments += 1;
+                Ok(())
+            }
+            Err(e) => {
+                self.stats.packets_rejected += 1;
+                Err(e)
+            }
+        }
+    }
+
+    /// Advances the client clock to `now`, running slightly fast or slow (or jumping) to
+    /// hold the lead the sync policy asks for.
+    pub fn update(&mut self, now: Duration) {
+        let elapsed = self
+            .last_update
+            .map_or(Duration::ZERO, |t| now.saturating_sub(t));
+        self.last_update = Some(now);
+        let projected = self.timestep.position() + self.rate.ticks_in(elapsed);
+        match self.sync.adjust(now, projected, &self.rtt) {
+            ClockAdjust::Wait => {}
+            ClockAdjust::Jump(target) => {
+                let tick = Tick(target.floor().max(0.0) as u32);
+                // Never move backwards: ticks already produced keep their inputs.
+                if !self.started || tick > self.timestep.next_tick() {
+                    self.timestep.reset(tick, target.fract());
+                    if self.started {
+                        self.stats.clock_jumps += 1;
+                    }
+                    self.inputs.advance_floor(
+                        tick.saturating_sub(self.config.input_history_ticks as u32 - 1),
+                    );
+                }
+                self.started = true;
+            }
+            ClockAdjust::Run(speed) if self.started => {
+                self.timestep.accumulate(elapsed.mul_f64(speed));
+            }
+            ClockAdjust::Run(_) => {
+                // First synchronisation: start exactly at the target.
+                if let Some(target) = self.sync.target_position(now, &self.rtt) {
+                    let tick = Tick(target.floor().max(0.0) as u32);
+                    self.timestep.reset(tick, target.fract());
+                    self.inputs.reset(tick);
+                    self.started = true;
+                }
+            }
+        }
+    }
+
+    /// The next tick to produce, if one is due. The game samples input for it and passes
+    /// it to [`ClientSession::set_input`].
+    pub fn next_tick(&mut self) -> Option<Tick> {
+        if !self.started {
+            return None;
+        }
+        self.timestep.pop_tick()
+    }
+
+    /// Records the input for `tick` (normally the tick just returned by
+    /// [`ClientSession::next_tick`]); it will be sent, redundantly, until acknowledged.
+    pub fn set_input(&mut self, tick: Tick, input: I) {
+        if self.inputs.insert_advancing(tick, input).is_ok() {
+            self.newest_input = Some(self.newest_input.map_or(tick, |n| n.max(tick)));
+        }
+    }
+
+    /// The next complete snapshot, oldest first (stale ones were already dropped).
+    pub fn poll_snapshot(&mut self) -> Option<ReceivedSnapshot> {
+        self.snapshots.pop_front()
+    }
+
+    /// The next packet to send: an input message whenever new input was recorded, or a
+    /// ping once per tick period before synchronisation.
+    pub fn poll_transmit(&mut self, now: Duration) -> Option<Vec<u8>> {
+        let has_new = match (self.newest_input, self.sent_through) {
+            (Some(n), Some(s)) => n > s,
+            (Some(_), None) => true,
+            _ => false,
+        };
+        let ping_due = self
+            .last_ping
+            .is_none_or(|t| now.saturating_sub(t) >= self.rate.period());
+        if !has_new && (self.started || !ping_due) {
+            return None;
+        }
+        self.last_ping = Some(now);
+        let mut inputs = Vec::new();
+        let mut start = Tick(0);
+        if let Some(newest) = self.newest_input {
+            let cap = self.config.max_inputs_per_message.max(1) as u32;
+            let first_unacked = self.acked_through.map_or(Tick(0), Tick::next);
+            start = first_unacked
+                .max(newest.saturating_sub(cap - 1))
+                .max(self.inputs.floor());
+            let mut t = start;
+            while t <= newest {
+                // Gaps (ticks skipped by a clock jump) are sent as "no input".
+                inputs.push(self.inputs.get(t).copied().unwrap_or_default());
+                t = t.next();
+            }
+            self.sent_through = Some(newest);
+        }
+        let msg = InputMessage {
+            seq: self.send_seq,
+            client_time_us: now.as_micros() as u32,
+            snapshot_ack: self.reassembler.newest_complete().map(Tick::to_wire),
+            start_tick: start.to_wire(),
+            inputs,
+        };
+        self.send_seq = self.send_seq.next();
+        let mut w = Writer::with_capacity(64);
+        msg.encode(&mut w);
+        let bytes = w.into_bytes();
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += bytes.len() as u64;
+        self.stats.inputs_sent += msg.inputs.len() as u64;
+        Some(bytes)
+    }
+}

@@ -1,0 +1,43 @@
+use crate::ClientId;
+use lagless_wire::WireError;
+use thiserror::Error;
+
+/// Why the protocol core refused a packet or a call.
+///
+/// Packet errors are also counted in the session's stats; a caller may log them but need
+/// not do anything else: the offending packet has simply been dropped.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ProtocolError {
+    /// The bytes are not a well-formed message.
+    #[error("malformed packet: {0}")]
+    Wire(#[from] WireError),
+    /// The first byte names no message kind this side accepts.
+    #[error("unknown message kind {0:#04x}")]
+    UnknownKind(u8),
+    /// The packet exceeds [`crate::MAX_PACKET_BYTES`].
+    #[error("packet of {len} bytes exceeds the maximum")]
+    PacketTooLarge {
+        /// Size of the packet.
+        len: usize,
+    },
+    /// A packet or call named a client the server does not know.
+    #[error("unknown client {0}")]
+    UnknownClient(ClientId),
+    /// A client id was added twice.
+    #[error("client {0} already exists")]
+    DuplicateClient(ClientId),
+    /// A tick on the wire cannot be placed near the receiver's own tick.
+    #[error("tick out of range")]
+    TickOutOfRange,
+    /// A snapshot fragment disagrees with earlier fragments of the same snapshot.
+    #[error("inconsistent snapshot fragment")]
+    InconsistentFragment,
+    /// A snapshot (or its fragment count) exceeds the configured maximum size.
+    #[error("snapshot of {len} bytes exceeds the maximum of {max}")]
+    SnapshotTooLarge {
+        /// Size of the snapshot.
+        len: usize,
+        /// Configured maximum.
+        max: usize,
+    },
+}

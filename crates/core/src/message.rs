@@ -1,0 +1,358 @@
+//! The packets the core exchanges, and their codecs.
+//!
+//! Two kinds exist: client -> server [`InputMessage`] and server -> client
+//! [`SnapshotFragment`]. Every decoder takes untrusted bytes and returns a
+//! [`ProtocolError`] on anything malformed; none panics.
+
+use crate::{Input, ProtocolError};
+use lagless_wire::{Reader, Seq16, WireError, Writer};
+
+/// Largest packet the core produces or accepts. 1200 bytes keeps clear of IPv6's minimum
+/// MTU (1280) after UDP/IP and netcode.io overhead, so nothing is fragmented by IP.
+pub const MAX_PACKET_BYTES: usize = 1200;
+
+/// First byte of a client input message.
+pub const KIND_INPUT: u8 = 0x49; // 'I'
+/// First byte of a server snapshot fragment.
+pub const KIND_SNAPSHOT: u8 = 0x53; // 'S'
+
+/// Bytes of snapshot payload carried per fragment (the header takes at most 40 bytes).
+pub const FRAGMENT_PAYLOAD_BYTES: usize = MAX_PACKET_BYTES - 40;
+
+/// Client -> server: redundant inputs plus the client's acknowledgements and clock stamp.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputMessage<I> {
+    /// Packet sequence number (per client, per direction).
+    pub seq: Seq16,
+    /// Client's local time in microseconds (wrapping), echoed back for RTT measurement.
+    pub client_time_us: u32,
+    /// Newest complete snapshot the client holds (low 16 bits of its tick), if any.
+    pub snapshot_ack: Option<Seq16>,
+    /// Low 16 bits of the tick of `inputs[0]`; expanded by the server against its own tick.
+    pub start_tick: Seq16,
+    /// Inputs for consecutive ticks starting at `start_tick` (may be empty: a ping).
+    pub inputs: Vec<I>,
+}
+
+impl<I: Input> InputMessage<I> {
+    /// Encodes the message. Runs of identical consecutive inputs are sent once with a
+    /// repeat count, so a held key costs a couple of bytes however long the redundancy window.
+    pub fn encode(&self, w: &mut Writer) {
+        w.write_u8(KIND_INPUT);
+        w.write_u16(self.seq.0);
+        w.write_u32(self.client_time_us);
+        let flags = u8::from(self.snapshot_ack.is_some());
+        w.write_u8(flags);
+        if let Some(a) = self.snapshot_ack {
+            w.write_u16(a.0);
+        }
+        w.write_u16(self.start_tick.0);
+        w.write_varint_u32(self.inputs.len() as u32);
+        let mut i = 0;
+        while i < self.inputs.len() {
+            let mut run = 1;
+            while i + run < self.inputs.len() && self.inputs[i + run] == self.inputs[i] {
+                run += 1;
+            }
+            w.write_varint_u32(run as u32);
+            self.inputs[i].encode(w);
+            i += run;
+        }
+    }
+
+    /// Decodes a message, accepting at most `max_inputs` inputs.
+    pub fn decode(bytes: &[u8], max_inputs: usize) -> Result<Self, ProtocolError> {
+        if bytes.len() > MAX_PACKET_BYTES {
+            return Err(ProtocolError::PacketTooLarge { len: bytes.len() });
+        }
+        let mut r = Reader::new(bytes);
+        match r.read_u8()? {
+            KIND_INPUT => {}
+            k => return Err(ProtocolError::UnknownKind(k)),
+        }
+        let seq = Seq16(r.read_u16()?);
+        let client_time_us = r.read_u32()?;
+        let flags = r.read_u8()?;
+        if flags & !1 != 0 {
+            return Err(WireError::Invalid {
+                what: "input flags",
+            }
+            .into());
+        }
+        let snapshot_ack = if flags & 1 != 0 {
+            Some(Seq16(r.read_u16()?))
+        } else {
+            None
+        };
+        let start_tick = Seq16(r.read_u16()?);
+        let count = r.read_count(max_inputs, "input count")?;
+        let mut inputs = Vec::with_capacity(count);
+        while inputs.len() < count {
+            let run = r.read_varint_u32()? as usize;
+            if run == 0 || run > count - inputs.len() {
+                return Err(WireError::Invalid {
+                    what: "input run length",
+                }
+                .into());
+            }
+            let input = I::decode(&mut r)?;
+            inputs.extend(std::iter::repeat_n(input, run));
+        }
+        r.finish()?;
+        Ok(Self {
+            seq,
+            client_time_us,
+            snapshot_ack,
+            start_tick,
+            inputs,
+        })
+    }
+}
+
+/// The server's echo of the newest client clock stamp it received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PingEcho {
+    /// The client's `client_time_us`, unchanged.
+    pub client_time_us: u32,
+    /// Microseconds the server held the stamp before sending this packet; the client
+    /// subtracts it so server-side waiting does not count as network delay.
+    pub hold_us: u32,
+}
+
+/// The server's report on this client's inputs, sent in every packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputAck {
+    /// Low 16 bits of a tick up to which the client need not resend inputs: each was
+    /// received or is too late to matter.
+    pub acked_through: Seq16,
+    /// How many ticks ahead of the server's current tick the client's newest input is
+    /// (negative: the client is behind). The signal an adaptive lead policy steers by.
+    pub input_lead: i32,
+}
+
+/// Server -> client: one fragment of the snapshot for `tick`, plus control data that every
+/// fragment repeats, so time sync and acks survive the loss of any single packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotFragment {
+    /// Packet sequence number (per client, per direction).
+    pub seq: Seq16,
+    /// The server tick of the snapshot, which is also the server's tick when it was sent.
+    pub tick: u32,
+    /// Clock echo, if the client has sent anything yet.
+    pub echo: Option<PingEcho>,
+    /// Input acknowledgement, if the client has sent any input yet.
+    pub input_ack: Option<InputAck>,
+    /// Index of this fragment, `0..count`.
+    pub index: u8,
+    /// Number of fragments of this snapshot (1..=255).
+    pub count: u8,
+    /// This fragment's slice of the game's snapshot payload.
+    pub payload: Vec<u8>,
+}
+
+impl SnapshotFragment {
+    /// Encodes the fragment.
+    pub fn encode(&self, w: &mut Writer) {
+        w.write_u8(KIND_SNAPSHOT);
+        w.write_u16(self.seq.0);
+        w.write_u32(self.tick);
+        let flags = u8::from(self.echo.is_some()) | (u8::from(self.input_ack.is_some()) << 1);
+        w.write_u8(flags);
+        if let Some(e) = self.echo {
+            w.write_u32(e.client_time_us);
+            w.write_varint_u32(e.hold_us);
+        }
+        if let Some(a) = self.input_ack {
+            w.write_u16(a.acked_through.0);
+            w.write_varint_i32(a.input_lead);
+        }
+        w.write_u8(self.index);
+        w.write_u8(self.count);
+        w.write_bytes(&self.payload);
+    }
+
+    /// Decodes a fragment.
+    pub fn decode(bytes: &[u8]) -> Result<Self, ProtocolError> {
+        if bytes.len() > MAX_PACKET_BYTES {
+            return Err(ProtocolError::PacketTooLarge { len: bytes.len() });
+        }
+        let mut r = Reader::new(bytes);
+        match r.read_u8()? {
+            KIND_SNAPSHOT => {}
+            k => return Err(ProtocolError::UnknownKind(k)),
+        }
+        let seq = Seq16(r.read_u16()?);
+        let tick = r.read_u32()?;
+        let flags = r.read_u8()?;
+        if flags & !3 != 0 {
+            return Err(WireError::Invalid {
+                what: "snapshot flags",
+            }
+            .into());
+        }
+        let echo = if flags & 1 != 0 {
+            Some(PingEcho {
+                client_time_us: r.read_u32()?,
+                hold_us: r.read_varint_u32()?,
+            })
+        } else {
+            None
+        };
+        let input_ack = if flags & 2 != 0 {
+            Some(InputAck {
+                acked_through: Seq16(r.read_u16()?),
+                input_lead: r.read_varint_i32()?,
+            })
+        } else {
+            None
+        };
+        let index = r.read_u8()?;
+        let count = r.read_u8()?;
+        if count == 0 || index >= count {
+            return Err(WireError::Invalid {
+                what: "fragment index",
+            }
+            .into());
+        }
+        let payload = r.read_rest().to_vec();
+        if payload.len() > FRAGMENT_PAYLOAD_BYTES {
+            return Err(ProtocolError::PacketTooLarge { len: bytes.len() });
+        }
+        Ok(Self {
+            seq,
+            tick,
+            echo,
+            input_ack,
+            index,
+            count,
+            payload,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn input_msg(inputs: Vec<u8>) -> InputMessage<u8> {
+        InputMessage {
+            seq: Seq16(7),
+            client_time_us: 123_456,
+            snapshot_ack: Some(Seq16(65535)),
+            start_tick: Seq16(65530),
+            inputs,
+        }
+    }
+
+    #[test]
+    fn held_inputs_compress_to_runs() {
+        let m = input_msg(vec![3; 32]);
+        let mut w = Writer::new();
+        m.encode(&mut w);
+        // kind+seq+time+flags+ack+start+count + one run (len, value)
+        assert_eq!(w.len(), 1 + 2 + 4 + 1 + 2 + 2 + 1 + 2);
+        assert_eq!(InputMessage::<u8>::decode(w.as_bytes(), 64).unwrap(), m);
+    }
+
+    #[test]
+    fn rejects_bad_input_messages() {
+        let mut w = Writer::new();
+        input_msg(vec![1, 2, 3]).encode(&mut w);
+        let good = w.into_bytes();
+        // Too many inputs for this server.
+        assert!(matches!(
+            InputMessage::<u8>::decode(&good, 2),
+            Err(ProtocolError::Wire(WireError::TooLarge { .. }))
+        ));
+        // Every truncation fails cleanly.
+        for n in 0..good.len() {
+            assert!(
+                InputMessage::<u8>::decode(&good[..n], 64).is_err(),
+                "prefix {n}"
+            );
+        }
+        // Unknown kind, trailing bytes, unknown flags, zero-length run.
+        let mut bad = good.clone();
+        bad[0] = 0x00;
+        assert_eq!(
+            InputMessage::<u8>::decode(&bad, 64),
+            Err(ProtocolError::UnknownKind(0))
+        );
+        let mut bad = good.clone();
+        bad.push(0);
+        assert!(InputMessage::<u8>::decode(&bad, 64).is_err());
+        let mut bad = good.clone();
+        bad[7] = 0x80;
+        assert!(InputMessage::<u8>::decode(&bad, 64).is_err());
+        let mut bad = good.clone();
+        bad[13] = 0; // first run length
+        assert!(InputMessage::<u8>::decode(&bad, 64).is_err());
+        assert!(matches!(
+            InputMessage::<u8>::decode(&vec![KIND_INPUT; 5000], 64),
+            Err(ProtocolError::PacketTooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn rejects_bad_fragments() {
+        let f = SnapshotFragment {
+            seq: Seq16(1),
+            tick: 99,
+            echo: None,
+            input_ack: None,
+            index: 0,
+            count: 1,
+            payload: vec![1, 2, 3],
+        };
+        let mut w = Writer::new();
+        f.encode(&mut w);
+        let good = w.into_bytes();
+        assert_eq!(SnapshotFragment::decode(&good).unwrap(), f);
+        let mut bad = good.clone();
+        bad[8] = 1; // index 1 of count 1
+        assert!(SnapshotFragment::decode(&bad).is_err());
+        let mut bad = good.clone();
+        bad[9] = 0; // count 0
+        assert!(SnapshotFragment::decode(&bad).is_err());
+        for n in 0..10 {
+            assert!(SnapshotFragment::decode(&good[..n]).is_err());
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn input_round_trip_is_byte_identical(seq: u16, t: u32, ack: Option<u16>, start: u16,
+                                              inputs in proptest::collection::vec(0u8..4, 0..64)) {
+            let m = InputMessage { seq: Seq16(seq), client_time_us: t, snapshot_ack: ack.map(Seq16), start_tick: Seq16(start), inputs };
+            let mut w = Writer::new();
+            m.encode(&mut w);
+            let d = InputMessage::<u8>::decode(w.as_bytes(), 64).unwrap();
+            prop_assert_eq!(&d, &m);
+            let mut w2 = Writer::new();
+            d.encode(&mut w2);
+            prop_assert_eq!(w2.as_bytes(), w.as_bytes());
+        }
+
+        #[test]
+        fn fragment_round_trip(seq: u16, tick: u32, echo: Option<(u32, u32)>, ack: Option<(u16, i32)>,
+                               count in 1u8..=255, idx: u8, payload in proptest::collection::vec(any::<u8>(), 0..FRAGMENT_PAYLOAD_BYTES)) {
+            let f = SnapshotFragment {
+                seq: Seq16(seq), tick,
+                echo: echo.map(|(c, h)| PingEcho { client_time_us: c, hold_us: h }),
+                input_ack: ack.map(|(a, l)| InputAck { acked_through: Seq16(a), input_lead: l }),
+                index: idx % count, count, payload,
+            };
+            let mut w = Writer::new();
+            f.encode(&mut w);
+            prop_assert!(w.len() <= MAX_PACKET_BYTES);
+            prop_assert_eq!(SnapshotFragment::decode(w.as_bytes()).unwrap(), f);
+        }
+
+        #[test]
+        fn decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..1400)) {
+            let _ = InputMessage::<u8>::decode(&bytes, 64);
+            let _ = SnapshotFragment::decode(&bytes);
+        }
+    }
+}

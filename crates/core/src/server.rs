@@ -1,0 +1,387 @@
+use crate::message::{FRAGMENT_PAYLOAD_BYTES, InputAck, InputMessage, PingEcho, SnapshotFragment};
+use crate::{FixedTimestep, Input, ProtocolError, Tick, TickBuffer, TickRate};
+use lagless_wire::{Seq16, Writer};
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+/// Identifies a connected client (the transport's id, e.g. the netcode.io client id).
+pub type ClientId = u64;
+
+/// What the server does for a client whose input for a tick has not arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MissingInput {
+    /// Apply no input: the player waits for its connection to recover (source 000's default).
+    #[default]
+    Hold,
+    /// Apply the client's last known input again (smoother for held keys, wrong on releases).
+    RepeatLast,
+}
+
+/// Server settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// Simulation rate.
+    pub tick_hz: u32,
+    /// Send a snapshot every this many ticks (1 = every tick).
+    pub snapshot_interval: u32,
+    /// Inputs for ticks further ahead of the server than this are refused: a client cannot
+    /// queue up more than this much simulated time.
+    pub max_input_lead_ticks: u32,
+    /// Most inputs one message may carry.
+    pub max_inputs_per_message: usize,
+    /// Largest snapshot payload the game may hand over.
+    pub max_snapshot_bytes: usize,
+    /// Policy for missing inputs.
+    pub missing_input: MissingInput,
+    /// Most ticks run back to back after a stall before time is dropped.
+    pub max_backlog_ticks: u32,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            tick_hz: 64,
+            snapshot_interval: 1,
+            max_input_lead_ticks: 128,
+            max_inputs_per_message: 64,
+            max_snapshot_bytes: 64 * 1024,
+            missing_input: MissingInput::Hold,
+            max_backlog_ticks: 8,
+        }
+    }
+}
+
+/// Counters for one client, as seen by the server.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerClientStats {
+    /// Packets received from the client (valid or not).
+    pub packets_received: u64,
+    /// Bytes received from the client.
+    pub bytes_received: u64,
+    /// Packets rejected as malformed, oversized or of unknown kind.
+    pub packets_rejected: u64,
+    /// Inputs accepted for a future tick, seen for the first time.
+    pub inputs_accepted: u64,
+    /// Redundant copies of inputs already held or applied (normal with redundancy).
+    pub inputs_redundant: u64,
+    /// Inputs first seen after their tick was simulated (too late to apply).
+    pub inputs_late: u64,
+    /// Inputs refused because their tick was too far ahead of the server.
+    pub inputs_too_far_ahead: u64,
+    /// Ticks simulated with this client's input.
+    pub ticks_with_input: u64,
+    /// Ticks simulated without this client's input after it had started sending.
+    pub ticks_starved: u64,
+    /// Packets sent to the client.
+    pub packets_sent: u64,
+    /// Bytes sent to the client.
+    pub bytes_sent: u64,
+}
+
+/// One tick's worth of work for the game: step from `tick` with these inputs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TickInputs<I> {
+    /// The tick being simulated: the game steps state(tick) to state(tick + 1).
+    pub tick: Tick,
+    /// Each client's input, or `None` when it has none for this tick (per
+    /// [`MissingInput`]), in client-id order.
+    pub inputs: Vec<(ClientId, Option<I>)>,
+}
+
+/// Inputs older than the current tick that are remembered, so late resends can be told
+/// from inputs that were never seen.
+const INPUT_HISTORY: u32 = 64;
+
+struct ClientSlot<I> {
+    inputs: TickBuffer<I>,
+    last_applied: Option<I>,
+    newest_input: Option<Tick>,
+    first_input: Option<Tick>,
+    echo: Option<(u32, Duration)>,
+    newest_seq: Option<Seq16>,
+    send_seq: Seq16,
+    snapshot_ack: Option<Tick>,
+    stats: ServerClientStats,
+}
+
+/// The authoritative side: runs the fixed-rate clock, collects each client's inputs into a
+/// per-tick queue, and packs snapshots into packets.
+///
+/// Sans-IO: feed it received bytes with [`ServerSession::handle_packet`] and the current
+/// time with [`ServerSession::update`]; drain ticks with [`ServerSession::next_tick`] and
+/// packets with [`ServerSession::poll_transmit`]. It never reads a clock or a socket.
+pub struct ServerSession<I: Input> {
+    config: ServerConfig,
+    timestep: FixedTimestep,
+    last_update: Option<Duration>,
+    clients: BTreeMap<ClientId, ClientSlot<I>>,
+    outbox: VecDeque<(ClientId, Vec<u8>)>,
+}
+
+impl<I: Input> ServerSession<I> {
+    /// A server whose first simulated tick is 0.
+    ///
+    /// # Panics
+    /// If `config.tick_hz` is outside 1..=1000 or `snapshot_interval` is 0.
+    pub fn new(config: ServerConfig) -> Self {
+        assert!(
+            config.snapshot_interval > 0,
+            "snapshot_interval must be at least 1"
+        );
+        let timestep = FixedTimestep::new(
+            TickRate::new(config.tick_hz),
+            Tick(0),
+            config.max_backlog_ticks,
+        );
+        Self {
+            config,
+            timestep,
+            last_update: None,
+            clients: BTreeMap::new(),
+            outbox: VecDeque::new(),
+        }
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// The tick of the current state (the next tick to simulate).
+    pub fn current_tick(&self) -> Tick {
+        self.timestep.next_tick()
+    }
+
+    /// Connected clients, in id order.
+    pub fn clients(&self) -> impl Iterator<Item = ClientId> + '_ {
+        self.clients.keys().copied()
+    }
+
+    /// A client's counters.
+    pub fn client_stats(&self, id: ClientId) -> Option<&ServerClientStats> {
+        self.clients.get(&id).map(|c| &c.stats)
+    }
+
+    /// Newest complete snapshot tick the client reported holding.
+    pub fn snapshot_ack(&self, id: ClientId) -> Option<Tick> {
+        self.clients.get(&id).and_then(|c| c.snapshot_ack)
+    }
+
+    /// Registers a client (the transport has authenticated it).
+    pub fn add_client(&mut self, id: ClientId) -> Result<(), ProtocolError> {
+        if self.clients.contains_key(&id) {
+            return Err(ProtocolError::DuplicateClient(id));
+        }
+        let cap = (INPUT_HISTORY + self.config.max_input_lead_ticks + 1) as usize;
+        let floor = self.current_tick().saturating_sub(INPUT_HISTORY);
+        self.clients.insert(
+            id,
+            ClientSlot {
+                inputs: TickBuffer::new(cap, floor),
+                last_applied: None,
+                newest_input: None,
+                first_input: None,
+                echo: None,
+                newest_seq: None,
+                send_seq: Seq16(0),
+                snapshot_ack: None,
+                stats: ServerClientStats::default(),
+            },
+        );
+        Ok(())
+    }
+
+    /// Forgets a client; returns whether it existed.
+    pub fn remove_client(&mut self, id: ClientId) -> bool {
+        self.outbox.retain(|(c, _)| *c != id);
+        self.clients.remove(&id).is_some()
+    }
+
+    /// Processes a packet from `id` received at `now`. Errors mean the packet was dropped
+    /// (and counted); the session stays healthy.
+    pub fn handle_packet(
+        &mut self,
+        id: ClientId,
+        now: Duration,
+        bytes: &[u8],
+    ) -> Result<(), ProtocolError> {
+        let current = self.current_tick();
+        let max_inputs = self.config.max_inputs_per_message;
+        let lead_limit = self.config.max_input_lead_ticks;
+        let client = self
+            .clients
+            .get_mut(&id)
+            .ok_or(ProtocolError::UnknownClient(id))?;
+        client.stats.packets_received += 1;
+        client.stats.bytes_received += bytes.len() as u64;
+        let msg = match InputMessage::<I>::decode(bytes, max_inputs) {
+            Ok(m) => m,
+            Err(e) => {
+                client.stats.packets_rejected += 1;
+                return Err(e);
+            }
+        };
+        // Clock stamps: keep only the newest packet's, so reordering cannot inflate the RTT.
+        if client.newest_seq.is_none_or(|s| msg.seq.is_newer_than(s)) {
+            client.newest_seq = Some(msg.seq);
+            client.echo = Some((msg.client_time_us, now));
+            if let Some(ack) = msg.snapshot_ack {
+                client.snapshot_ack = Tick::from_wire(ack, current);
+            }
+        }
+        if msg.inputs.is_empty() {
+            return Ok(());
+        }
+        let Some(start) = Tick::from_wire(msg.start_tick, current) else {
+            client.stats.packets_rejected += 1;
+            return Err(ProtocolError::TickOutOfRange);
+        };
+        // Starvation is counted from the first tick the client ever sent input for.
+        client.first_input = Some(client.first_input.map_or(start, |f| f.min(start)));
+        let mut result = Ok(());
+        for (k, input) in msg.inputs.into_iter().enumerate() {
+            let tick = start.saturating_add(k as u32);
+            if tick.diff(current) > i64::from(lead_limit) {
+                client.stats.inputs_too_far_ahead += 1;
+                result = Err(ProtocolError::TickOutOfRange);
+                continue;
+            }
+            if client.inputs.contains(tick) {
+                client.stats.inputs_redundant += 1;
+            } else if tick < current {
+                if tick < client.inputs.floor() {
+                    // Older than our memory: can only be a very old resend.
+                    client.stats.inputs_redundant += 1;
+                } else {
+                    client.stats.inputs_late += 1;
+                }
+            } else if client.inputs.insert(tick, input).is_ok() {
+                client.stats.inputs_accepted += 1;
+                client.newest_input = Some(client.newest_input.map_or(tick, |n| n.max(tick)));
+            }
+        }
+        result
+    }
+
+    /// Advances the server clock to `now`. Call once per loop iteration, then drain
+    /// [`ServerSession::next_tick`].
+    pub fn update(&mut self, now: Duration) {
+        let elapsed = self
+            .last_update
+            .map_or(Duration::ZERO, |t| now.saturating_sub(t));
+        self.last_update = Some(now);
+        self.timestep.accumulate(elapsed);
+    }
+
+    /// The next tick due, with every client's input for it; `None` when the game is up to
+    /// date. After the game steps with these inputs, [`ServerSession::current_tick`] is
+    /// `tick + 1` and snapshots sent are labelled with it.
+    pub fn next_tick(&mut self) -> Option<TickInputs<I>> {
+        let tick = self.timestep.pop_tick()?;
+        let policy = self.config.missing_input;
+        let inputs = self
+            .clients
+            .iter_mut()
+            .map(|(&id, c)| {
+                let got = c.inputs.get(tick).copied();
+                let applied = match got {
+                    Some(i) => {
+                        c.stats.ticks_with_input += 1;
+                        c.last_applied = Some(i);
+                        Some(i)
+                    }
+                    None => {
+                        if c.first_input.is_some_and(|f| tick >= f) {
+                            c.stats.ticks_starved += 1;
+                        }
+                        match policy {
+                            MissingInput::Hold => None,
+                            MissingInput::RepeatLast => c.last_applied,
+                        }
+                    }
+                };
+                // Keep a window of applied ticks so late duplicates are recognised.
+                c.inputs
+                    .advance_floor(tick.next().saturating_sub(INPUT_HISTORY));
+                (id, applied)
+            })
+            .collect();
+        Some(TickInputs { tick, inputs })
+    }
+
+    /// True when a snapshot should be sent for the current state (every
+    /// `snapshot_interval` ticks).
+    pub fn snapshot_due(&self) -> bool {
+        self.current_tick().0 % self.config.snapshot_interval == 0
+    }
+
+    /// Queues the game's snapshot of the current state for `id`, split into as many
+    /// packets as needed. Every packet also carries the clock echo and the input ack.
+    pub fn send_snapshot(
+        &mut self,
+        id: ClientId,
+        now: Duration,
+        payload: &[u8],
+    ) -> Result<(), ProtocolError> {
+        let max = self
+            .config
+            .max_snapshot_bytes
+            .min(255 * FRAGMENT_PAYLOAD_BYTES);
+        if payload.len() > max {
+            return Err(ProtocolError::SnapshotTooLarge {
+                len: payload.len(),
+                max,
+            });
+        }
+        let current = self.current_tick();
+        let client = self
+            .clients
+            .get_mut(&id)
+            .ok_or(ProtocolError::UnknownClient(id))?;
+        let echo = client.echo.map(|(t, at)| PingEcho {
+            client_time_us: t,
+            hold_us: u32::try_from(now.saturating_sub(at).as_micros()).unwrap_or(u32::MAX),
+        });
+        let input_ack = client.newest_input.map(|newest| {
+            // Everything before the current tick is either held or useless now.
+            let mut through = current.saturating_sub(1);
+            while client.inputs.contains(through.next()) && through.next() <= newest {
+                through = through.next();
+            }
+            InputAck {
+                acked_through: through.to_wire(),
+                input_lead: i32::try_from(newest.diff(current)).unwrap_or(i32::MIN),
+            }
+        });
+        let chunks: Vec<&[u8]> = if payload.is_empty() {
+            vec![&[]]
+        } else {
+            payload.chunks(FRAGMENT_PAYLOAD_BYTES).collect()
+        };
+        let count = chunks.len() as u8;
+        for (index, chunk) in chunks.into_iter().enumerate() {
+            let frag = SnapshotFragment {
+                seq: client.send_seq,
+                tick: current.0,
+                echo,
+                input_ack,
+                index: index as u8,
+                count,
+                payload: chunk.to_vec(),
+            };
+            client.send_seq = client.send_seq.next();
+            let mut w = Writer::with_capacity(chunk.len() + 32);
+            frag.encode(&mut w);
+            let bytes = w.into_bytes();
+            client.stats.packets_sent += 1;
+            client.stats.bytes_sent += bytes.len() as u64;
+            self.outbox.push_back((id, bytes));
+        }
+        Ok(())
+    }
+
+    /// The next packet to send, with its destination.
+    pub fn poll_transmit(&mut self) -> Option<(ClientId, Vec<u8>)> {
+        self.outbox.pop_front()
+    }
+}

@@ -94,6 +94,9 @@ pub struct ClientSession<I: Input> {
     inputs: TickBuffer<I>,
     newest_input: Option<Tick>,
     sent_through: Option<Tick>,
+    /// First tick of the current unbroken run of produced ticks: ticks skipped by a clock
+    /// jump had no input and are never sent.
+    send_floor: Tick,
     acked_through: Option<Tick>,
     input_lead: Option<i32>,
     reassembler: Reassembler,
@@ -124,6 +127,7 @@ impl<I: Input> ClientSession<I> {
             inputs: TickBuffer::new(config.input_history_ticks, Tick(0)),
             newest_input: None,
             sent_through: None,
+            send_floor: Tick(0),
             acked_through: None,
             input_lead: None,
             reassembler: Reassembler::new(config.max_partial_snapshots, max_fragments),
@@ -281,9 +285,7 @@ impl<I: Input> ClientSession<I> {
                     if self.started {
                         self.stats.clock_jumps += 1;
                     }
-                    self.inputs.advance_floor(
-                        tick.saturating_sub(self.config.input_history_ticks as u32 - 1),
-                    );
+                    self.send_floor = tick;
                 }
                 self.started = true;
             }
@@ -295,7 +297,7 @@ impl<I: Input> ClientSession<I> {
                 if let Some(target) = self.sync.target_position(now, &self.rtt) {
                     let tick = Tick(target.floor().max(0.0) as u32);
                     self.timestep.reset(tick, target.fract());
-                    self.inputs.reset(tick);
+                    self.send_floor = tick;
                     self.started = true;
                 }
             }
@@ -346,10 +348,11 @@ impl<I: Input> ClientSession<I> {
             let first_unacked = self.acked_through.map_or(Tick(0), Tick::next);
             start = first_unacked
                 .max(newest.saturating_sub(cap - 1))
-                .max(self.inputs.floor());
+                .max(self.inputs.floor())
+                .max(self.send_floor);
             let mut t = start;
             while t <= newest {
-                // Gaps (ticks skipped by a clock jump) are sent as "no input".
+                // Defensive: every tick from send_floor on was produced, so none is missing.
                 inputs.push(self.inputs.get(t).copied().unwrap_or_default());
                 t = t.next();
             }

@@ -1,0 +1,207 @@
+//! Malformed, truncated, unknown, far-off and oversized packets are rejected with typed
+//! errors and counted; nothing panics and the sessions keep working.
+
+mod common;
+
+use common::Harness;
+use lagless_core::message::{InputMessage, KIND_INPUT, KIND_SNAPSHOT, SnapshotFragment};
+use lagless_core::{ClientConfig, ClientSession, ProtocolError, ServerConfig, ServerSession, Tick};
+use lagless_netem::profile;
+use lagless_wire::{Seq16, Writer};
+use std::time::Duration;
+
+fn input_packet(start: Seq16, inputs: Vec<u8>) -> Vec<u8> {
+    let mut w = Writer::new();
+    InputMessage {
+        seq: Seq16(1),
+        client_time_us: 0,
+        snapshot_ack: None,
+        start_tick: start,
+        inputs,
+    }
+    .encode(&mut w);
+    w.into_bytes()
+}
+
+#[test]
+fn server_rejects_and_counts_bad_packets() {
+    let mut s = ServerSession::<u8>::new(ServerConfig::default());
+    s.add_client(1).unwrap();
+    let now = Duration::from_secs(1);
+    s.update(Duration::ZERO);
+    s.update(now);
+    while s.next_tick().is_some() {}
+    let current = s.current_tick();
+
+    assert_eq!(
+        s.handle_packet(9, now, &[KIND_INPUT]),
+        Err(ProtocolError::UnknownClient(9))
+    );
+    assert_eq!(
+        s.handle_packet(1, now, &[0xEE, 1, 2]),
+        Err(ProtocolError::UnknownKind(0xEE))
+    );
+    assert!(matches!(
+        s.handle_packet(1, now, &[KIND_INPUT, 1]),
+        Err(ProtocolError::Wire(_))
+    ));
+    assert!(matches!(
+        s.handle_packet(1, now, &vec![KIND_INPUT; 70_000]),
+        Err(ProtocolError::PacketTooLarge { .. })
+    ));
+    // An absurd input count is refused before anything is allocated.
+    let mut w = Writer::new();
+    w.write_u8(KIND_INPUT);
+    w.write_u16(2);
+    w.write_u32(0);
+    w.write_u8(0);
+    w.write_u16(0);
+    w.write_varint_u32(u32::MAX);
+    assert!(matches!(
+        s.handle_packet(1, now, w.as_bytes()),
+        Err(ProtocolError::Wire(_))
+    ));
+    // Inputs far in the future are refused and counted; a client cannot queue up time.
+    let far = current.saturating_add(1000);
+    assert_eq!(
+        s.handle_packet(1, now, &input_packet(far.to_wire(), vec![1; 4])),
+        Err(ProtocolError::TickOutOfRange)
+    );
+    let st = s.client_stats(1).unwrap().clone();
+    assert_eq!(st.packets_rejected, 4);
+    assert_eq!(st.inputs_too_far_ahead, 4);
+    assert_eq!(st.inputs_accepted, 0);
+    // Inputs for ticks already simulated are ignored and counted as late.
+    s.handle_packet(
+        1,
+        now,
+        &input_packet(current.saturating_sub(10).to_wire(), vec![1; 5]),
+    )
+    .unwrap();
+    assert_eq!(s.client_stats(1).unwrap().inputs_late, 5);
+    // A valid packet still works afterwards.
+    s.handle_packet(1, now, &input_packet(current.to_wire(), vec![3]))
+        .unwrap();
+    s.update(now + Duration::from_millis(16));
+    let step = s.next_tick().unwrap();
+    assert_eq!(step.tick, current);
+    assert_eq!(step.inputs, vec![(1, Some(3))]);
+}
+
+#[test]
+fn server_never_runs_faster_than_its_clock() {
+    // A client flooding inputs for many future ticks cannot make the server step more.
+    let mut s = ServerSession::<u8>::new(ServerConfig::default());
+    s.add_client(1).unwrap();
+    s.update(Duration::ZERO);
+    for k in 0..50u32 {
+        let _ = s.handle_packet(
+            1,
+            Duration::ZERO,
+            &input_packet(Tick(k * 60).to_wire(), vec![1; 60]),
+        );
+    }
+    s.update(Duration::from_secs(1));
+    let mut ticks = 0;
+    while s.next_tick().is_some() {
+        ticks += 1;
+    }
+    // The backlog cap (8 ticks) applies to a 1 s stall; either way, never more than real time.
+    assert!(ticks <= 64, "{ticks}");
+}
+
+#[test]
+fn client_rejects_and_counts_bad_packets() {
+    let mut c = ClientSession::<u8>::new(ClientConfig::default());
+    let now = Duration::from_millis(5);
+    assert_eq!(
+        c.handle_packet(now, &[KIND_INPUT]),
+        Err(ProtocolError::UnknownKind(KIND_INPUT))
+    );
+    assert!(c.handle_packet(now, &[KIND_SNAPSHOT, 0, 0]).is_err());
+    // A fragment count implying a snapshot beyond the configured maximum.
+    let frag = |index: u8, count: u8, tick: u32, payload: Vec<u8>| {
+        let mut w = Writer::new();
+        SnapshotFragment {
+            seq: Seq16(tick as u16),
+            tick,
+            echo: None,
+            input_ack: None,
+            index,
+            count,
+            payload,
+        }
+        .encode(&mut w);
+        w.into_bytes()
+    };
+    assert!(matches!(
+        c.handle_packet(now, &frag(0, 255, 10, vec![1])),
+        Err(ProtocolError::SnapshotTooLarge { .. })
+    ));
+    // Fragments that disagree about the count.
+    c.handle_packet(now, &frag(0, 3, 20, vec![1])).unwrap();
+    assert_eq!(
+        c.handle_packet(now, &frag(1, 2, 20, vec![2])),
+        Err(ProtocolError::InconsistentFragment)
+    );
+    assert_eq!(c.stats().packets_rejected, 4);
+    // A good snapshot still comes through, and an older one afterwards is dropped as stale.
+    c.handle_packet(now, &frag(0, 1, 30, vec![7])).unwrap();
+    assert_eq!(
+        c.poll_snapshot().map(|s| (s.tick, s.payload)),
+        Some((Tick(30), vec![7]))
+    );
+    c.handle_packet(now, &frag(0, 1, 25, vec![8])).unwrap();
+    assert_eq!(c.poll_snapshot(), None);
+    assert_eq!(c.stats().stale_fragments, 1);
+}
+
+#[test]
+fn random_garbage_on_the_wire_changes_nothing() {
+    // Corrupt a share of the packets in flight in both directions: sessions reject them,
+    // count them, and the game goes on.
+    let mut h = Harness::new(
+        ServerConfig::default(),
+        ClientConfig::default(),
+        profile("broadband").unwrap(),
+        1,
+        21,
+    );
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut rejected_server = 0;
+    let mut rejected_client = 0;
+    for k in 0..200u64 {
+        let now = h.now;
+        let garbage: Vec<u8> = (0..(next() % 1500)).map(|_| next() as u8).collect();
+        let mut flipped = input_packet(Seq16(k as u16), vec![1, 2, 3]);
+        let i = (next() as usize) % flipped.len();
+        flipped[i] ^= 1 << (next() % 8);
+        for p in [garbage.clone(), flipped] {
+            if h.server.handle_packet(1, now, &p).is_err() {
+                rejected_server += 1;
+            }
+        }
+        if h.clients[0].session.handle_packet(now, &garbage).is_err() {
+            rejected_client += 1;
+        }
+        let until = h.now + Duration::from_millis(50);
+        h.run_until(until, &mut |_, _| 1);
+    }
+    assert!(
+        rejected_server > 200 && rejected_client > 150,
+        "{rejected_server} {rejected_client}"
+    );
+    let c = &h.clients[0];
+    assert!(c.session.is_synced());
+    let (tick, shown) = c.shown.unwrap();
+    assert!(
+        shown > 400 && tick.0 > 500,
+        "game progressed: {shown} at {tick}"
+    );
+}

@@ -1,0 +1,95 @@
+//! Every input message repeats the inputs the server has not acknowledged, so lost
+//! packets cost nothing: under 25% loss the server still applies every input.
+
+mod common;
+
+use common::Harness;
+use lagless_core::{ClientConfig, LeadPolicy, ServerConfig, SyncConfig, Tick};
+use lagless_netem::profile;
+use std::time::Duration;
+
+fn input_for(tick: Tick) -> u8 {
+    // A varied but deterministic pattern, so a substituted input would show.
+    ((tick.0 / 7) % 4) as u8
+}
+
+#[test]
+fn lossy_link_loses_no_input() {
+    for seed in [1u64, 2, 3] {
+        let client = ClientConfig {
+            sync: SyncConfig {
+                lead: LeadPolicy::Fixed {
+                    buffer_ticks: 6.0,
+                    jitter_factor: 1.0,
+                },
+                ..SyncConfig::default()
+            },
+            ..ClientConfig::default()
+        };
+        let mut h = Harness::new(
+            ServerConfig::default(),
+            client,
+            profile("lossy").unwrap(),
+            1,
+            seed,
+        );
+        h.run_until(Duration::from_secs(20), &mut |_, t| input_for(t));
+        let c = &h.clients[0];
+        let lost = c.link.up.stats().lost_packets as f64 / c.link.up.stats().sent_packets as f64;
+        assert!(
+            lost > 0.2,
+            "seed {seed}: the link really lost packets ({lost})"
+        );
+        let s = h.server.client_stats(1).unwrap();
+        assert_eq!(s.ticks_starved, 0, "seed {seed}: {s:?}");
+        assert_eq!(s.inputs_late, 0, "seed {seed}: {s:?}");
+        // Exactly the inputs the client produced were applied, tick for tick.
+        let applied = &h.applied[&1];
+        assert!(applied.len() > 1000);
+        for (&tick, &i) in applied {
+            assert_eq!(i, input_for(tick), "seed {seed}: tick {tick}");
+        }
+        // Redundant copies were sent and recognised.
+        assert!(s.inputs_redundant > 0);
+    }
+}
+
+#[test]
+fn redundancy_is_capped_and_acks_shrink_messages() {
+    let mut h = Harness::new(
+        ServerConfig::default(),
+        ClientConfig::default(),
+        profile("lan").unwrap(),
+        1,
+        5,
+    );
+    h.run_until(Duration::from_secs(3), &mut |_, t| input_for(t));
+    let st = h.clients[0].session.stats();
+    // On a clean 1 ms link only a few unacknowledged inputs ride along per message.
+    let per_msg = st.inputs_sent as f64 / st.packets_sent as f64;
+    assert!(per_msg < 6.0, "{per_msg} inputs per message");
+
+    // With the server silent (everything lost downstream), messages grow to the cap and stop.
+    let mut h = Harness::new(
+        ServerConfig::default(),
+        ClientConfig::default(),
+        profile("lan").unwrap(),
+        1,
+        5,
+    );
+    h.run_until(Duration::from_secs(2), &mut |_, t| input_for(t));
+    let blackout = lagless_netem::LinkConfig {
+        loss: lagless_netem::Loss::Uniform { rate: 1.0 },
+        ..lagless_netem::LinkConfig::default()
+    };
+    h.clients[0].link.down = lagless_netem::Link::new(blackout, 1).unwrap();
+    // Let the messages grow to the cap, then measure.
+    h.run_until(Duration::from_secs(3), &mut |_, t| input_for(t));
+    let before = h.clients[0].session.stats();
+    h.run_until(Duration::from_secs(5), &mut |_, t| input_for(t));
+    let after = h.clients[0].session.stats();
+    let per_msg = (after.inputs_sent - before.inputs_sent) as f64
+        / (after.packets_sent - before.packets_sent) as f64;
+    let cap = ClientConfig::default().max_inputs_per_message as f64;
+    assert!(per_msg == cap, "{per_msg} per message, cap {cap}");
+}

@@ -1,1 +1,224 @@
-fn main() {}
+//! `lagless`: the lab command line. With no arguments it runs the default demo (the cube
+//! scene over the `mobile` profile for 30 simulated seconds).
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use lagless_core::{LeadPolicy, MissingInput};
+use lagless_lab::{NetOverrides, RunConfig, ScriptChoice, run};
+use lagless_netem::{PROFILE_NAMES, Trace, profile};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "lagless", version, about = "Measure how a networked game feels under bad networks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a scene over the emulated network and report the metrics.
+    Run(RunArgs),
+    /// List the network profiles.
+    Profiles,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum MissingInputArg {
+    /// Apply no input (the player waits).
+    Hold,
+    /// Repeat the last input.
+    Repeat,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Scene to run.
+    #[arg(long, default_value = "cubes")]
+    scene: String,
+    /// Network profile (see `lagless profiles`).
+    #[arg(long, default_value = "mobile")]
+    profile: String,
+    /// Simulated seconds.
+    #[arg(long, default_value_t = 30.0)]
+    seconds: f64,
+    /// Seed for every random choice (network fates, scripts).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Number of clients.
+    #[arg(long, default_value_t = 1)]
+    clients: u32,
+    /// Write the metrics as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Input script driving the players (roam, pattern).
+    #[arg(long, default_value = "roam")]
+    script: String,
+    /// Snapshots per second (at most the tick rate).
+    #[arg(long, default_value_t = 64)]
+    snapshot_hz: u32,
+    /// Simulation ticks per second.
+    #[arg(long, default_value_t = 64)]
+    tick_hz: u32,
+    /// Ticks of input the client keeps buffered at the server beyond the one-way delay.
+    #[arg(long, default_value_t = 2.0)]
+    input_buffer_ticks: f64,
+    /// What the server does when a client's input is missing.
+    #[arg(long, value_enum, default_value = "hold")]
+    missing_input: MissingInputArg,
+    /// Override: one-way delay in ms.
+    #[arg(long)]
+    delay_ms: Option<f64>,
+    /// Override: jitter in ms (std dev, or half-range for uniform profiles).
+    #[arg(long)]
+    jitter_ms: Option<f64>,
+    /// Override: loss in percent (bursty profiles keep their burst length).
+    #[arg(long)]
+    loss_pct: Option<f64>,
+    /// Override: duplication in percent.
+    #[arg(long)]
+    dup_pct: Option<f64>,
+    /// Override: reordering in percent.
+    #[arg(long)]
+    reorder_pct: Option<f64>,
+    /// Override: bandwidth cap in kbit/s.
+    #[arg(long)]
+    bandwidth_kbps: Option<u32>,
+    /// Queue size in bytes for the bandwidth cap.
+    #[arg(long)]
+    queue_bytes: Option<usize>,
+    /// Mahimahi delivery trace for the server -> client direction.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Queue limit in packets while waiting for trace opportunities.
+    #[arg(long)]
+    trace_queue: Option<usize>,
+    /// No progress bar.
+    #[arg(long)]
+    no_progress: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Profiles) => {
+            print_profiles();
+            Ok(())
+        }
+        Some(Command::Run(args)) => run_command(args),
+        None => run_command(RunArgs::parse_from(["run"])),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+impl RunArgs {
+    fn parse_from<I: IntoIterator<Item = &'static str>>(args: I) -> RunArgs {
+        #[derive(Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        Wrapper::parse_from(args).run
+    }
+}
+
+fn print_profiles() {
+    println!("{:<14} {:>9} {:>24} {:>36}", "profile", "delay", "jitter", "loss");
+    for name in PROFILE_NAMES {
+        if let Some(c) = profile(name) {
+            println!(
+                "{:<14} {:>7}ms {:>24} {:>36}",
+                name,
+                c.delay.as_millis(),
+                format!("{:?}", c.jitter),
+                format!("{:.1}% {}", c.loss.mean_loss() * 100.0, loss_kind(&c.loss))
+            );
+        }
+    }
+}
+
+fn loss_kind(l: &lagless_netem::Loss) -> &'static str {
+    match l {
+        lagless_netem::Loss::None => "",
+        lagless_netem::Loss::Uniform { .. } => "uniform",
+        lagless_netem::Loss::GilbertElliott(_) => "bursty",
+    }
+}
+
+fn run_command(a: RunArgs) -> Result<(), String> {
+    let trace = match &a.trace {
+        Some(p) => Some(Trace::from_file(p).map_err(|e| format!("trace {}: {e}", p.display()))?),
+        None => None,
+    };
+    if !(0.0..=1000.0).contains(&a.input_buffer_ticks) {
+        return Err("--input-buffer-ticks must be in 0..=1000".into());
+    }
+    if !(1..=1000).contains(&a.tick_hz) {
+        return Err("--tick-hz must be in 1..=1000".into());
+    }
+    let mut config = RunConfig {
+        scene: a.scene,
+        profile: a.profile,
+        net: NetOverrides {
+            delay_ms: a.delay_ms,
+            jitter_ms: a.jitter_ms,
+            loss_pct: a.loss_pct,
+            duplicate_pct: a.dup_pct,
+            reorder_pct: a.reorder_pct,
+            bandwidth_kbps: a.bandwidth_kbps,
+            queue_bytes: a.queue_bytes,
+            trace,
+            trace_queue_packets: a.trace_queue,
+        },
+        seconds: a.seconds,
+        seed: a.seed,
+        clients: a.clients,
+        script: ScriptChoice::Named(a.script),
+        snapshot_hz: a.snapshot_hz,
+        ..RunConfig::default()
+    };
+    config.server.tick_hz = a.tick_hz;
+    config.client.tick_hz = a.tick_hz;
+    config.server.missing_input = match a.missing_input {
+        MissingInputArg::Hold => MissingInput::Hold,
+        MissingInputArg::Repeat => MissingInput::RepeatLast,
+    };
+    config.client.sync.lead = LeadPolicy::Fixed {
+        buffer_ticks: a.input_buffer_ticks,
+        jitter_factor: 1.0,
+    };
+
+    let bar = ProgressBar::new((config.seconds * 10.0).ceil() as u64);
+    if a.no_progress {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let total = config.seconds;
+    eprintln!(
+        "lagless: scene {} over {} for {} simulated s, {} client(s), seed {}",
+        config.scene, config.profile, config.seconds, config.clients, config.seed
+    );
+    let outcome = run(&config, &mut |t| {
+        bar.set_position((t * 10.0) as u64);
+        bar.set_message(format!("{t:.1} / {total:.0} s simulated"));
+    })
+    .map_err(|e| e.to_string())?;
+    bar.finish_and_clear();
+    print!("{}", outcome.report.to_table());
+    if let Some(path) = a.json {
+        let text = serde_json::to_string_pretty(&outcome.report.to_json()).map_err(|e| e.to_string())?;
+        std::fs::write(&path, text + "\n").map_err(|e| format!("writing {}: {e}", path.display()))?;
+        eprintln!("metrics written to {}", path.display());
+    }
+    Ok(())
+}

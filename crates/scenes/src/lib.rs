@@ -1,1 +1,22 @@
-//! placeholder
+//! Deterministic simulations ("scenes") that lagless synchronises over the network.
+//!
+//! The only scene so far is [`cubes`]: a player cube pushing around a grid of
+//! 900 physics cubes. A scene steps only when told to, one fixed tick at a
+//! time, so the same starting state and inputs always give the same result.
+//!
+//! ```
+//! use lagless_scenes::cubes::{CubeInput, CubeScene, CubeSceneConfig};
+//!
+//! let mut scene = CubeScene::new(CubeSceneConfig::default());
+//! scene.add_player(0);
+//! let start = scene.player_state(0).unwrap();
+//! for _ in 0..64 {
+//!     scene.step(&[(0, CubeInput::FORWARD)]);
+//! }
+//! let end = scene.player_state(0).unwrap();
+//! assert!(end.position.z < start.position.z - 1.0, "W moves toward -Z");
+//! ```
+
+#![deny(missing_docs)]
+
+pub mod cubes;

@@ -3,7 +3,7 @@
 //! The game: each client's player has an integer position; input `n` adds `n`. The
 //! snapshot payload is the positions, padded to `payload_bytes` so tests can force
 //! fragmentation.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use lagless_core::{ClientConfig, ClientId, ClientSession, ServerConfig, ServerSession, Tick};
 use lagless_netem::{Duplex, LinkConfig, derive_seed};

@@ -1,0 +1,468 @@
+//! The simulation itself: ground, grid of cubes, player cubes.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use glam::Vec3;
+use rapier3d::parry::shape::Cuboid;
+use rapier3d::prelude::{
+    BroadPhaseBvh, CCDSolver, ColliderBuilder, ColliderSet, ImpulseJointSet, IntegrationParameters,
+    IslandManager, MultibodyJointSet, NarrowPhase, PhysicsPipeline, RigidBody, RigidBodyBuilder,
+    RigidBodyHandle, RigidBodySet, SoftBodySet,
+};
+
+use super::spawn::spawn_point;
+use super::support::{Obstacle, is_supported, touches_from_below};
+use super::{BodyState, CubeInput, CubeSceneConfig};
+
+/// Identifies a player (one per connected client).
+pub type PlayerId = u32;
+
+/// Standard gravity, m/s².
+const GRAVITY: f32 = 9.81;
+
+/// A jump may not start while the player already rises faster than this
+/// (m/s). Every jump leaves the player rising faster (see [`drive`]), so
+/// together with the contact gap this allows one jump per landing even when
+/// JUMP is held.
+const MAX_RISE_FOR_JUMP: f32 = 1.0;
+
+/// Half thickness of the ground slab; thick so nothing tunnels through it.
+const GROUND_HALF_THICKNESS: f32 = 1.0;
+
+/// The cube scene: a ground slab, a grid of unit cubes and any number of
+/// player cubes, stepped only by [`CubeScene::step`].
+///
+/// `state(n) + inputs(n) = state(n + 1)`, bit for bit: two scenes built from
+/// the same config that see the same calls produce identical states.
+/// Cloning copies the complete physics state, so a clone stepped with the
+/// same inputs stays bit-identical to the original (useful for rollback).
+pub struct CubeScene {
+    config: CubeSceneConfig,
+    params: IntegrationParameters,
+    // Only workspace buffers live in the pipeline, never simulation state.
+    pipeline: PhysicsPipeline,
+    islands: IslandManager,
+    broad_phase: BroadPhaseBvh,
+    narrow_phase: NarrowPhase,
+    bodies: RigidBodySet,
+    colliders: ColliderSet,
+    impulse_joints: ImpulseJointSet,
+    multibody_joints: MultibodyJointSet,
+    soft_bodies: SoftBodySet,
+    ccd_solver: CCDSolver,
+    ground: RigidBodyHandle,
+    cubes: Vec<RigidBodyHandle>,
+    players: BTreeMap<PlayerId, RigidBodyHandle>,
+    steps: u64,
+    ground_shape: Cuboid,
+    cube_shape: Cuboid,
+    player_shape: Cuboid,
+}
+
+impl CubeScene {
+    /// Builds the ground and the grid. The grid is centred on the origin and
+    /// its cubes start asleep, resting on the ground (top face y = 0).
+    ///
+    /// Construction runs a few dozen internal steps to let the grid settle,
+    /// which takes on the order of 0.1 s.
+    pub fn new(config: CubeSceneConfig) -> Self {
+        let params = IntegrationParameters {
+            dt: config.dt(),
+            ..IntegrationParameters::default()
+        };
+        let mut bodies = RigidBodySet::new();
+        let mut colliders = ColliderSet::new();
+
+        let ground_shape = Cuboid::new(Vec3::new(
+            config.ground_half_extent,
+            GROUND_HALF_THICKNESS,
+            config.ground_half_extent,
+        ));
+        let ground = bodies.insert(RigidBodyBuilder::fixed().translation(Vec3::new(
+            0.0,
+            -GROUND_HALF_THICKNESS,
+            0.0,
+        )));
+        colliders.insert_with_parent(
+            ColliderBuilder::cuboid(
+                ground_shape.half_extents.x,
+                ground_shape.half_extents.y,
+                ground_shape.half_extents.z,
+            )
+            .friction(config.cube_friction),
+            ground,
+            &mut bodies,
+        );
+
+        let half = config.cube_size * 0.5;
+        let cube_shape = Cuboid::new(Vec3::splat(half));
+        let origin = -(config.grid.saturating_sub(1) as f32) * config.spacing * 0.5;
+        let mut cubes = Vec::with_capacity((config.grid * config.grid) as usize);
+        // Row-major, X fastest: index = row * grid + column, row along Z.
+        for row in 0..config.grid {
+            for column in 0..config.grid {
+                let position = Vec3::new(
+                    origin + column as f32 * config.spacing,
+                    half,
+                    origin + row as f32 * config.spacing,
+                );
+                // Created awake: a body inserted asleep is strong-woken when
+                // its first ground contact appears, and then sinks for a few
+                // steps before the contact catches it (see `settle`).
+                let handle = bodies.insert(RigidBodyBuilder::dynamic().translation(position));
+                colliders.insert_with_parent(
+                    ColliderBuilder::cuboid(half, half, half).friction(config.cube_friction),
+                    handle,
+                    &mut bodies,
+                );
+                cubes.push(handle);
+            }
+        }
+
+        let player_shape = Cuboid::new(Vec3::splat(config.player_size * 0.5));
+        let mut scene = CubeScene {
+            config,
+            params,
+            pipeline: PhysicsPipeline::new(),
+            islands: IslandManager::new(),
+            broad_phase: BroadPhaseBvh::new(),
+            narrow_phase: NarrowPhase::new(),
+            bodies,
+            colliders,
+            impulse_joints: ImpulseJointSet::new(),
+            multibody_joints: MultibodyJointSet::new(),
+            soft_bodies: SoftBodySet::new(),
+            ccd_solver: CCDSolver::new(),
+            ground,
+            cubes,
+            players: BTreeMap::new(),
+            steps: 0,
+            ground_shape,
+            cube_shape,
+            player_shape,
+        };
+        scene.settle();
+        scene
+    }
+
+    /// Steps the fresh scene until the grid has found its ground contacts and
+    /// fallen asleep (≈ 0.6 s of simulated time), so every scene starts from
+    /// the same quiet state. These steps are not counted by [`Self::steps`].
+    fn settle(&mut self) {
+        let max_steps = 10 * self.config.tick_hz.max(1);
+        for _ in 0..max_steps {
+            if self.awake_cube_count() == 0 {
+                break;
+            }
+            self.step(&[]);
+        }
+        self.steps = 0;
+    }
+
+    /// The configuration the scene was built with.
+    pub fn config(&self) -> &CubeSceneConfig {
+        &self.config
+    }
+
+    /// Spawns player `id` at rest at its spawn point; does nothing if the
+    /// player already exists.
+    ///
+    /// Spawn points lie on square rings just outside the grid, 1.5 player
+    /// sizes apart, so distinct ids never overlap: ids 0, 1, 2, 3 take the
+    /// middle of the +Z, -Z, +X and -X sides (W drives player 0 into the
+    /// grid), later ids fan out along the sides and then onto outer rings.
+    /// The rings stop at the ground's edge and ids past their capacity
+    /// (thousands with the default config) wrap around. A spawn point is not
+    /// checked for cubes that were pushed onto it.
+    pub fn add_player(&mut self, id: PlayerId) {
+        if self.players.contains_key(&id) {
+            return;
+        }
+        let half = self.config.player_size * 0.5;
+        let handle = self.bodies.insert(
+            RigidBodyBuilder::dynamic()
+                .translation(spawn_point(&self.config, id))
+                .linear_damping(self.config.player_linear_damping)
+                .angular_damping(self.config.player_angular_damping),
+        );
+        self.colliders.insert_with_parent(
+            ColliderBuilder::cuboid(half, half, half).friction(self.config.player_friction),
+            handle,
+            &mut self.bodies,
+        );
+        self.players.insert(id, handle);
+    }
+
+    /// Removes player `id` and its body; unknown ids are ignored.
+    pub fn remove_player(&mut self, id: PlayerId) {
+        if let Some(handle) = self.players.remove(&id) {
+            self.bodies.remove(
+                handle,
+                &mut self.islands,
+                &mut self.colliders,
+                &mut self.impulse_joints,
+                &mut self.multibody_joints,
+                &mut self.soft_bodies,
+                true,
+            );
+        }
+    }
+
+    /// Ids of the players in the scene, ascending.
+    pub fn players(&self) -> Vec<PlayerId> {
+        self.players.keys().copied().collect()
+    }
+
+    /// Advances the simulation by one tick of `1 / tick_hz` seconds.
+    ///
+    /// Each listed player's input acts during this tick only; players not
+    /// listed get no force, unknown ids are ignored, and an id listed twice
+    /// gets the union of its inputs (so the order of `inputs` never matters).
+    pub fn step(&mut self, inputs: &[(PlayerId, CubeInput)]) {
+        let players: Vec<(PlayerId, RigidBodyHandle)> =
+            self.players.iter().map(|(&id, &h)| (id, h)).collect();
+        for &(id, handle) in &players {
+            let input = inputs
+                .iter()
+                .filter(|(who, _)| *who == id)
+                .fold(CubeInput::NONE, |acc, (_, input)| acc.with(*input));
+            // Support reads poses and the player's own velocity only, which
+            // no other player's force or impulse changes before the physics
+            // step: the order players are handled in cannot matter.
+            let jump = input.contains(CubeInput::JUMP) && self.can_jump(handle);
+            let Some(body) = self.bodies.get_mut(handle) else {
+                continue;
+            };
+            // Rapier keeps user forces across steps; inputs must not.
+            body.reset_forces(false);
+            body.reset_torques(false);
+            drive(body, &self.config, input, jump);
+        }
+
+        self.pipeline.step(
+            Vec3::new(0.0, -GRAVITY, 0.0),
+            &self.params,
+            &mut self.islands,
+            &mut self.broad_phase,
+            &mut self.narrow_phase,
+            &mut self.bodies,
+            &mut self.colliders,
+            &mut self.impulse_joints,
+            &mut self.multibody_joints,
+            &mut self.soft_bodies,
+            &mut self.ccd_solver,
+            &(),
+            &(),
+        );
+        self.steps += 1;
+    }
+
+    /// Whether the player is standing on the ground, a cube or another player
+    /// and is not already on its way up.
+    fn can_jump(&self, handle: RigidBodyHandle) -> bool {
+        let Some(body) = self.bodies.get(handle) else {
+            return false;
+        };
+        if body.linvel().y > MAX_RISE_FOR_JUMP {
+            return false;
+        }
+        let pose = body.position();
+        if let Some(ground) = self.bodies.get(self.ground) {
+            if touches_from_below(
+                pose,
+                &self.player_shape,
+                ground.position(),
+                &self.ground_shape,
+            ) {
+                return true;
+            }
+        }
+        let cubes = self.cubes.iter().filter_map(|&h| {
+            self.bodies.get(h).map(|b| Obstacle {
+                pose: b.position(),
+                shape: &self.cube_shape,
+            })
+        });
+        let others = self
+            .players
+            .values()
+            .filter(|&&h| h != handle)
+            .filter_map(|&h| {
+                self.bodies.get(h).map(|b| Obstacle {
+                    pose: b.position(),
+                    shape: &self.player_shape,
+                })
+            });
+        is_supported(pose, &self.player_shape, cubes.chain(others))
+    }
+
+    /// Number of steps taken since construction.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Current state of player `id`, or `None` if there is no such player.
+    pub fn player_state(&self, id: PlayerId) -> Option<BodyState> {
+        self.player_body(id).map(BodyState::of)
+    }
+
+    /// Teleports player `id` to `state` (pose and velocities) and wakes it.
+    /// Unknown ids and non-finite states are ignored.
+    pub fn set_player_state(&mut self, id: PlayerId, state: &BodyState) {
+        if !state.is_finite() {
+            return;
+        }
+        let Some(&handle) = self.players.get(&id) else {
+            return;
+        };
+        if let Some(body) = self.bodies.get_mut(handle) {
+            body.set_position(state.pose(), true);
+            body.set_linvel(state.linvel, true);
+            body.set_angvel(state.angvel, true);
+            body.wake_up(true);
+        }
+    }
+
+    /// Number of grid cubes (`grid²`).
+    pub fn cube_count(&self) -> usize {
+        self.cubes.len()
+    }
+
+    /// State of grid cube `index`, or `None` past the end.
+    pub fn cube_state(&self, index: usize) -> Option<BodyState> {
+        self.cube_body(index).map(BodyState::of)
+    }
+
+    /// States of all grid cubes. Index `row * grid + column` (row along +Z,
+    /// column along +X), the same order for the scene's whole life.
+    pub fn cube_states(&self) -> Vec<BodyState> {
+        (0..self.cubes.len())
+            .filter_map(|i| self.cube_state(i))
+            .collect()
+    }
+
+    /// Whether cube `index` is awake (simulated) rather than sleeping: the
+    /// "interacting" flag a snapshot carries. `false` past the end.
+    pub fn cube_awake(&self, index: usize) -> bool {
+        self.cube_body(index).is_some_and(|b| !b.is_sleeping())
+    }
+
+    /// Number of grid cubes currently awake.
+    pub fn awake_cube_count(&self) -> usize {
+        self.cubes
+            .iter()
+            .filter(|&&h| self.bodies.get(h).is_some_and(|b| !b.is_sleeping()))
+            .count()
+    }
+
+    /// Overwrites cube `index` with `state`.
+    ///
+    /// With `awake`, the cube (and whatever touches it) is woken. Without, it
+    /// is put to sleep where it is placed; sleeping bodies have no velocity,
+    /// so the velocities in `state` are dropped. Like any body, a sleeping
+    /// cube placed into a contact it did not have before is woken by that
+    /// contact at the next step (and settles back to sleep once still).
+    /// Out-of-range indices and non-finite states are ignored.
+    pub fn set_cube_state(&mut self, index: usize, state: &BodyState, awake: bool) {
+        if !state.is_finite() {
+            return;
+        }
+        let Some(&handle) = self.cubes.get(index) else {
+            return;
+        };
+        let Some(body) = self.bodies.get_mut(handle) else {
+            return;
+        };
+        if awake {
+            body.set_position(state.pose(), true);
+            body.set_linvel(state.linvel, true);
+            body.set_angvel(state.angvel, true);
+            body.wake_up(true);
+        } else {
+            body.set_position(state.pose(), false);
+            if !body.is_sleeping() {
+                body.sleep();
+            }
+        }
+    }
+
+    fn player_body(&self, id: PlayerId) -> Option<&RigidBody> {
+        self.players.get(&id).and_then(|&h| self.bodies.get(h))
+    }
+
+    fn cube_body(&self, index: usize) -> Option<&RigidBody> {
+        self.cubes.get(index).and_then(|&h| self.bodies.get(h))
+    }
+}
+
+/// Applies one player's movement force, rolling torque and jump impulse.
+fn drive(body: &mut RigidBody, config: &CubeSceneConfig, input: CubeInput, jump: bool) {
+    let mut direction = Vec3::ZERO;
+    if input.contains(CubeInput::FORWARD) {
+        direction.z -= 1.0;
+    }
+    if input.contains(CubeInput::BACK) {
+        direction.z += 1.0;
+    }
+    if input.contains(CubeInput::LEFT) {
+        direction.x -= 1.0;
+    }
+    if input.contains(CubeInput::RIGHT) {
+        direction.x += 1.0;
+    }
+    // Diagonals are as strong as straight moves; W+S cancels to nothing.
+    let direction = direction.normalize_or_zero();
+    if direction != Vec3::ZERO {
+        body.add_force(direction * config.move_force, true);
+        // Rolling toward `direction` spins about up × direction.
+        body.add_torque(Vec3::Y.cross(direction) * config.move_torque, true);
+    }
+    if jump {
+        // Cancel any fall first: a jump on the landing tick is then as high
+        // as one from rest, and always leaves the player rising fast enough
+        // that the next tick cannot jump again.
+        let fall = body.linvel().y.min(0.0);
+        let impulse = config.jump_impulse - body.mass() * fall;
+        body.apply_impulse(Vec3::Y * impulse, true);
+    }
+}
+
+impl Clone for CubeScene {
+    fn clone(&self) -> Self {
+        CubeScene {
+            config: self.config,
+            params: self.params,
+            // Workspace only: a fresh pipeline continues bit-identically.
+            pipeline: PhysicsPipeline::new(),
+            islands: self.islands.clone(),
+            broad_phase: self.broad_phase.clone(),
+            narrow_phase: self.narrow_phase.clone(),
+            bodies: self.bodies.clone(),
+            colliders: self.colliders.clone(),
+            impulse_joints: self.impulse_joints.clone(),
+            multibody_joints: self.multibody_joints.clone(),
+            soft_bodies: self.soft_bodies.clone(),
+            ccd_solver: self.ccd_solver.clone(),
+            ground: self.ground,
+            cubes: self.cubes.clone(),
+            players: self.players.clone(),
+            steps: self.steps,
+            ground_shape: self.ground_shape,
+            cube_shape: self.cube_shape,
+            player_shape: self.player_shape,
+        }
+    }
+}
+
+impl fmt::Debug for CubeScene {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CubeScene")
+            .field("config", &self.config)
+            .field("steps", &self.steps)
+            .field("players", &self.players.keys().collect::<Vec<_>>())
+            .field("cubes", &self.cubes.len())
+            .field("awake_cubes", &self.awake_cube_count())
+            .finish()
+    }
+}

@@ -98,7 +98,7 @@ pub struct ClientSession<I: Input> {
     /// jump had no input and are never sent.
     send_floor: Tick,
     acked_through: Option<Tick>,
-    input_lead: Option<i32>,
+    last_slack_tick: Option<Tick>,
     reassembler: Reassembler,
     snapshots: VecDeque<ReceivedSnapshot>,
     send_seq: Seq16,
@@ -129,7 +129,7 @@ impl<I: Input> ClientSession<I> {
             sent_through: None,
             send_floor: Tick(0),
             acked_through: None,
-            input_lead: None,
+            last_slack_tick: None,
             reassembler: Reassembler::new(config.max_partial_snapshots, max_fragments),
             snapshots: VecDeque::new(),
             send_seq: Seq16(0),
@@ -186,9 +186,15 @@ impl<I: Input> ClientSession<I> {
         self.sync.lead_ticks(&self.rtt)
     }
 
-    /// The server's last report of how many ticks ahead of it our newest input was.
-    pub fn reported_input_lead(&self) -> Option<i32> {
-        self.input_lead
+    /// How early our inputs reach the server, in ticks (smoothed mean of the server's
+    /// reports); `None` before the first report.
+    pub fn input_slack(&self) -> Option<f64> {
+        self.sync.slack_mean()
+    }
+
+    /// The lead correction learned from the server's slack reports, in ticks.
+    pub fn lead_correction(&self) -> f64 {
+        self.sync.correction()
     }
 
     /// The newest tick the server acknowledged for inputs.
@@ -214,9 +220,10 @@ impl<I: Input> ClientSession<I> {
             }
         };
         let tick = Tick(frag.tick);
+        // See the server's SEQ_RESET_DISTANCE: a far older packet means the newest was bogus.
         let newest_packet = self
             .newest_recv_seq
-            .is_none_or(|s| frag.seq.is_newer_than(s));
+            .is_none_or(|s| frag.seq.is_newer_than(s) || s.diff(frag.seq) > 1024);
         if newest_packet {
             self.newest_recv_seq = Some(frag.seq);
             if let Some(echo) = frag.echo {
@@ -238,7 +245,16 @@ impl<I: Input> ClientSession<I> {
                 if let Some(t) = Tick::from_wire(ack.acked_through, tick) {
                     self.acked_through = Some(self.acked_through.map_or(t, |a| a.max(t)));
                 }
-                self.input_lead = Some(ack.input_lead);
+                // Every fragment of a snapshot repeats the report: use it once.
+                if self.last_slack_tick.is_none_or(|t| tick > t) {
+                    self.last_slack_tick = Some(tick);
+                    let position = self.timestep.position_after(
+                        self.last_update
+                            .map_or(Duration::ZERO, |t| now.saturating_sub(t)),
+                    );
+                    let slack = f64::from(ack.input_slack) / 256.0;
+                    self.sync.on_input_slack(now, slack, position, &self.rtt);
+                }
             }
         }
         if self.newest_server_tick.is_none_or(|n| tick > n) {

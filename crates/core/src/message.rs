@@ -125,9 +125,11 @@ pub struct InputAck {
     /// Low 16 bits of a tick up to which the client need not resend inputs: each was
     /// received or is too late to matter.
     pub acked_through: Seq16,
-    /// How many ticks ahead of the server's current tick the client's newest input is
-    /// (negative: the client is behind). The signal an adaptive lead policy steers by.
-    pub input_lead: i32,
+    /// How early the client's newest input message arrived, in 1/256 tick: the newest
+    /// tick it carried, plus one, minus the server's fractional tick position on arrival.
+    /// Negative means it arrived too late. The client steers its lead by this, which
+    /// measures the uplink directly instead of assuming a symmetric route.
+    pub input_slack: i32,
 }
 
 /// Server -> client: one fragment of the snapshot for `tick`, plus control data that every
@@ -164,7 +166,7 @@ impl SnapshotFragment {
         }
         if let Some(a) = self.input_ack {
             w.write_u16(a.acked_through.0);
-            w.write_varint_i32(a.input_lead);
+            w.write_varint_i32(a.input_slack);
         }
         w.write_u8(self.index);
         w.write_u8(self.count);
@@ -201,7 +203,7 @@ impl SnapshotFragment {
         let input_ack = if flags & 2 != 0 {
             Some(InputAck {
                 acked_through: Seq16(r.read_u16()?),
-                input_lead: r.read_varint_i32()?,
+                input_slack: r.read_varint_i32()?,
             })
         } else {
             None
@@ -340,7 +342,7 @@ mod tests {
             let f = SnapshotFragment {
                 seq: Seq16(seq), tick,
                 echo: echo.map(|(c, h)| PingEcho { client_time_us: c, hold_us: h }),
-                input_ack: ack.map(|(a, l)| InputAck { acked_through: Seq16(a), input_lead: l }),
+                input_ack: ack.map(|(a, l)| InputAck { acked_through: Seq16(a), input_slack: l }),
                 index: idx % count, count, payload,
             };
             let mut w = Writer::new();

@@ -28,8 +28,11 @@ impl RttEstimator {
         self.min = Some(self.min.map_or(rtt, |m| m.min(rtt)));
         match self.smoothed {
             None => {
+                // RFC 6298 seeds the deviation with RTT/2 to keep retransmit timers safe; we
+                // use it for a lead margin, where that would overshoot by half an RTT. The
+                // deviation builds up within a few samples on a jittery link.
                 self.smoothed = Some(rtt);
-                self.variance = rtt / 2;
+                self.variance = Duration::ZERO;
             }
             Some(srtt) => {
                 // Gains 1/4 and 1/8 as in RFC 6298: the deviation tracks jitter, the mean
@@ -83,6 +86,9 @@ mod tests {
         assert!((s - 200.0).abs() < 3.0, "{s}");
         let d = e.deviation().as_secs_f64() * 1000.0;
         assert!((3.0..=7.0).contains(&d), "{d}");
+        let mut one = RttEstimator::new();
+        one.add_sample(Duration::from_millis(80));
+        assert_eq!(one.deviation(), Duration::ZERO);
         assert_eq!(e.min(), Some(Duration::from_millis(195)));
     }
 }

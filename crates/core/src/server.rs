@@ -88,6 +88,10 @@ pub struct TickInputs<I> {
     pub inputs: Vec<(ClientId, Option<I>)>,
 }
 
+/// How far behind the newest sequence number a packet may be before the newest is
+/// considered bogus.
+const SEQ_RESET_DISTANCE: i16 = 1024;
+
 /// Inputs older than the current tick that are remembered, so late resends can be told
 /// from inputs that were never seen.
 const INPUT_HISTORY: u32 = 64;
@@ -96,6 +100,8 @@ struct ClientSlot<I> {
     inputs: TickBuffer<I>,
     last_applied: Option<I>,
     newest_input: Option<Tick>,
+    /// Slack of the newest input message, in ticks.
+    slack: Option<f64>,
     first_input: Option<Tick>,
     echo: Option<(u32, Duration)>,
     newest_seq: Option<Seq16>,
@@ -180,6 +186,7 @@ impl<I: Input> ServerSession<I> {
                 inputs: TickBuffer::new(cap, floor),
                 last_applied: None,
                 newest_input: None,
+                slack: None,
                 first_input: None,
                 echo: None,
                 newest_seq: None,
@@ -206,6 +213,10 @@ impl<I: Input> ServerSession<I> {
         bytes: &[u8],
     ) -> Result<(), ProtocolError> {
         let current = self.current_tick();
+        let position = self.timestep.position_after(
+            self.last_update
+                .map_or(Duration::ZERO, |t| now.saturating_sub(t)),
+        );
         let max_inputs = self.config.max_inputs_per_message;
         let lead_limit = self.config.max_input_lead_ticks;
         let client = self
@@ -222,7 +233,13 @@ impl<I: Input> ServerSession<I> {
             }
         };
         // Clock stamps: keep only the newest packet's, so reordering cannot inflate the RTT.
-        if client.newest_seq.is_none_or(|s| msg.seq.is_newer_than(s)) {
+        // A sequence number far behind the newest means the newest was bogus (a corrupt or
+        // forged packet) or the client restarted; accept it rather than ignore the client's
+        // clock stamps for the next 32768 packets.
+        let newest_packet = client
+            .newest_seq
+            .is_none_or(|s| msg.seq.is_newer_than(s) || s.diff(msg.seq) > SEQ_RESET_DISTANCE);
+        if newest_packet {
             client.newest_seq = Some(msg.seq);
             client.echo = Some((msg.client_time_us, now));
             if let Some(ack) = msg.snapshot_ack {
@@ -238,6 +255,11 @@ impl<I: Input> ServerSession<I> {
         };
         // Starvation is counted from the first tick the client ever sent input for.
         client.first_input = Some(client.first_input.map_or(start, |f| f.min(start)));
+        let newest = start.saturating_add(msg.inputs.len() as u32 - 1);
+        if newest_packet && newest.diff(current) <= i64::from(lead_limit) {
+            // The newest input is needed once the server's position passes its tick + 1.
+            client.slack = Some(f64::from(newest.0) + 1.0 - position);
+        }
         let mut result = Ok(());
         for (k, input) in msg.inputs.into_iter().enumerate() {
             let tick = start.saturating_add(k as u32);
@@ -350,7 +372,9 @@ impl<I: Input> ServerSession<I> {
             }
             InputAck {
                 acked_through: through.to_wire(),
-                input_lead: i32::try_from(newest.diff(current)).unwrap_or(i32::MIN),
+                input_slack: (client.slack.unwrap_or(0.0) * 256.0)
+                    .round()
+                    .clamp(-1e9, 1e9) as i32,
             }
         });
         let chunks: Vec<&[u8]> = if payload.is_empty() {

@@ -5,15 +5,19 @@ use std::time::Duration;
 ///
 /// The client must simulate tick `n` early enough that its input for `n` reaches the
 /// server before the server steps `n`: lead = one-way delay + a jitter margin + an input
-/// buffer. Later policies (adaptive buffers driven by the server's reported input-buffer
-/// fill) slot in as further variants without changing the session API.
+/// buffer. The open-loop part comes from the RTT; a closed loop then corrects it with the
+/// server's report of how early inputs actually arrive (their *slack*), because RTT/2 is
+/// wrong whenever the route is asymmetric — for instance when large snapshots queue on the
+/// downlink. Later policies (an input buffer sized from the measured variance, source 002
+/// item 19) slot in as further variants without changing the session API.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LeadPolicy {
     /// `RTT/2 + jitter_factor * RTT deviation + buffer_ticks`, all measured from traffic.
     Fixed {
-        /// Ticks of input kept buffered at the server beyond the estimated one-way delay.
+        /// Ticks by which inputs should arrive early at the server, on top of the jitter margin.
         buffer_ticks: f64,
-        /// Multiple of the RTT mean deviation added as a jitter margin.
+        /// Multiple of the jitter (RTT mean deviation before slack reports exist, slack mean
+        /// deviation after) added as a margin.
         jitter_factor: f64,
     },
 }
@@ -42,6 +46,11 @@ pub struct SyncConfig {
     pub resync_ticks: f64,
     /// Weight of a new sample in the server-clock offset filter once warmed up.
     pub offset_smoothing: f64,
+    /// Time constant, in seconds, of the lead correction driven by slack reports. Longer
+    /// than a round trip, so the loop stays stable.
+    pub slack_time_constant: f64,
+    /// Largest lead correction, in ticks, either way.
+    pub max_correction_ticks: f64,
 }
 
 impl Default for SyncConfig {
@@ -52,6 +61,8 @@ impl Default for SyncConfig {
             gain: 0.05,
             resync_ticks: 8.0,
             offset_smoothing: 0.05,
+            slack_time_constant: 2.0,
+            max_correction_ticks: 64.0,
         }
     }
 }
@@ -78,6 +89,10 @@ pub struct ClockSync {
     config: SyncConfig,
     offset_secs: Option<f64>,
     samples: u64,
+    slack_mean: Option<f64>,
+    slack_dev: f64,
+    correction: f64,
+    last_slack_at: Option<Duration>,
 }
 
 impl ClockSync {
@@ -88,6 +103,10 @@ impl ClockSync {
             config,
             offset_secs: None,
             samples: 0,
+            slack_mean: None,
+            slack_dev: 0.0,
+            correction: 0.0,
+            last_slack_at: None,
         }
     }
 
@@ -113,6 +132,60 @@ impl ClockSync {
         });
     }
 
+    /// Feeds the server's report (received at `now`) of how early, in ticks, our newest
+    /// input message arrived. Drives the lead correction toward
+    /// `buffer_ticks + jitter_factor * slack deviation`.
+    ///
+    /// `position` is the client clock's fractional tick now. While the clock is still
+    /// converging on its target, the slack reflects the clock's actual lead rather than the
+    /// target; that part of the error is subtracted so the correction learns only what the
+    /// open-loop estimate gets wrong (route asymmetry), and does not wind up.
+    pub fn on_input_slack(&mut self, now: Duration, slack: f64, position: f64, rtt: &RttEstimator) {
+        if !slack.is_finite() {
+            return;
+        }
+        let tracking = self.target_position(now, rtt).map_or(0.0, |t| t - position);
+        let (mean, dev) = match self.slack_mean {
+            None => (slack, 0.0),
+            Some(m) => {
+                // Same gains as the RTT filter: the deviation tracks jitter quickly.
+                let dev = 0.75 * self.slack_dev + 0.25 * (slack - m).abs();
+                (m + 0.125 * (slack - m), dev)
+            }
+        };
+        self.slack_mean = Some(mean);
+        self.slack_dev = dev;
+        let LeadPolicy::Fixed {
+            buffer_ticks,
+            jitter_factor,
+        } = self.config.lead;
+        let desired = buffer_ticks + jitter_factor * dev;
+        // Integrate the error in time, not per report, so the loop speed does not depend
+        // on the snapshot rate.
+        let dt = self
+            .last_slack_at
+            .map_or(0.0, |t| now.saturating_sub(t).as_secs_f64());
+        self.last_slack_at = Some(now);
+        let k = (dt / self.config.slack_time_constant.max(1e-3)).min(1.0);
+        let limit = self.config.max_correction_ticks;
+        self.correction = (self.correction + k * (desired - slack - tracking)).clamp(-limit, limit);
+    }
+
+    /// Smoothed slack of our inputs at the server, in ticks.
+    pub fn slack_mean(&self) -> Option<f64> {
+        self.slack_mean
+    }
+
+    /// Mean deviation of the slack, in ticks (the uplink's jitter as the server sees it).
+    pub fn slack_deviation(&self) -> f64 {
+        self.slack_dev
+    }
+
+    /// Lead correction learned from slack reports, in ticks.
+    pub fn correction(&self) -> f64 {
+        self.correction
+    }
+
     /// True once the server clock has been estimated.
     pub fn is_synced(&self) -> bool {
         self.offset_secs.is_some()
@@ -134,7 +207,7 @@ impl ClockSync {
             } => {
                 let one_way = srtt.as_secs_f64() / 2.0;
                 let margin = jitter_factor * rtt.deviation().as_secs_f64() / 2.0;
-                (one_way + margin) * f64::from(self.rate.hz()) + buffer_ticks
+                (one_way + margin) * f64::from(self.rate.hz()) + buffer_ticks + self.correction
             }
         }
     }
@@ -183,9 +256,9 @@ mod tests {
         s.on_server_tick(Duration::from_secs(3), Tick(640), &r);
         let pos = s.server_position(Duration::from_secs(3)).unwrap();
         assert!((pos - (640.0 + 6.4)).abs() < 1e-6, "{pos}");
-        // Lead: 100 ms one way (6.4 ticks) + 50 ms margin (3.2 ticks, deviation=100ms/2) + 2 buffer.
+        // Lead: 100 ms one way (6.4 ticks) + no jitter margin yet (one sample) + 2 buffer.
         let lead = s.lead_ticks(&r);
-        assert!((lead - (6.4 + 3.2 + 2.0)).abs() < 1e-6, "{lead}");
+        assert!((lead - (6.4 + 2.0)).abs() < 1e-6, "{lead}");
     }
 
     #[test]
@@ -208,6 +281,31 @@ mod tests {
             s.adjust(Duration::ZERO, target + 20.0, &r),
             ClockAdjust::Run(0.0)
         );
+    }
+
+    #[test]
+    fn slack_reports_correct_an_asymmetric_route() {
+        let rate = TickRate::new(64);
+        let mut s = ClockSync::new(rate, SyncConfig::default());
+        let r = rtt(200);
+        s.on_server_tick(Duration::ZERO, Tick(0), &r);
+        let open_loop = s.lead_ticks(&r);
+        // The uplink is 2 ticks slower than RTT/2 suggests: inputs arrive with 0 slack
+        // instead of 2. Every tick of extra lead shows up as a tick of extra slack.
+        // The clock is assumed to follow its target exactly.
+        let mut now = Duration::ZERO;
+        for _ in 0..1280 {
+            now += rate.period();
+            let slack = s.lead_ticks(&r) - open_loop;
+            let position = s.target_position(now, &r).unwrap();
+            s.on_input_slack(now, slack, position, &r);
+        }
+        let gained = s.lead_ticks(&r) - open_loop;
+        assert!((gained - 2.0).abs() < 0.05, "{gained}");
+        assert!(s.slack_mean().unwrap() > 1.9);
+        // Garbage is ignored.
+        s.on_input_slack(now, f64::NAN, 0.0, &r);
+        assert!((s.lead_ticks(&r) - open_loop - gained).abs() < 1e-9);
     }
 
     #[test]

@@ -72,6 +72,11 @@ impl FixedTimestep {
         f64::from(self.next_tick.0) + self.alpha()
     }
 
+    /// Fractional position `elapsed` from now, before any pending ticks are popped.
+    pub fn position_after(&self, elapsed: std::time::Duration) -> f64 {
+        self.position() + self.rate.ticks_in(elapsed)
+    }
+
     /// Moves the driver to `tick` with `fraction` of a tick already accumulated.
     /// Used by clock synchronisation to jump; pending ticks are discarded.
     pub fn reset(&mut self, tick: Tick, fraction: f64) {

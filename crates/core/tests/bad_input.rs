@@ -157,9 +157,12 @@ fn client_rejects_and_counts_bad_packets() {
 }
 
 #[test]
-fn random_garbage_on_the_wire_changes_nothing() {
-    // Corrupt a share of the packets in flight in both directions: sessions reject them,
-    // count them, and the game goes on.
+fn random_garbage_on_the_wire_is_survived() {
+    // For 10 s, throw random bytes at both sides and bit-flipped copies of valid input
+    // messages at the server. Garbage must be rejected and counted. Flipped messages that
+    // still parse are accepted as the client's own (only an authenticated transport can
+    // tell them apart, and a client lying about itself only harms itself), so they may
+    // disturb the clock; once they stop, the session must recover on its own.
     let mut h = Harness::new(
         ServerConfig::default(),
         ClientConfig::default(),
@@ -197,11 +200,22 @@ fn random_garbage_on_the_wire_changes_nothing() {
         rejected_server > 200 && rejected_client > 150,
         "{rejected_server} {rejected_client}"
     );
-    let c = &h.clients[0];
-    assert!(c.session.is_synced());
-    let (tick, shown) = c.shown.unwrap();
+    // Errors also cover parseable packets with some inputs out of range; the rejected
+    // count covers packets dropped whole.
+    let rejected = h.server.client_stats(1).unwrap().packets_rejected;
+    assert!(rejected > 200 && rejected <= rejected_server);
+
+    // Clean traffic again: within a few seconds every tick gets its input.
+    h.run_until(Duration::from_secs(15), &mut |_, _| 1);
+    let before = h.server.client_stats(1).unwrap().clone();
+    let shown_before = h.clients[0].shown.unwrap().1;
+    h.run_until(Duration::from_secs(20), &mut |_, _| 1);
+    let after = h.server.client_stats(1).unwrap().clone();
+    assert_eq!(after.ticks_starved, before.ticks_starved, "{after:?}");
+    assert!(after.ticks_with_input - before.ticks_with_input >= 5 * 64 - 1);
+    let shown_after = h.clients[0].shown.unwrap().1;
     assert!(
-        shown > 400 && tick.0 > 500,
-        "game progressed: {shown} at {tick}"
+        shown_after - shown_before >= 5 * 64 - 2,
+        "{shown_before} -> {shown_after}"
     );
 }

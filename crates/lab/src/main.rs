@@ -10,7 +10,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "lagless", version, about = "Measure how a networked game feels under bad networks")]
+#[command(
+    name = "lagless",
+    version,
+    about = "Measure how a networked game feels under bad networks"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -130,7 +134,10 @@ impl RunArgs {
 }
 
 fn print_profiles() {
-    println!("{:<14} {:>9} {:>24} {:>36}", "profile", "delay", "jitter", "loss");
+    println!(
+        "{:<14} {:>9} {:>24} {:>36}",
+        "profile", "delay", "jitter", "loss"
+    );
     for name in PROFILE_NAMES {
         if let Some(c) = profile(name) {
             println!(
@@ -216,8 +223,10 @@ fn run_command(a: RunArgs) -> Result<(), String> {
     bar.finish_and_clear();
     print!("{}", outcome.report.to_table());
     if let Some(path) = a.json {
-        let text = serde_json::to_string_pretty(&outcome.report.to_json()).map_err(|e| e.to_string())?;
-        std::fs::write(&path, text + "\n").map_err(|e| format!("writing {}: {e}", path.display()))?;
+        let text =
+            serde_json::to_string_pretty(&outcome.report.to_json()).map_err(|e| e.to_string())?;
+        std::fs::write(&path, text + "\n")
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
         eprintln!("metrics written to {}", path.display());
     }
     Ok(())

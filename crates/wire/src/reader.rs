@@ -142,7 +142,11 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads a varint length (at most `max`) and that many bytes.
-    pub fn read_len_prefixed(&mut self, max: usize, what: &'static str) -> Result<&'a [u8], WireError> {
+    pub fn read_len_prefixed(
+        &mut self,
+        max: usize,
+        what: &'static str,
+    ) -> Result<&'a [u8], WireError> {
         let len = self.read_varint_u32()? as usize;
         if len > max {
             return Err(WireError::TooLarge { what, len, max });
@@ -184,7 +188,10 @@ mod tests {
     fn varint_rejects_overflow_and_overlong() {
         // 6 continuation bytes cannot be a u32.
         let mut r = Reader::new(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
-        assert!(matches!(r.read_varint_u32(), Err(WireError::VarintOverflow { bits: 32 })));
+        assert!(matches!(
+            r.read_varint_u32(),
+            Err(WireError::VarintOverflow { bits: 32 })
+        ));
         // 5th byte may carry only 4 bits for a u32.
         let mut r = Reader::new(&[0xff, 0xff, 0xff, 0xff, 0x1f]);
         assert!(r.read_varint_u32().is_err());
@@ -195,7 +202,10 @@ mod tests {
         assert!(r.read_varint_u32().is_err());
         // Endless continuation bits end at the buffer, not in a panic.
         let mut r = Reader::new(&[0x80; 3]);
-        assert!(matches!(r.read_varint_u64(), Err(WireError::UnexpectedEnd { .. })));
+        assert!(matches!(
+            r.read_varint_u64(),
+            Err(WireError::UnexpectedEnd { .. })
+        ));
     }
 
     #[test]
@@ -214,9 +224,16 @@ mod tests {
         let mut r = Reader::new(w.as_bytes());
         assert!(matches!(
             r.read_len_prefixed(1200, "payload"),
-            Err(WireError::TooLarge { len: 1_000_000, max: 1200, .. })
+            Err(WireError::TooLarge {
+                len: 1_000_000,
+                max: 1200,
+                ..
+            })
         ));
-        assert_eq!(Reader::new(&[0, 9]).finish(), Err(WireError::TrailingBytes(2)));
+        assert_eq!(
+            Reader::new(&[0, 9]).finish(),
+            Err(WireError::TrailingBytes(2))
+        );
     }
 
     proptest! {

@@ -1,0 +1,150 @@
+//! What a lab run is: scene, network, duration, seed, clients, and the knobs under test.
+
+use lagless_core::{ClientConfig, ServerConfig};
+use lagless_netem::{Bandwidth, GilbertElliott, Jitter, LinkConfig, Loss, Trace};
+use lagless_scenes::cubes::script::InputScript;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Builds the input script for one client from that client's seed.
+pub type ScriptFactory = Arc<dyn Fn(u64) -> Box<dyn InputScript + Send> + Send + Sync>;
+
+/// Which input driver the simulated players use.
+#[derive(Clone)]
+pub enum ScriptChoice {
+    /// A script from `lagless_scenes::cubes::script::SCRIPT_NAMES` ("roam", "pattern").
+    Named(String),
+    /// A custom script (tests use this to pin inputs to absolute ticks).
+    Custom(ScriptFactory),
+}
+
+impl std::fmt::Debug for ScriptChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScriptChoice::Named(n) => write!(f, "Named({n:?})"),
+            ScriptChoice::Custom(_) => write!(f, "Custom(..)"),
+        }
+    }
+}
+
+/// Overrides applied on top of a named network profile.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NetOverrides {
+    /// One-way base delay.
+    pub delay_ms: Option<f64>,
+    /// Jitter: standard deviation for normal jitter, half-range for uniform jitter.
+    pub jitter_ms: Option<f64>,
+    /// Mean loss in percent; bursty profiles keep their mean burst length.
+    pub loss_pct: Option<f64>,
+    /// Duplication probability in percent.
+    pub duplicate_pct: Option<f64>,
+    /// Reordering probability in percent.
+    pub reorder_pct: Option<f64>,
+    /// Bandwidth cap in kbit/s.
+    pub bandwidth_kbps: Option<u32>,
+    /// Queue size in bytes for the bandwidth cap (default 64 KiB).
+    pub queue_bytes: Option<usize>,
+    /// A Mahimahi delivery trace, applied to the server -> client direction.
+    pub trace: Option<Trace>,
+    /// Queue limit, in packets, while waiting for trace opportunities.
+    pub trace_queue_packets: Option<usize>,
+}
+
+impl NetOverrides {
+    /// Applies the overrides to `base`, returning (up, down) link configs.
+    pub fn apply(&self, base: &LinkConfig) -> (LinkConfig, LinkConfig) {
+        let mut c = base.clone();
+        if let Some(ms) = self.delay_ms {
+            c.delay = millis(ms);
+        }
+        if let Some(ms) = self.jitter_ms {
+            c.jitter = match c.jitter {
+                Jitter::Uniform { .. } => Jitter::Uniform { max: millis(ms) },
+                _ if ms <= 0.0 => Jitter::None,
+                _ => Jitter::Normal {
+                    std_dev: millis(ms),
+                },
+            };
+        }
+        if let Some(pct) = self.loss_pct {
+            let rate = (pct / 100.0).clamp(0.0, 1.0);
+            c.loss = match c.loss {
+                _ if rate == 0.0 => Loss::None,
+                Loss::GilbertElliott(ge) => {
+                    Loss::GilbertElliott(GilbertElliott::with_mean_loss(rate, ge.mean_bad_run()))
+                }
+                _ => Loss::Uniform { rate },
+            };
+        }
+        if let Some(p) = self.duplicate_pct {
+            c.duplicate_rate = p / 100.0;
+        }
+        if let Some(p) = self.reorder_pct {
+            c.reorder_rate = p / 100.0;
+        }
+        if let Some(kbps) = self.bandwidth_kbps {
+            c.bandwidth = Some(Bandwidth {
+                kbps,
+                queue_bytes: self.queue_bytes.unwrap_or(64 * 1024),
+            });
+        }
+        if let Some(n) = self.trace_queue_packets {
+            c.trace_queue_packets = n;
+        }
+        let up = c.clone();
+        let mut down = c;
+        if let Some(t) = &self.trace {
+            down.trace = Some(t.clone());
+        }
+        (up, down)
+    }
+}
+
+fn millis(ms: f64) -> Duration {
+    Duration::from_secs_f64(ms.max(0.0) / 1000.0)
+}
+
+/// Everything that defines one lab run.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// Scene name (only "cubes" so far).
+    pub scene: String,
+    /// Network profile name (see `lagless_netem::PROFILE_NAMES`).
+    pub profile: String,
+    /// Overrides on top of the profile.
+    pub net: NetOverrides,
+    /// Simulated seconds.
+    pub seconds: f64,
+    /// Master seed: network fates and scripts derive from it.
+    pub seed: u64,
+    /// Number of clients (each drives one player).
+    pub clients: u32,
+    /// Input driver.
+    pub script: ScriptChoice,
+    /// Snapshot rate in Hz (at most the tick rate).
+    pub snapshot_hz: u32,
+    /// Server settings (tick rate is taken from here).
+    pub server: ServerConfig,
+    /// Client settings.
+    pub client: ClientConfig,
+    /// Virtual clock resolution.
+    pub clock_step: Duration,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        Self {
+            scene: "cubes".into(),
+            profile: "mobile".into(),
+            net: NetOverrides::default(),
+            seconds: 30.0,
+            seed: 1,
+            clients: 1,
+            script: ScriptChoice::Named("roam".into()),
+            snapshot_hz: 64,
+            server: ServerConfig::default(),
+            client: ClientConfig::default(),
+            clock_step: Duration::from_micros(500),
+        }
+    }
+}

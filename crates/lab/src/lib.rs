@@ -1,0 +1,20 @@
+//! The lagless lab: runs a scene's server and clients in one process over the seeded
+//! network emulator on a virtual clock, and reports how the game felt, using the metric
+//! names of `LAB.md`.
+//!
+//! ```no_run
+//! use lagless_lab::{RunConfig, run};
+//! let config = RunConfig { profile: "wifi".into(), seconds: 5.0, ..RunConfig::default() };
+//! let outcome = run(&config, &mut |_simulated_seconds| {}).unwrap();
+//! println!("{}", outcome.report.to_table());
+//! ```
+
+#![deny(missing_docs)]
+
+pub mod config;
+pub mod metrics;
+pub mod runner;
+
+pub use config::{NetOverrides, RunConfig, ScriptChoice};
+pub use metrics::{Metric, Report};
+pub use runner::{RunError, RunOutcome, run};

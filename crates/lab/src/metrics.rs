@@ -1,0 +1,169 @@
+//! Collected figures and their presentation (JSON by LAB.md's dotted names, and a table).
+
+use serde_json::{Map, Value};
+
+/// Percentile of a sample set by the nearest-rank method; `None` when empty.
+pub fn percentile(values: &[f64], p: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * v.len() as f64).ceil().max(1.0) as usize;
+    Some(v[rank.min(v.len()) - 1])
+}
+
+/// Arithmetic mean; `None` when empty.
+pub fn mean(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+/// A value in a report.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Metric {
+    /// A measured number; `None` when nothing could be measured (shown as null / "-").
+    Number(Option<f64>),
+    /// A count.
+    Count(u64),
+    /// A label.
+    Text(String),
+}
+
+/// An ordered list of named metrics. Names are LAB.md's dotted names.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Report {
+    entries: Vec<(String, Metric)>,
+}
+
+impl Report {
+    /// Adds or replaces a metric.
+    pub fn set(&mut self, name: &str, value: Metric) {
+        match self.entries.iter_mut().find(|(n, _)| n == name) {
+            Some(e) => e.1 = value,
+            None => self.entries.push((name.to_string(), value)),
+        }
+    }
+
+    /// Adds a number.
+    pub fn number(&mut self, name: &str, value: Option<f64>) {
+        self.set(name, Metric::Number(value));
+    }
+
+    /// Looks a metric up by name.
+    pub fn get(&self, name: &str) -> Option<&Metric> {
+        self.entries.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+
+    /// A numeric metric's value.
+    pub fn get_f64(&self, name: &str) -> Option<f64> {
+        match self.get(name)? {
+            Metric::Number(v) => *v,
+            Metric::Count(c) => Some(*c as f64),
+            Metric::Text(_) => None,
+        }
+    }
+
+    /// All entries in insertion order.
+    pub fn entries(&self) -> &[(String, Metric)] {
+        &self.entries
+    }
+
+    /// The report as nested JSON: `net.down_kbps_mean` becomes `{"net": {"down_kbps_mean": ..}}`.
+    pub fn to_json(&self) -> Value {
+        let mut root = Map::new();
+        for (name, metric) in &self.entries {
+            let value = match metric {
+                Metric::Number(Some(v)) => {
+                    serde_json::Number::from_f64(round(*v)).map_or(Value::Null, Value::Number)
+                }
+                Metric::Number(None) => Value::Null,
+                Metric::Count(c) => Value::from(*c),
+                Metric::Text(t) => Value::from(t.clone()),
+            };
+            let mut parts: Vec<&str> = name.split('.').collect();
+            let leaf = parts.pop().unwrap_or_default();
+            let mut node = &mut root;
+            for p in parts {
+                let entry = node
+                    .entry(p.to_string())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if !entry.is_object() {
+                    *entry = Value::Object(Map::new());
+                }
+                node = match entry {
+                    Value::Object(m) => m,
+                    _ => unreachable!("just made an object"),
+                };
+            }
+            node.insert(leaf.to_string(), value);
+        }
+        Value::Object(root)
+    }
+
+    /// A plain-text table of every metric, for the terminal.
+    pub fn to_table(&self) -> String {
+        let width = self.entries.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+        let mut out = String::new();
+        let rule = "-".repeat(width + 16);
+        out.push_str(&format!("{:<width$}  {:>12}\n{rule}\n", "metric", "value"));
+        for (name, metric) in &self.entries {
+            let v = match metric {
+                Metric::Number(Some(v)) => format_number(*v),
+                Metric::Number(None) => "-".into(),
+                Metric::Count(c) => c.to_string(),
+                Metric::Text(t) => t.clone(),
+            };
+            out.push_str(&format!("{name:<width$}  {v:>12}\n"));
+        }
+        out
+    }
+}
+
+/// Four significant decimals are plenty for every figure we report and keep JSON diffable.
+fn round(v: f64) -> f64 {
+    (v * 10_000.0).round() / 10_000.0
+}
+
+fn format_number(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.1}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 50.0), Some(50.0));
+        assert_eq!(percentile(&v, 99.0), Some(99.0));
+        assert_eq!(percentile(&v, 100.0), Some(100.0));
+        assert_eq!(percentile(&[], 50.0), None);
+        assert_eq!(percentile(&[7.0], 99.0), Some(7.0));
+        assert_eq!(mean(&[1.0, 2.0, 6.0]), Some(3.0));
+    }
+
+    #[test]
+    fn json_nests_dotted_names() {
+        let mut r = Report::default();
+        r.set("scene", Metric::Text("cubes".into()));
+        r.number("net.down_kbps_mean", Some(12.345_678));
+        r.number("net.up_kbps_mean", None);
+        r.set("prediction.rollbacks", Metric::Count(3));
+        let j = r.to_json();
+        assert_eq!(j["scene"], "cubes");
+        assert_eq!(j["net"]["down_kbps_mean"], 12.3457);
+        assert!(j["net"]["up_kbps_mean"].is_null());
+        assert_eq!(j["prediction"]["rollbacks"], 3);
+        assert!(r.to_table().contains("net.down_kbps_mean"));
+    }
+}

@@ -1,0 +1,67 @@
+//! The `lagless` binary: `run` prints a table and writes JSON with LAB.md's nested names;
+//! bad arguments fail with a message instead of a panic.
+#![allow(clippy::unwrap_used)]
+
+use std::process::Command;
+
+fn lagless() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lagless"))
+}
+
+#[test]
+fn run_writes_json_and_a_table() {
+    let dir = std::env::temp_dir().join(format!("lagless-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("m.json");
+    let out = lagless()
+        .args([
+            "run",
+            "--scene",
+            "cubes",
+            "--profile",
+            "broadband",
+            "--seconds",
+            "2",
+            "--seed",
+            "5",
+        ])
+        .args(["--clients", "2", "--no-progress", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("net.down_kbps_mean") && table.contains("server.input_starved_pct"));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["scene"], "cubes");
+    assert_eq!(v["profile"], "broadband");
+    assert_eq!(v["clients"], 2);
+    assert_eq!(v["seed"], 5);
+    assert!(v["net"]["down_kbps_mean"].as_f64().unwrap() > 0.0);
+    assert!(v["server"]["tick_ms_p99"].as_f64().is_some());
+    assert!(v["render"]["error_cm_p99"].as_f64().is_some());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_arguments_fail_cleanly() {
+    for args in [
+        &["run", "--profile", "nope", "--seconds", "1"][..],
+        &["run", "--seconds", "0"],
+        &["run", "--trace", "/nonexistent/trace.txt", "--seconds", "1"],
+        &["run", "--snapshot-hz", "0"],
+    ] {
+        let out = lagless().args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("error"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    let out = lagless().arg("profiles").output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("snapshot-demo"));
+}

@@ -1,0 +1,93 @@
+//! Every named profile runs to completion with several clients, and the report carries
+//! LAB.md's metric names with sensible values.
+#![allow(clippy::unwrap_used)]
+
+use lagless_lab::{RunConfig, run};
+use lagless_netem::PROFILE_NAMES;
+
+const NAMES: &[&str] = &[
+    "scene",
+    "profile",
+    "seconds",
+    "tick_hz",
+    "clients",
+    "seed",
+    "net.down_kbps_mean",
+    "net.down_kbps_p95",
+    "net.up_kbps_mean",
+    "net.loss_pct",
+    "render.error_cm_p99",
+    "render.jerk_cm_p99",
+    "render.input_to_motion_ticks",
+    "server.tick_ms_p50",
+    "server.tick_ms_p99",
+    "server.input_starved_pct",
+];
+
+#[test]
+fn every_profile_runs_and_reports() {
+    for name in PROFILE_NAMES {
+        let config = RunConfig {
+            profile: (*name).into(),
+            seconds: 4.0,
+            clients: 2,
+            seed: 3,
+            ..RunConfig::default()
+        };
+        let out = run(&config, &mut |_| {}).unwrap();
+        let json = out.report.to_json();
+        for metric in NAMES {
+            let mut v = &json;
+            for part in metric.split('.') {
+                v = &v[part];
+            }
+            assert!(
+                !v.is_null() || metric.starts_with("render."),
+                "{name}: {metric} missing"
+            );
+        }
+        let loss = out.report.get_f64("net.loss_pct").unwrap();
+        let down = out.report.get_f64("net.down_kbps_mean").unwrap();
+        let up = out.report.get_f64("net.up_kbps_mean").unwrap();
+        assert!(down > up && up > 5.0, "{name}: down {down} up {up}");
+        match *name {
+            "lan" | "" => assert_eq!(loss, 0.0),
+            "lossy" => assert!((20.0..30.0).contains(&loss), "{name}: {loss}"),
+            _ => assert!(loss < 15.0, "{name}: {loss}"),
+        }
+        for c in &out.client_stats {
+            assert!(c.packets_received > 0, "{name}");
+        }
+    }
+}
+
+#[test]
+fn unknown_names_are_errors_not_panics() {
+    let bad = |f: fn(&mut RunConfig)| {
+        let mut c = RunConfig {
+            seconds: 1.0,
+            ..RunConfig::default()
+        };
+        f(&mut c);
+        run(&c, &mut |_| {}).err().map(|e| e.to_string())
+    };
+    assert!(
+        bad(|c| c.profile = "dialup".into())
+            .unwrap()
+            .contains("dialup")
+    );
+    assert!(bad(|c| c.scene = "pong".into()).unwrap().contains("pong"));
+    assert!(bad(|c| c.script = lagless_lab::ScriptChoice::Named("x".into())).is_some());
+    assert!(bad(|c| c.seconds = -1.0).is_some());
+    assert!(bad(|c| c.clients = 0).is_some());
+    assert!(bad(|c| c.snapshot_hz = 1000).is_some());
+    assert!(
+        bad(|c| c.net.loss_pct = Some(300.0)).is_none(),
+        "loss is clamped to 100%"
+    );
+    assert!(
+        bad(|c| c.net.duplicate_pct = Some(300.0))
+            .unwrap()
+            .contains("duplicate")
+    );
+}

@@ -1,0 +1,38 @@
+//! Same seed, same run: every figure except wall-clock timings is identical. Another seed
+//! gives another run.
+#![allow(clippy::unwrap_used)]
+
+use lagless_lab::{Metric, RunConfig, run};
+
+fn comparable(out: &lagless_lab::RunOutcome) -> Vec<(String, Metric)> {
+    out.report
+        .entries()
+        .iter()
+        .filter(|(n, _)| !n.starts_with("server.tick_ms") && !n.starts_with("lab."))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn same_seed_same_figures() {
+    let config = RunConfig {
+        profile: "wifi".into(),
+        seconds: 5.0,
+        clients: 2,
+        seed: 99,
+        ..RunConfig::default()
+    };
+    let a = run(&config, &mut |_| {}).unwrap();
+    let b = run(&config, &mut |_| {}).unwrap();
+    assert_eq!(comparable(&a), comparable(&b));
+    assert_eq!(a.server_players, b.server_players);
+    let other = run(
+        &RunConfig {
+            seed: 100,
+            ..config
+        },
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_ne!(comparable(&a), comparable(&other));
+}

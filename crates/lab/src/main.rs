@@ -23,7 +23,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a scene over the emulated network and report the metrics.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// List the network profiles.
     Profiles,
 }
@@ -110,7 +110,7 @@ fn main() -> ExitCode {
             print_profiles();
             Ok(())
         }
-        Some(Command::Run(args)) => run_command(args),
+        Some(Command::Run(args)) => run_command(*args),
         None => run_command(RunArgs::parse_from(["run"])),
     };
     match result {

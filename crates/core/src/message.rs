@@ -62,15 +62,7 @@ impl<I: Input> InputMessage<I> {
 
     /// Decodes a message, accepting at most `max_inputs` inputs.
     pub fn decode(bytes: &[u8], max_inputs: usize) -> Result<Self, ProtocolError> {
-        if bytes.len() > MAX_PACKET_BYTES {
-            return Err(ProtocolError::PacketTooLarge { len: bytes.len() });
-        }
-        let mut r = Reader::new(bytes);
-        match r.read_u8()? {
-            KIND_INPUT => {}
-            k => return Err(ProtocolError::UnknownKind(k)),
-        }
-        let seq = Seq16(r.read_u16()?);
+        let (mut r, seq) = open_packet(bytes, KIND_INPUT)?;
         let client_time_us = r.read_u32()?;
         let flags = r.read_u8()?;
         if flags & !1 != 0 {
@@ -107,6 +99,21 @@ impl<I: Input> InputMessage<I> {
             inputs,
         })
     }
+}
+
+/// Checks a packet's size and kind and reads its sequence number, the header every
+/// message starts with.
+fn open_packet(bytes: &[u8], kind: u8) -> Result<(Reader<'_>, Seq16), ProtocolError> {
+    if bytes.len() > MAX_PACKET_BYTES {
+        return Err(ProtocolError::PacketTooLarge { len: bytes.len() });
+    }
+    let mut r = Reader::new(bytes);
+    match r.read_u8()? {
+        k if k == kind => {}
+        k => return Err(ProtocolError::UnknownKind(k)),
+    }
+    let seq = Seq16(r.read_u16()?);
+    Ok((r, seq))
 }
 
 /// The server's echo of the newest client clock stamp it received.
@@ -175,15 +182,7 @@ impl SnapshotFragment {
 
     /// Decodes a fragment.
     pub fn decode(bytes: &[u8]) -> Result<Self, ProtocolError> {
-        if bytes.len() > MAX_PACKET_BYTES {
-            return Err(ProtocolError::PacketTooLarge { len: bytes.len() });
-        }
-        let mut r = Reader::new(bytes);
-        match r.read_u8()? {
-            KIND_SNAPSHOT => {}
-            k => return Err(ProtocolError::UnknownKind(k)),
-        }
-        let seq = Seq16(r.read_u16()?);
+        let (mut r, seq) = open_packet(bytes, KIND_SNAPSHOT)?;
         let tick = r.read_u32()?;
         let flags = r.read_u8()?;
         if flags & !3 != 0 {

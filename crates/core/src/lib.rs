@@ -63,6 +63,7 @@
 mod client;
 mod error;
 mod input;
+pub mod interpolation;
 pub mod message;
 mod reassembly;
 mod ring;

@@ -1,0 +1,1 @@
+//! Snapshot interpolation (placeholder; being written).

@@ -65,10 +65,12 @@ mod error;
 mod input;
 pub mod interpolation;
 pub mod message;
+pub mod prediction;
 mod reassembly;
 mod ring;
 mod rtt;
 mod server;
+pub mod smoothing;
 mod sync;
 mod tick;
 mod timestep;
@@ -77,11 +79,13 @@ pub use client::{ClientConfig, ClientSession, ClientStats, ReceivedSnapshot};
 pub use error::ProtocolError;
 pub use input::Input;
 pub use message::MAX_PACKET_BYTES;
+pub use prediction::{PredictionConfig, PredictionStats, Predictor, Reconciled, Rollback};
 pub use ring::{RingError, TickBuffer};
 pub use rtt::RttEstimator;
 pub use server::{
     ClientId, MissingInput, ServerClientStats, ServerConfig, ServerSession, TickInputs,
 };
+pub use smoothing::{ErrorSmoother, SmoothingConfig};
 pub use sync::{ClockAdjust, ClockSync, LeadPolicy, SyncConfig};
 pub use tick::{Tick, TickRate};
 pub use timestep::FixedTimestep;

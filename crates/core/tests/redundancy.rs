@@ -93,3 +93,44 @@ fn redundancy_is_capped_and_acks_shrink_messages() {
     let cap = ClientConfig::default().max_inputs_per_message as f64;
     assert!(per_msg == cap, "{per_msg} per message, cap {cap}");
 }
+
+#[test]
+fn a_lost_burst_is_recovered() {
+    // Every uplink packet is lost for 70 ms (4-5 input messages in a row). The next
+    // message that gets through carries all their inputs, early enough to be applied.
+    let client = ClientConfig {
+        sync: SyncConfig {
+            lead: LeadPolicy::Fixed {
+                buffer_ticks: 6.0,
+                jitter_factor: 1.0,
+            },
+            ..SyncConfig::default()
+        },
+        ..ClientConfig::default()
+    };
+    let link = lagless_netem::LinkConfig {
+        delay: Duration::from_millis(30),
+        ..lagless_netem::LinkConfig::default()
+    };
+    let mut h = Harness::new(ServerConfig::default(), client, link.clone(), 1, 8);
+    h.run_until(Duration::from_secs(2), &mut |_, t| input_for(t));
+    let dead = lagless_netem::LinkConfig {
+        loss: lagless_netem::Loss::Uniform { rate: 1.0 },
+        ..link.clone()
+    };
+    let working = std::mem::replace(
+        &mut h.clients[0].link.up,
+        lagless_netem::Link::new(dead, 1).unwrap(),
+    );
+    h.run_until(Duration::from_millis(2070), &mut |_, t| input_for(t));
+    let lost = h.clients[0].link.up.stats().lost_packets;
+    assert!(lost >= 4, "{lost} packets lost in the burst");
+    // Packets already in flight on the working link are delivered as it is swapped back.
+    h.clients[0].link.up = working;
+    h.run_until(Duration::from_secs(4), &mut |_, t| input_for(t));
+    let s = h.server.client_stats(1).unwrap();
+    assert_eq!(s.ticks_starved, 0, "{s:?}");
+    for (&tick, &i) in &h.applied[&1] {
+        assert_eq!(i, input_for(tick), "tick {tick}");
+    }
+}

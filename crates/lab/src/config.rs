@@ -1,7 +1,8 @@
 //! What a lab run is: scene, network, duration, seed, clients, and the knobs under test.
 
-use lagless_core::{ClientConfig, ServerConfig};
+use lagless_core::{ClientConfig, PredictionConfig, ServerConfig, SmoothingConfig};
 use lagless_netem::{Bandwidth, GilbertElliott, Jitter, LinkConfig, Loss, Trace};
+use lagless_scenes::cubes::predict::PredictConfig;
 use lagless_scenes::cubes::script::InputScript;
 use std::sync::Arc;
 use std::time::Duration;
@@ -129,6 +130,17 @@ pub struct RunConfig {
     pub client: ClientConfig,
     /// Virtual clock resolution.
     pub clock_step: Duration,
+    /// Client-side prediction of the own player (off: show the newest server state).
+    pub prediction: bool,
+    /// What the client predicts, and its tolerances.
+    pub predict: PredictConfig,
+    /// Prediction history and replay limits.
+    pub prediction_limits: PredictionConfig,
+    /// Correction smoothing (a zero half-life turns it off).
+    pub smoothing: SmoothingConfig,
+    /// Every Nth rollback, also time a naive full-world restore and replay of the same
+    /// depth on a shadow world (0: never). The ratio to it is reported.
+    pub naive_sample: u32,
 }
 
 impl Default for RunConfig {
@@ -145,6 +157,11 @@ impl Default for RunConfig {
             server: ServerConfig::default(),
             client: ClientConfig::default(),
             clock_step: Duration::from_micros(500),
+            prediction: true,
+            predict: PredictConfig::default(),
+            prediction_limits: PredictionConfig::default(),
+            smoothing: SmoothingConfig::default(),
+            naive_sample: 8,
         }
     }
 }

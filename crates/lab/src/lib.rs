@@ -11,6 +11,7 @@
 
 #![deny(missing_docs)]
 
+pub mod bench;
 pub mod config;
 pub mod metrics;
 pub mod runner;

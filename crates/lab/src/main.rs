@@ -6,6 +6,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lagless_core::{LeadPolicy, MissingInput};
 use lagless_lab::{NetOverrides, RunConfig, ScriptChoice, run};
 use lagless_netem::{PROFILE_NAMES, Trace, profile};
+use lagless_scenes::cubes::predict::PredictMode;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -26,6 +27,13 @@ enum Command {
     Run(Box<RunArgs>),
     /// List the network profiles.
     Profiles,
+    /// Benchmark reconciliation cost against rollback depth and predicted-set size,
+    /// with the naive full-world restore and replay as the baseline.
+    BenchReconcile {
+        /// Repetitions per configuration (medians are reported).
+        #[arg(long, default_value_t = 50)]
+        reps: usize,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -98,9 +106,36 @@ struct RunArgs {
     /// Queue limit in packets while waiting for trace opportunities.
     #[arg(long)]
     trace_queue: Option<usize>,
+    /// Turn client-side prediction off (show the newest server state).
+    #[arg(long)]
+    no_prediction: bool,
+    /// What the client predicts: the player and nearby cubes, or the whole world (the
+    /// naive baseline).
+    #[arg(long, value_enum, default_value = "set")]
+    prediction_mode: PredictionModeArg,
+    /// Predicted-set radius around the player's path, metres.
+    #[arg(long)]
+    predict_radius: Option<f32>,
+    /// Turn correction smoothing off (corrections show at once).
+    #[arg(long)]
+    no_smoothing: bool,
+    /// Half-life of the correction smoothing, ms.
+    #[arg(long, default_value_t = 110.0)]
+    smoothing_half_life_ms: f64,
+    /// Every Nth rollback, also time a naive full-world restore and replay (0: never).
+    #[arg(long, default_value_t = 8)]
+    naive_sample: u32,
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum PredictionModeArg {
+    /// The player and the cubes near its path.
+    Set,
+    /// Every body in the world.
+    Full,
 }
 
 fn main() -> ExitCode {
@@ -111,6 +146,15 @@ fn main() -> ExitCode {
             Ok(())
         }
         Some(Command::Run(args)) => run_command(*args),
+        Some(Command::BenchReconcile { reps }) => {
+            let bar = ProgressBar::new(11);
+            let rows = lagless_lab::bench::bench_reconcile(reps.max(1), &mut |k, _| {
+                bar.set_position(k as u64)
+            });
+            bar.finish_and_clear();
+            print!("{}", lagless_lab::bench::format_rows(&rows));
+            Ok(())
+        }
         None => run_command(RunArgs::parse_from(["run"])),
     };
     match result {
@@ -197,6 +241,26 @@ fn run_command(a: RunArgs) -> Result<(), String> {
         MissingInputArg::Hold => MissingInput::Hold,
         MissingInputArg::Repeat => MissingInput::RepeatLast,
     };
+    config.prediction = !a.no_prediction;
+    config.predict.mode = match a.prediction_mode {
+        PredictionModeArg::Set => PredictMode::PredictedSet,
+        PredictionModeArg::Full => PredictMode::FullWorld,
+    };
+    if let Some(r) = a.predict_radius {
+        if !(r.is_finite() && r >= 0.0) {
+            return Err("--predict-radius must be a non-negative number".into());
+        }
+        config.predict.radius = r;
+    }
+    if !(a.smoothing_half_life_ms.is_finite() && a.smoothing_half_life_ms >= 0.0) {
+        return Err("--smoothing-half-life-ms must be a non-negative number".into());
+    }
+    config.smoothing.half_life = if a.no_smoothing {
+        std::time::Duration::ZERO
+    } else {
+        std::time::Duration::from_secs_f64(a.smoothing_half_life_ms / 1000.0)
+    };
+    config.naive_sample = a.naive_sample;
     config.client.sync.lead = LeadPolicy::Fixed {
         buffer_ticks: a.input_buffer_ticks,
         jitter_factor: 1.0,

@@ -4,9 +4,11 @@
 use crate::config::{RunConfig, ScriptChoice};
 use crate::metrics::{Metric, Report, mean, percentile};
 use lagless_core::{
-    ClientId, ClientSession, ClientStats, ServerClientStats, ServerConfig, ServerSession, Tick,
+    ClientId, ClientSession, ClientStats, ErrorSmoother, PredictionStats, Predictor, Reconciled,
+    Rollback, ServerClientStats, ServerConfig, ServerSession, Tick,
 };
 use lagless_netem::{ConfigError, Duplex, PROFILE_NAMES, derive_seed, profile};
+use lagless_scenes::cubes::predict::{CubeRollback, PredictConfig, PredictMode};
 use lagless_scenes::cubes::script::{InputScript, SCRIPT_NAMES, script_by_name};
 use lagless_scenes::cubes::snapshot::{CubeSnapshot, SnapshotLimits};
 use lagless_scenes::cubes::{BodyState, CubeInput, CubeScene, CubeSceneConfig, PlayerId};
@@ -79,6 +81,21 @@ struct ClientSim {
     down_per_second: Vec<u64>,
     snapshot_decode_errors: u64,
     packet_errors: u64,
+    prediction: Option<Prediction>,
+}
+
+/// A client's prediction machinery and what it measured.
+struct Prediction {
+    game: CubeRollback,
+    predictor: Predictor<CubeRollback>,
+    smoother: ErrorSmoother,
+    /// Naive full-world baseline, timed on a sample of rollbacks.
+    shadow: Option<CubeRollback>,
+    reconcile_ms: Vec<f64>,
+    naive_ms: Vec<f64>,
+    /// Our cost on the same rollbacks the shadow was timed on.
+    paired_ms: Vec<f64>,
+    predicted_cubes: Vec<f64>,
 }
 
 /// Runs `config`, calling `progress` with the simulated seconds elapsed now and then.
@@ -159,6 +176,27 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
             down_per_second: Vec::new(),
             snapshot_decode_errors: 0,
             packet_errors: 0,
+            prediction: config.prediction.then(|| Prediction {
+                game: CubeRollback::new(player, scene_config, config.predict),
+                predictor: Predictor::new(config.prediction_limits),
+                smoother: ErrorSmoother::new(config.smoothing),
+                shadow: (config.naive_sample > 0
+                    && config.predict.mode == PredictMode::PredictedSet)
+                    .then(|| {
+                        CubeRollback::new(
+                            player,
+                            scene_config,
+                            PredictConfig {
+                                mode: PredictMode::FullWorld,
+                                ..config.predict
+                            },
+                        )
+                    }),
+                reconcile_ms: Vec::new(),
+                naive_ms: Vec::new(),
+                paired_ms: Vec::new(),
+                predicted_cubes: Vec::new(),
+            }),
         });
     }
     let player_index: BTreeMap<ClientId, usize> =
@@ -229,28 +267,58 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
                 }
             }
             while let Some(snap) = c.session.poll_snapshot() {
-                match CubeSnapshot::decode(&snap.payload, limits) {
-                    Ok(s) => {
-                        if let Some(p) = s.player(c.player) {
-                            c.view = Some(*p);
-                            c.view_tick = snap.tick.0;
-                        }
-                    }
-                    Err(_) => c.snapshot_decode_errors += 1,
+                let Ok(s) = CubeSnapshot::decode(&snap.payload, limits) else {
+                    c.snapshot_decode_errors += 1;
+                    continue;
+                };
+                if let Some(p) = s.player(c.player) {
+                    c.view = Some(*p);
+                    c.view_tick = snap.tick.0;
+                }
+                if let Some(pr) = &mut c.prediction {
+                    let session = &c.session;
+                    let inputs = |t: Tick| session.input(t);
+                    let naive = naive_due(config.naive_sample, &pr.predictor);
+                    pr.reconcile(snap.tick, &s, &inputs, naive);
                 }
             }
             c.session.update(now);
+            let period = Duration::from_secs(1) / tick_hz;
             while let Some(tick) = c.session.next_tick() {
-                let input = c.script.input(u64::from(tick.0), c.view.as_ref());
+                let observed = match &c.prediction {
+                    Some(pr) if pr.predictor.present().is_some() => pr.game.player_state(),
+                    _ => c.view,
+                };
+                let input = c.script.input(u64::from(tick.0), observed.as_ref());
                 c.session.set_input(tick, input);
                 c.inputs.push((tick, input));
-                // Without prediction the client shows the newest server state it has; the
-                // frame after tick t stands for state t + 1.
-                if let Some(v) = c.view {
-                    let frame = Frame {
-                        position: v.position.to_array(),
-                        shows: c.view_tick,
-                    };
+                // The frame after tick t stands for state t + 1: predicted, or else the
+                // newest server state the client has.
+                let predicted = match &mut c.prediction {
+                    Some(pr) => {
+                        let session = &c.session;
+                        let inputs = |t: Tick| session.input(t);
+                        pr.predictor.predict(&mut pr.game, tick, input, &inputs);
+                        pr.smoother.decay(period);
+                        pr.predicted_cubes.push(pr.game.predicted_cubes() as f64);
+                        match (pr.predictor.present(), pr.game.player_state()) {
+                            (Some(present), Some(state)) => Some(Frame {
+                                position: pr
+                                    .smoother
+                                    .apply(state.position.to_array(), state.rotation.to_array())
+                                    .0,
+                                shows: present.0,
+                            }),
+                            _ => None,
+                        }
+                    }
+                    None => None,
+                };
+                let frame = predicted.or(c.view.map(|v| Frame {
+                    position: v.position.to_array(),
+                    shows: c.view_tick,
+                }));
+                if let Some(frame) = frame {
                     c.rendered.insert(tick.0 + 1, frame);
                 }
             }
@@ -296,6 +364,55 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
         final_tick: server.current_tick(),
         wall,
     })
+}
+
+/// Whether the next rollback should also time the naive baseline.
+fn naive_due(every: u32, predictor: &Predictor<CubeRollback>) -> bool {
+    every > 0 && predictor.stats().rollbacks % u64::from(every) == 0
+}
+
+impl Prediction {
+    /// Reconciles with the server's state for `tick`, timing it, smoothing the
+    /// correction, and (when `naive`) timing the full-world baseline on the same work.
+    fn reconcile(
+        &mut self,
+        tick: Tick,
+        snapshot: &CubeSnapshot,
+        inputs: &dyn Fn(Tick) -> Option<CubeInput>,
+        naive: bool,
+    ) {
+        let before = self.game.player_state();
+        let started = Instant::now();
+        let outcome = self
+            .predictor
+            .reconcile(&mut self.game, tick, snapshot, inputs);
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        let depth = match outcome {
+            Reconciled::RolledBack { depth } | Reconciled::Resynced { depth } if depth > 0 => depth,
+            _ => return,
+        };
+        self.reconcile_ms.push(ms);
+        if let (Some(old), Some(new)) = (before, self.game.player_state()) {
+            self.smoother.correct(
+                old.position.to_array(),
+                old.rotation.to_array(),
+                new.position.to_array(),
+                new.rotation.to_array(),
+            );
+        }
+        if let (true, Some(shadow)) = (naive, &mut self.shadow) {
+            // The naive way: load every body from the snapshot, replay the whole world.
+            let started = Instant::now();
+            shadow.load(snapshot);
+            let mut t = tick;
+            for _ in 0..depth {
+                shadow.advance(t, inputs(t).unwrap_or_default());
+                t = t.next();
+            }
+            self.naive_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+            self.paired_ms.push(ms);
+        }
+    }
 }
 
 fn pos(state: Option<BodyState>) -> [f32; 3] {
@@ -415,6 +532,70 @@ fn build_report(
     r.number("render.error_cm_p99", percentile(&errors, 99.0));
     r.number("render.jerk_cm_p99", percentile(&jerks, 99.0));
     r.number("render.input_to_motion_ticks", percentile(&latency, 50.0));
+
+    let preds: Vec<&Prediction> = clients
+        .iter()
+        .filter_map(|c| c.prediction.as_ref())
+        .collect();
+    if !preds.is_empty() {
+        let sum = |f: fn(&PredictionStats) -> u64| {
+            preds.iter().map(|p| f(p.predictor.stats())).sum::<u64>()
+        };
+        r.set("prediction.rollbacks", Metric::Count(sum(|s| s.rollbacks)));
+        let deepest = preds
+            .iter()
+            .map(|p| u64::from(p.predictor.stats().max_rollback_ticks))
+            .max()
+            .unwrap_or(0);
+        r.set("prediction.rollback_ticks_max", Metric::Count(deepest));
+        let ms: Vec<f64> = preds
+            .iter()
+            .flat_map(|p| p.reconcile_ms.iter().copied())
+            .collect();
+        r.number("prediction.reconcile_ms_p50", percentile(&ms, 50.0));
+        r.number("prediction.reconcile_ms_p99", percentile(&ms, 99.0));
+        r.set(
+            "prediction.reconciles",
+            Metric::Count(sum(|s| s.reconciles)),
+        );
+        r.set("prediction.resyncs", Metric::Count(sum(|s| s.resyncs)));
+        let replayed = sum(|s| s.replayed_ticks) as f64;
+        let rollbacks = sum(|s| s.rollbacks) as f64;
+        r.number(
+            "prediction.rollback_ticks_mean",
+            (rollbacks > 0.0).then(|| replayed / rollbacks),
+        );
+        let cubes: Vec<f64> = preds
+            .iter()
+            .flat_map(|p| p.predicted_cubes.iter().copied())
+            .collect();
+        r.number("prediction.predicted_cubes_mean", mean(&cubes));
+        let naive: Vec<f64> = preds
+            .iter()
+            .flat_map(|p| p.naive_ms.iter().copied())
+            .collect();
+        let paired: Vec<f64> = preds
+            .iter()
+            .flat_map(|p| p.paired_ms.iter().copied())
+            .collect();
+        r.set(
+            "prediction.naive_samples",
+            Metric::Count(naive.len() as u64),
+        );
+        r.number(
+            "prediction.naive_reconcile_ms_p50",
+            percentile(&naive, 50.0),
+        );
+        r.number(
+            "prediction.naive_reconcile_ms_p99",
+            percentile(&naive, 99.0),
+        );
+        let ratio = |p: f64| Some(percentile(&naive, p)? / percentile(&paired, p)?.max(1e-9));
+        r.number("prediction.naive_ratio_p50", ratio(50.0));
+        r.number("prediction.naive_ratio_p99", ratio(99.0));
+        let snaps = preds.iter().map(|p| p.smoother.snaps()).sum();
+        r.set("render.smoothing_snaps", Metric::Count(snaps));
+    }
 
     r.number("server.tick_ms_p50", percentile(tick_ms, 50.0));
     r.number("server.tick_ms_p99", percentile(tick_ms, 99.0));

@@ -15,6 +15,7 @@
 mod body;
 mod config;
 mod input;
+pub mod predict;
 mod scene;
 pub mod script;
 pub mod snapshot;

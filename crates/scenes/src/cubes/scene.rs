@@ -52,7 +52,8 @@ pub struct CubeScene {
     soft_bodies: SoftBodySet,
     ccd_solver: CCDSolver,
     ground: RigidBodyHandle,
-    cubes: Vec<RigidBodyHandle>,
+    /// One slot per grid position; `None` where a sparse scene holds no cube.
+    cubes: Vec<Option<RigidBodyHandle>>,
     players: BTreeMap<PlayerId, RigidBodyHandle>,
     steps: u64,
     ground_shape: Cuboid,
@@ -74,29 +75,9 @@ impl CubeScene {
         let mut bodies = RigidBodySet::new();
         let mut colliders = ColliderSet::new();
 
-        let ground_shape = Cuboid::new(Vec3::new(
-            config.ground_half_extent,
-            GROUND_HALF_THICKNESS,
-            config.ground_half_extent,
-        ));
-        let ground = bodies.insert(RigidBodyBuilder::fixed().translation(Vec3::new(
-            0.0,
-            -GROUND_HALF_THICKNESS,
-            0.0,
-        )));
-        colliders.insert_with_parent(
-            ColliderBuilder::cuboid(
-                ground_shape.half_extents.x,
-                ground_shape.half_extents.y,
-                ground_shape.half_extents.z,
-            )
-            .friction(config.cube_friction),
-            ground,
-            &mut bodies,
-        );
+        let (ground, ground_shape) = insert_ground(&config, &mut bodies, &mut colliders);
 
         let half = config.cube_size * 0.5;
-        let cube_shape = Cuboid::new(Vec3::splat(half));
         let origin = -(config.grid.saturating_sub(1) as f32) * config.spacing * 0.5;
         let mut cubes = Vec::with_capacity((config.grid * config.grid) as usize);
         // Row-major, X fastest: index = row * grid + column, row along Z.
@@ -116,12 +97,59 @@ impl CubeScene {
                     handle,
                     &mut bodies,
                 );
-                cubes.push(handle);
+                cubes.push(Some(handle));
             }
         }
 
+        let mut scene = Self::assemble(
+            config,
+            params,
+            bodies,
+            colliders,
+            ground,
+            ground_shape,
+            cubes,
+        );
+        scene.settle();
+        scene
+    }
+
+    /// A scene with the ground but no grid cubes: every grid slot is empty until
+    /// [`Self::insert_cube`] fills it. Client-side prediction uses this to simulate only
+    /// the bodies it predicts, with exactly the same step code as the server.
+    pub fn new_sparse(config: CubeSceneConfig) -> Self {
+        let params = IntegrationParameters {
+            dt: config.dt(),
+            ..IntegrationParameters::default()
+        };
+        let mut bodies = RigidBodySet::new();
+        let mut colliders = ColliderSet::new();
+        let (ground, ground_shape) = insert_ground(&config, &mut bodies, &mut colliders);
+        let slots = (config.grid * config.grid) as usize;
+        Self::assemble(
+            config,
+            params,
+            bodies,
+            colliders,
+            ground,
+            ground_shape,
+            vec![None; slots],
+        )
+    }
+
+    fn assemble(
+        config: CubeSceneConfig,
+        params: IntegrationParameters,
+        bodies: RigidBodySet,
+        colliders: ColliderSet,
+        ground: RigidBodyHandle,
+        ground_shape: Cuboid,
+        cubes: Vec<Option<RigidBodyHandle>>,
+    ) -> Self {
+        let half = config.cube_size * 0.5;
+        let cube_shape = Cuboid::new(Vec3::splat(half));
         let player_shape = Cuboid::new(Vec3::splat(config.player_size * 0.5));
-        let mut scene = CubeScene {
+        CubeScene {
             config,
             params,
             pipeline: PhysicsPipeline::new(),
@@ -141,9 +169,7 @@ impl CubeScene {
             ground_shape,
             cube_shape,
             player_shape,
-        };
-        scene.settle();
-        scene
+        }
     }
 
     /// Steps the fresh scene until the grid has found its ground contacts and
@@ -278,7 +304,7 @@ impl CubeScene {
                 return true;
             }
         }
-        let cubes = self.cubes.iter().filter_map(|&h| {
+        let cubes = self.cubes.iter().flatten().filter_map(|&h| {
             self.bodies.get(h).map(|b| Obstacle {
                 pose: b.position(),
                 shape: &self.cube_shape,
@@ -324,9 +350,64 @@ impl CubeScene {
         }
     }
 
-    /// Number of grid cubes (`grid²`).
+    /// Number of grid slots (`grid²`); in a full scene, the number of cubes.
     pub fn cube_count(&self) -> usize {
         self.cubes.len()
+    }
+
+    /// Whether grid slot `index` holds a cube (always, in a full scene).
+    pub fn has_cube(&self, index: usize) -> bool {
+        self.cubes.get(index).is_some_and(Option::is_some)
+    }
+
+    /// Indices of the slots that hold a cube, ascending.
+    pub fn present_cubes(&self) -> Vec<usize> {
+        (0..self.cubes.len())
+            .filter(|&i| self.has_cube(i))
+            .collect()
+    }
+
+    /// Puts a cube into grid slot `index` with `state` (replacing the state of one already
+    /// there). `awake: false` inserts it asleep, with no velocity. Out-of-range indices and
+    /// non-finite states are ignored.
+    pub fn insert_cube(&mut self, index: usize, state: &BodyState, awake: bool) {
+        if index >= self.cubes.len() || !state.is_finite() {
+            return;
+        }
+        if self.has_cube(index) {
+            self.set_cube_state(index, state, awake);
+            return;
+        }
+        let half = self.config.cube_size * 0.5;
+        let mut builder = RigidBodyBuilder::dynamic().pose(state.pose());
+        if awake {
+            builder = builder.linvel(state.linvel).angvel(state.angvel);
+        } else {
+            builder = builder.sleeping(true);
+        }
+        let handle = self.bodies.insert(builder);
+        self.colliders.insert_with_parent(
+            ColliderBuilder::cuboid(half, half, half).friction(self.config.cube_friction),
+            handle,
+            &mut self.bodies,
+        );
+        self.cubes[index] = Some(handle);
+    }
+
+    /// Empties grid slot `index`; does nothing if it is empty.
+    pub fn remove_cube(&mut self, index: usize) {
+        let Some(handle) = self.cubes.get_mut(index).and_then(Option::take) else {
+            return;
+        };
+        self.bodies.remove(
+            handle,
+            &mut self.islands,
+            &mut self.colliders,
+            &mut self.impulse_joints,
+            &mut self.multibody_joints,
+            &mut self.soft_bodies,
+            true,
+        );
     }
 
     /// State of grid cube `index`, or `None` past the end.
@@ -334,7 +415,8 @@ impl CubeScene {
         self.cube_body(index).map(BodyState::of)
     }
 
-    /// States of all grid cubes. Index `row * grid + column` (row along +Z,
+    /// States of the cubes present, in slot order. In a full scene that is every cube, and
+    /// the position in the vector is the slot index `row * grid + column` (row along +Z,
     /// column along +X), the same order for the scene's whole life.
     pub fn cube_states(&self) -> Vec<BodyState> {
         (0..self.cubes.len())
@@ -352,6 +434,7 @@ impl CubeScene {
     pub fn awake_cube_count(&self) -> usize {
         self.cubes
             .iter()
+            .flatten()
             .filter(|&&h| self.bodies.get(h).is_some_and(|b| !b.is_sleeping()))
             .count()
     }
@@ -368,7 +451,7 @@ impl CubeScene {
         if !state.is_finite() {
             return;
         }
-        let Some(&handle) = self.cubes.get(index) else {
+        let Some(&Some(handle)) = self.cubes.get(index) else {
             return;
         };
         let Some(body) = self.bodies.get_mut(handle) else {
@@ -392,8 +475,39 @@ impl CubeScene {
     }
 
     fn cube_body(&self, index: usize) -> Option<&RigidBody> {
-        self.cubes.get(index).and_then(|&h| self.bodies.get(h))
+        self.cubes
+            .get(index)
+            .and_then(|h| h.and_then(|h| self.bodies.get(h)))
     }
+}
+
+/// Inserts the fixed ground slab (top face at y = 0).
+fn insert_ground(
+    config: &CubeSceneConfig,
+    bodies: &mut RigidBodySet,
+    colliders: &mut ColliderSet,
+) -> (RigidBodyHandle, Cuboid) {
+    let ground_shape = Cuboid::new(Vec3::new(
+        config.ground_half_extent,
+        GROUND_HALF_THICKNESS,
+        config.ground_half_extent,
+    ));
+    let ground = bodies.insert(RigidBodyBuilder::fixed().translation(Vec3::new(
+        0.0,
+        -GROUND_HALF_THICKNESS,
+        0.0,
+    )));
+    colliders.insert_with_parent(
+        ColliderBuilder::cuboid(
+            ground_shape.half_extents.x,
+            ground_shape.half_extents.y,
+            ground_shape.half_extents.z,
+        )
+        .friction(config.cube_friction),
+        ground,
+        bodies,
+    );
+    (ground, ground_shape)
 }
 
 /// Applies one player's movement force, rolling torque and jump impulse.

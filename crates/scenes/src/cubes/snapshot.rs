@@ -21,8 +21,8 @@ impl lagless_core::Input for CubeInput {
     }
 }
 
-/// One non-player cube as replicated: its pose and whether it is moving ("interacting" in
-/// source 003). Velocities are not needed to display a cube.
+/// One non-player cube as replicated: its pose, whether it is moving ("interacting" in
+/// source 003) and, when it is, its velocities (which prediction needs to simulate it on).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CubePose {
     /// Centre of the cube.
@@ -31,6 +31,22 @@ pub struct CubePose {
     pub rotation: Quat,
     /// False when the physics engine has put the cube to sleep.
     pub awake: bool,
+    /// Linear velocity; zero for a sleeping cube.
+    pub linvel: Vec3,
+    /// Angular velocity; zero for a sleeping cube.
+    pub angvel: Vec3,
+}
+
+impl CubePose {
+    /// The full body state this pose describes.
+    pub fn body_state(&self) -> BodyState {
+        BodyState {
+            position: self.position,
+            rotation: self.rotation,
+            linvel: self.linvel,
+            angvel: self.angvel,
+        }
+    }
 }
 
 /// The state of the cube scene at one tick, as sent to clients.
@@ -76,10 +92,15 @@ impl CubeSnapshot {
             .cube_states()
             .into_iter()
             .enumerate()
-            .map(|(i, s)| CubePose {
-                position: s.position,
-                rotation: s.rotation,
-                awake: scene.cube_awake(i),
+            .map(|(i, s)| {
+                let awake = scene.cube_awake(i);
+                CubePose {
+                    position: s.position,
+                    rotation: s.rotation,
+                    awake,
+                    linvel: if awake { s.linvel } else { Vec3::ZERO },
+                    angvel: if awake { s.angvel } else { Vec3::ZERO },
+                }
             })
             .collect();
         Self { players, cubes }
@@ -90,7 +111,8 @@ impl CubeSnapshot {
         self.players.iter().find(|(p, _)| *p == id).map(|(_, s)| s)
     }
 
-    /// Appends the encoding: 52 bytes per player, 28 per cube plus one awake bit.
+    /// Appends the encoding: 52 bytes per player, 28 per cube plus one awake bit, and 24
+    /// more per awake cube for its velocities.
     pub fn encode(&self, w: &mut Writer) {
         w.write_varint_u32(self.players.len() as u32);
         for (id, s) in &self.players {
@@ -111,6 +133,10 @@ impl CubeSnapshot {
                 byte |= u8::from(c.awake) << bit;
             }
             w.write_u8(byte);
+        }
+        for c in self.cubes.iter().filter(|c| c.awake) {
+            write_vec3(w, c.linvel);
+            write_vec3(w, c.angvel);
         }
     }
 
@@ -157,6 +183,8 @@ impl CubeSnapshot {
                 position: read_vec3(&mut r)?,
                 rotation: read_quat(&mut r)?,
                 awake: false,
+                linvel: Vec3::ZERO,
+                angvel: Vec3::ZERO,
             });
         }
         for chunk in 0..n_cubes.div_ceil(8) {
@@ -173,6 +201,16 @@ impl CubeSnapshot {
                     None => {}
                 }
             }
+        }
+        let awake = cubes.iter().filter(|c| c.awake).count();
+        if r.remaining() != awake * 24 {
+            return Err(WireError::Invalid {
+                what: "awake cube velocity block",
+            });
+        }
+        for c in cubes.iter_mut().filter(|c| c.awake) {
+            c.linvel = read_vec3(&mut r)?;
+            c.angvel = read_vec3(&mut r)?;
         }
         r.finish()?;
         Ok(Self { players, cubes })
@@ -231,12 +269,33 @@ mod tests {
         assert_eq!(snap.players.len(), 2);
         assert_eq!(snap.cubes.len(), 16);
         let bytes = snap.to_bytes();
-        assert_eq!(bytes.len(), 1 + 2 * (1 + 52) + 1 + 16 * 28 + 2);
+        let awake = snap.cubes.iter().filter(|c| c.awake).count();
+        assert_eq!(bytes.len(), 1 + 2 * (1 + 52) + 1 + 16 * 28 + 2 + awake * 24);
         let back = CubeSnapshot::decode(&bytes, SnapshotLimits::default()).unwrap();
         assert_eq!(back, snap);
         assert_eq!(back.to_bytes(), bytes);
         assert_eq!(back.player(3), snap.player(3));
         assert!(back.player(4).is_none());
+    }
+
+    #[test]
+    fn awake_cubes_carry_their_velocities() {
+        let mut scene = small_scene();
+        let mut s = scene.cube_state(5).unwrap();
+        s.linvel = Vec3::new(1.0, 2.0, -3.0);
+        s.angvel = Vec3::new(0.5, 0.0, 0.25);
+        scene.set_cube_state(5, &s, true);
+        let snap = CubeSnapshot::capture(&scene);
+        assert!(snap.cubes[5].awake);
+        assert_eq!(snap.cubes[5].linvel, s.linvel);
+        let bytes = snap.to_bytes();
+        let back = CubeSnapshot::decode(&bytes, SnapshotLimits::default()).unwrap();
+        assert_eq!(back, snap);
+        assert_eq!(back.cubes[5].body_state(), snap.cubes[5].body_state());
+        // A velocity block that disagrees with the awake bits is rejected.
+        let mut short = bytes.clone();
+        short.truncate(bytes.len() - 24);
+        assert!(CubeSnapshot::decode(&short, SnapshotLimits::default()).is_err());
     }
 
     #[test]

@@ -43,10 +43,16 @@ impl<I: Input> InputMessage<I> {
         w.write_u32(self.client_time_us);
         let flags = u8::from(self.snapshot_ack.is_some());
         w.write_u8(flags);
-        if let Some(a) = self.snapshot_ack {
-            w.write_u16(a.0);
+        match self.snapshot_ack {
+            Some(a) => {
+                w.write_u16(a.0);
+                // The first input's tick is a few dozen ticks past the newest snapshot the
+                // client holds (its lead plus the round trip): a one-byte zig-zag varint
+                // relative to the ack instead of 16 bits (source 000 packs it in 8-10 bits).
+                w.write_varint_i32(i32::from(self.start_tick.diff(a)));
+            }
+            None => w.write_u16(self.start_tick.0),
         }
-        w.write_u16(self.start_tick.0);
         w.write_varint_u32(self.inputs.len() as u32);
         let mut i = 0;
         while i < self.inputs.len() {
@@ -71,12 +77,15 @@ impl<I: Input> InputMessage<I> {
             }
             .into());
         }
-        let snapshot_ack = if flags & 1 != 0 {
-            Some(Seq16(r.read_u16()?))
+        let (snapshot_ack, start_tick) = if flags & 1 != 0 {
+            let ack = Seq16(r.read_u16()?);
+            let delta = i16::try_from(r.read_varint_i32()?).map_err(|_| WireError::Invalid {
+                what: "start tick offset",
+            })?;
+            (Some(ack), Seq16(ack.0.wrapping_add_signed(delta)))
         } else {
-            None
+            (None, Seq16(r.read_u16()?))
         };
-        let start_tick = Seq16(r.read_u16()?);
         let count = r.read_count(max_inputs, "input count")?;
         let mut inputs = Vec::with_capacity(count);
         while inputs.len() < count {
@@ -251,8 +260,8 @@ mod tests {
         let m = input_msg(vec![3; 32]);
         let mut w = Writer::new();
         m.encode(&mut w);
-        // kind+seq+time+flags+ack+start+count + one run (len, value)
-        assert_eq!(w.len(), 1 + 2 + 4 + 1 + 2 + 2 + 1 + 2);
+        // kind+seq+time+flags+ack + start (1-byte offset from the ack) + count + one run
+        assert_eq!(w.len(), 1 + 2 + 4 + 1 + 2 + 1 + 1 + 2);
         assert_eq!(InputMessage::<u8>::decode(w.as_bytes(), 64).unwrap(), m);
     }
 
@@ -287,7 +296,7 @@ mod tests {
         bad[7] = 0x80;
         assert!(InputMessage::<u8>::decode(&bad, 64).is_err());
         let mut bad = good.clone();
-        bad[13] = 0; // first run length
+        bad[12] = 0; // first run length
         assert!(InputMessage::<u8>::decode(&bad, 64).is_err());
         assert!(matches!(
             InputMessage::<u8>::decode(&vec![KIND_INPUT; 5000], 64),

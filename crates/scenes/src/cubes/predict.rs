@@ -112,6 +112,10 @@ impl CubeRollback {
             PredictMode::FullWorld => CubeScene::new(scene),
         };
         world.add_player(player);
+        // A world that has never stepped keeps a little less collision state than one that
+        // has, and its first step after a load differs from the server's in the last bits.
+        // One step at the spawn pose (where the server's player starts too) removes that.
+        world.step(&[]);
         Self {
             player,
             config,

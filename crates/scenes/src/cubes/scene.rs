@@ -68,10 +68,7 @@ impl CubeScene {
     /// Construction runs a few dozen internal steps to let the grid settle,
     /// which takes on the order of 0.1 s.
     pub fn new(config: CubeSceneConfig) -> Self {
-        let params = IntegrationParameters {
-            dt: config.dt(),
-            ..IntegrationParameters::default()
-        };
+        let params = integration_parameters(&config);
         let mut bodies = RigidBodySet::new();
         let mut colliders = ColliderSet::new();
 
@@ -118,10 +115,7 @@ impl CubeScene {
     /// [`Self::insert_cube`] fills it. Client-side prediction uses this to simulate only
     /// the bodies it predicts, with exactly the same step code as the server.
     pub fn new_sparse(config: CubeSceneConfig) -> Self {
-        let params = IntegrationParameters {
-            dt: config.dt(),
-            ..IntegrationParameters::default()
-        };
+        let params = integration_parameters(&config);
         let mut bodies = RigidBodySet::new();
         let mut colliders = ColliderSet::new();
         let (ground, ground_shape) = insert_ground(&config, &mut bodies, &mut colliders);
@@ -478,6 +472,15 @@ impl CubeScene {
         self.cubes
             .get(index)
             .and_then(|h| h.and_then(|h| self.bodies.get(h)))
+    }
+}
+
+/// The solver settings every peer uses (server, predicted worlds): one place, so they
+/// cannot drift apart.
+fn integration_parameters(config: &CubeSceneConfig) -> IntegrationParameters {
+    IntegrationParameters {
+        dt: config.dt(),
+        ..IntegrationParameters::default()
     }
 }
 

@@ -1,0 +1,860 @@
+//! The [`InterpolationBuffer`]: snapshots in, smooth past states out.
+
+use super::clock::{ArrivalStats, Need};
+use super::policy::WARMUP_PAIRS;
+use super::{DelayPolicy, Interpolate};
+use crate::{Tick, TickRate};
+use std::collections::VecDeque;
+use std::time::Duration;
+use thiserror::Error;
+
+/// Foreign-timeline snapshots in a row (ticks too far from the newest, but close to each
+/// other) after which the buffer concludes the server's tick numbering restarted or jumped,
+/// and starts over on the new timeline.
+const RESYNC_AFTER: u32 = 3;
+
+/// Most slots allocated up front; larger capacities grow on demand.
+pub(crate) const PREALLOCATE: usize = 1024;
+
+/// How the value between two snapshots is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Curve {
+    /// [`Interpolate::lerp`].
+    Linear,
+    /// [`Interpolate::hermite`] (which defaults to `lerp` for samples without derivatives).
+    #[default]
+    Hermite,
+}
+
+/// Interpolation buffer settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct InterpolationConfig {
+    /// Server simulation rate, ticks per second (the tick numbers of snapshots count these).
+    pub tick_hz: u32,
+    /// How far behind the server playback runs.
+    pub policy: DelayPolicy,
+    /// Linear or Hermite blending between snapshots.
+    pub curve: Curve,
+    /// Most snapshots held (at least 2). When full, the oldest is dropped.
+    pub capacity: usize,
+    /// Longest extrapolation past the newest snapshot; beyond it the value is held.
+    pub max_extrapolation: Duration,
+    /// Snapshots further than this from the newest (either way) are refused as coming from
+    /// another timeline; a few such snapshots in a row, consistent with each other, reset
+    /// the buffer onto their timeline.
+    pub max_tick_jump: Duration,
+    /// Arrivals the clock and delay statistics look back over (512: 8.5 s at 60
+    /// snapshots/s, 51 s at 10). Longer windows give steadier delays and adapt more
+    /// slowly; memory is 48 bytes per arrival.
+    pub history: usize,
+    /// Largest speed-up or slow-down of playback while following a changed delay (and,
+    /// with the adaptive policy, while stretching the buffer when a snapshot is overdue),
+    /// as a fraction of real time (0.1 = between 90% and 110%).
+    pub max_time_scale: f32,
+    /// Time constant of that correction: an error of `e` is corrected at `e / slew_time`
+    /// per second (within `max_time_scale`).
+    pub slew_time: Duration,
+    /// Playback further than this ahead of its target waits, and further behind jumps,
+    /// rather than slewing for seconds.
+    pub snap_threshold: Duration,
+}
+
+impl Default for InterpolationConfig {
+    fn default() -> Self {
+        Self {
+            tick_hz: 64,
+            policy: DelayPolicy::default(),
+            curve: Curve::Hermite,
+            capacity: 64,
+            max_extrapolation: Duration::from_millis(100),
+            max_tick_jump: Duration::from_secs(4),
+            history: 512,
+            max_time_scale: 0.1,
+            slew_time: Duration::from_millis(500),
+            snap_threshold: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Why [`InterpolationBuffer::push`] refused a snapshot. Every refusal is also counted in
+/// [`InterpolationStats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum PushError {
+    /// Playback has already passed this tick (or it is far older than the newest snapshot).
+    #[error("tick {tick} is older than the played-back tick {floor}")]
+    Stale {
+        /// The refused tick.
+        tick: Tick,
+        /// The newest tick playback has started from (or the newest snapshot, for a tick
+        /// from another timeline).
+        floor: Tick,
+    },
+    /// A snapshot for this tick is already buffered.
+    #[error("tick {tick} is already buffered")]
+    Duplicate {
+        /// The refused tick.
+        tick: Tick,
+    },
+    /// The tick is further ahead of the newest snapshot than
+    /// [`InterpolationConfig::max_tick_jump`].
+    #[error("tick {tick} is too far ahead of the newest tick {newest}")]
+    TooFarAhead {
+        /// The refused tick.
+        tick: Tick,
+        /// The newest buffered tick.
+        newest: Tick,
+    },
+    /// The buffer is full and the tick is older than everything in it.
+    #[error("buffer full and tick {tick} is older than the oldest buffered tick {oldest}")]
+    Full {
+        /// The refused tick.
+        tick: Tick,
+        /// The oldest buffered tick.
+        oldest: Tick,
+    },
+}
+
+/// How a [`Sampled`] value was produced.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SampleKind {
+    /// Blended between the snapshots of ticks `from` and `to` at `t` in `[0, 1]`
+    /// (`from == to` when playback sits exactly on a snapshot).
+    Interpolated {
+        /// The earlier snapshot.
+        from: Tick,
+        /// The later snapshot.
+        to: Tick,
+        /// Position between them.
+        t: f32,
+    },
+    /// Playback ran past the newest snapshot, `from`, by `by` (at most
+    /// [`InterpolationConfig::max_extrapolation`]): the value is
+    /// [`Interpolate::extrapolate`]d. An underrun.
+    Extrapolated {
+        /// The newest snapshot.
+        from: Tick,
+        /// How far past it.
+        by: Duration,
+    },
+    /// Playback ran past the newest snapshot, `from`, by `by`, beyond the extrapolation
+    /// limit: the value is held where extrapolation stopped. An underrun.
+    Held {
+        /// The newest snapshot.
+        from: Tick,
+        /// How far past it.
+        by: Duration,
+    },
+    /// Playback has not reached the oldest buffered snapshot, `to`, yet (start-up, or a
+    /// new timeline): that snapshot is shown. An underrun.
+    Early {
+        /// The oldest buffered snapshot.
+        to: Tick,
+    },
+}
+
+impl SampleKind {
+    /// True unless the value was interpolated between two snapshots.
+    pub fn is_underrun(&self) -> bool {
+        !matches!(self, SampleKind::Interpolated { .. })
+    }
+}
+
+/// A value for the renderer, and where in server time it sits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sampled<T> {
+    /// The value to show.
+    pub value: T,
+    /// How it was produced.
+    pub kind: SampleKind,
+    /// The (fractional) server tick the value represents: compare against the server's
+    /// state at this tick to measure the error of what is shown.
+    pub render_tick: f64,
+}
+
+/// Counters. Every push and every answered [`InterpolationBuffer::sample_at`] lands in
+/// exactly one of them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InterpolationStats {
+    /// Snapshots accepted.
+    pub accepted: u64,
+    /// Refused as stale ([`PushError::Stale`]).
+    pub stale: u64,
+    /// Refused as duplicates ([`PushError::Duplicate`]).
+    pub duplicates: u64,
+    /// Refused as too far ahead ([`PushError::TooFarAhead`]).
+    pub too_far_ahead: u64,
+    /// Refused because the buffer was full of newer snapshots ([`PushError::Full`]).
+    pub full: u64,
+    /// Accepted snapshots later dropped unplayed because the buffer was full.
+    pub evicted: u64,
+    /// Times the buffer restarted on a new server timeline.
+    pub resyncs: u64,
+    /// Samples answered.
+    pub frames: u64,
+    /// Of which interpolated.
+    pub interpolated: u64,
+    /// Of which extrapolated.
+    pub extrapolated: u64,
+    /// Of which held past the extrapolation limit.
+    pub held: u64,
+    /// Of which before the oldest snapshot.
+    pub early: u64,
+    /// Sum over answered samples of the delay behind the newest snapshot, seconds
+    /// (negative while extrapolating).
+    pub delay_sum_secs: f64,
+}
+
+impl InterpolationStats {
+    /// Samples without a pair to interpolate between.
+    pub fn underruns(&self) -> u64 {
+        self.extrapolated + self.held + self.early
+    }
+
+    /// Underruns as a fraction of answered samples (0 before any).
+    pub fn underrun_ratio(&self) -> f64 {
+        if self.frames == 0 {
+            0.0
+        } else {
+            self.underruns() as f64 / self.frames as f64
+        }
+    }
+
+    /// Mean over answered samples of how far the shown state trailed the newest snapshot
+    /// received, in seconds (the lab's `interpolation.delay_ms_mean`, divided by 1000).
+    pub fn mean_delay_secs(&self) -> Option<f64> {
+        (self.frames > 0).then(|| self.delay_sum_secs / self.frames as f64)
+    }
+}
+
+/// A snapshot interpolation buffer (source 003): holds snapshots by server tick and plays
+/// them back a little in the past, so the next snapshot has usually arrived by the time
+/// it is needed.
+///
+/// # Clock
+/// The buffer estimates the server's tick clock from arrivals alone. A snapshot of tick
+/// `k` arriving at local time `a` has offset `a - k * period`; the window's smallest
+/// offset is the fastest path through the network and its median the typical one. Order
+/// statistics over hundreds of arrivals barely move with jitter, so neither does playback.
+/// The [`DelayPolicy`] turns them into a playback *lag*: the server tick shown at local
+/// time `now` is `(now - lag) / period`. When the lag changes, playback speeds up or slows
+/// down by at most [`InterpolationConfig::max_time_scale`] to follow it.
+///
+/// # Robustness
+/// Stale, duplicate, far-away and overflowing snapshots are refused with a [`PushError`]
+/// and counted; nothing panics on any input, and memory is bounded by
+/// [`InterpolationConfig::capacity`] and [`InterpolationConfig::history`].
+///
+/// # Example
+/// ```
+/// use lagless_core::interpolation::{InterpolationBuffer, InterpolationConfig, Pose};
+/// use lagless_core::Tick;
+/// use std::time::Duration;
+///
+/// let mut buffer = InterpolationBuffer::<Pose>::new(InterpolationConfig {
+///     tick_hz: 60,
+///     ..InterpolationConfig::default()
+/// });
+/// let ms = Duration::from_millis;
+/// for k in 0..60u32 {
+///     // A body moving at 1 m/s, one snapshot per tick, 50 ms on the way.
+///     let x = k as f32 / 60.0;
+///     let pose = Pose::new([x, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]);
+///     buffer.push(Tick(k), ms(50) + ms(u64::from(k)) * 1000 / 60, pose).unwrap();
+/// }
+/// let shown = buffer.sample_at(ms(1040)).unwrap();
+/// assert!(!shown.kind.is_underrun());
+/// // Shown a little in the past, at the state of the tick it reports.
+/// assert!(shown.render_tick < 59.0);
+/// assert!((shown.value.position[0] - shown.render_tick as f32 / 60.0).abs() < 1e-4);
+/// ```
+#[derive(Debug, Clone)]
+pub struct InterpolationBuffer<T: Interpolate> {
+    config: InterpolationConfig,
+    period: f64,
+    max_jump_ticks: i64,
+    entries: VecDeque<(Tick, T)>,
+    newest: Option<Tick>,
+    floor: Option<Tick>,
+    arrivals: ArrivalStats,
+    lag: Option<f64>,
+    pos: Option<f64>,
+    last_now: Option<Duration>,
+    foreign: Option<(Tick, u32)>,
+    frame_secs: Option<f64>,
+    stats: InterpolationStats,
+}
+
+impl<T: Interpolate> InterpolationBuffer<T> {
+    /// An empty buffer.
+    ///
+    /// # Panics
+    /// If `config.tick_hz` is outside 1..=1000 (as [`TickRate::new`]).
+    pub fn new(config: InterpolationConfig) -> Self {
+        let rate = TickRate::new(config.tick_hz);
+        let config = InterpolationConfig {
+            capacity: config.capacity.max(2),
+            history: config.history.max(1),
+            ..config
+        };
+        let max_jump_ticks = rate.ticks_in(config.max_tick_jump).ceil().max(1.0) as i64;
+        Self {
+            period: rate.period_secs(),
+            max_jump_ticks,
+            entries: VecDeque::with_capacity(config.capacity.min(PREALLOCATE)),
+            newest: None,
+            floor: None,
+            arrivals: ArrivalStats::new(config.history),
+            lag: None,
+            pos: None,
+            last_now: None,
+            foreign: None,
+            frame_secs: None,
+            stats: InterpolationStats::default(),
+            config,
+        }
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &InterpolationConfig {
+        &self.config
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &InterpolationStats {
+        &self.stats
+    }
+
+    /// Zeroes the counters (say, after a warm-up), keeping everything else.
+    pub fn reset_stats(&mut self) {
+        self.stats = InterpolationStats::default();
+    }
+
+    /// Snapshots buffered.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when nothing is buffered.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The newest snapshot tick accepted on the current timeline.
+    pub fn newest_tick(&self) -> Option<Tick> {
+        self.newest
+    }
+
+    /// The server tick shown by the last [`sample_at`](Self::sample_at).
+    pub fn render_tick(&self) -> Option<f64> {
+        self.pos
+    }
+
+    /// The snapshot send interval measured from arriving ticks.
+    pub fn send_interval(&self) -> Option<u32> {
+        self.arrivals.interval()
+    }
+
+    /// The delay the policy currently targets, beyond the earliest arrival of snapshots
+    /// (so it excludes the network's minimum one-way delay).
+    pub fn target_delay(&self) -> Option<Duration> {
+        let lag = self.lag?;
+        let min = self.arrivals.min_offset()?;
+        Some(secs_to_duration(lag - min))
+    }
+
+    /// How far the shown state trailed the newest snapshot at the last
+    /// [`sample_at`](Self::sample_at) (zero while extrapolating).
+    pub fn delay_behind_newest(&self) -> Option<Duration> {
+        let behind = self.newest?.0 as f64 - self.pos?;
+        Some(secs_to_duration(behind * self.period))
+    }
+
+    /// Empties the buffer and forgets the clock (counters are kept), for a new server
+    /// timeline. Happens by itself when snapshots from another timeline keep arriving.
+    pub fn reset(&mut self) {
+        self.entries.clear();
+        self.newest = None;
+        self.floor = None;
+        self.arrivals.clear();
+        self.lag = None;
+        self.pos = None;
+        self.last_now = None;
+        self.foreign = None;
+    }
+
+    /// Adds the snapshot of server tick `tick`, received at local time `arrival`.
+    pub fn push(&mut self, tick: Tick, arrival: Duration, sample: T) -> Result<(), PushError> {
+        if let Some(newest) = self.newest {
+            let ahead = tick.diff(newest);
+            if ahead.abs() > self.max_jump_ticks {
+                if !self.foreign_timeline(tick) {
+                    return Err(if ahead > 0 {
+                        self.stats.too_far_ahead += 1;
+                        PushError::TooFarAhead { tick, newest }
+                    } else {
+                        self.stats.stale += 1;
+                        PushError::Stale {
+                            tick,
+                            floor: newest,
+                        }
+                    });
+                }
+                self.reset();
+                self.stats.resyncs += 1;
+            }
+        }
+        let slot = self.entries.partition_point(|(t, _)| *t < tick);
+        if self.entries.get(slot).is_some_and(|(t, _)| *t == tick) {
+            self.stats.duplicates += 1;
+            return Err(PushError::Duplicate { tick });
+        }
+        if let Some(floor) = self.floor.filter(|f| tick <= *f) {
+            self.stats.stale += 1;
+            return Err(PushError::Stale { tick, floor });
+        }
+        let mut slot = slot;
+        if self.entries.len() >= self.config.capacity {
+            if slot == 0 {
+                self.stats.full += 1;
+                let oldest = self.entries.front().map_or(tick, |(t, _)| *t);
+                return Err(PushError::Full { tick, oldest });
+            }
+            self.entries.pop_front();
+            self.stats.evicted += 1;
+            slot -= 1;
+        }
+        self.entries.insert(slot, (tick, sample));
+        self.stats.accepted += 1;
+        self.foreign = None;
+        self.learn(tick, arrival);
+        Ok(())
+    }
+
+    /// Counts a snapshot from another timeline; true once enough consistent ones arrived.
+    fn foreign_timeline(&mut self, tick: Tick) -> bool {
+        let count = match self.foreign {
+            Some((last, n)) if tick.diff(last).abs() <= self.max_jump_ticks => n + 1,
+            _ => 1,
+        };
+        self.foreign = Some((tick, count));
+        count >= RESYNC_AFTER
+    }
+
+    /// Updates the clock statistics with an accepted arrival.
+    fn learn(&mut self, tick: Tick, arrival: Duration) {
+        let p = self.period;
+        let at = arrival.as_secs_f64();
+        self.arrivals.add_offset(at - f64::from(tick.0) * p);
+        match self.newest {
+            Some(newest) if tick > newest => {
+                let gap = u32::try_from(tick.diff(newest)).unwrap_or(u32::MAX);
+                self.arrivals.add_gap(gap);
+                self.arrivals.add_need(Need {
+                    need: at - f64::from(newest.0) * p,
+                    span: f64::from(gap) * p,
+                });
+                self.newest = Some(tick);
+            }
+            // A late snapshot filling a hole: its pair was already counted, spanning it.
+            Some(_) => {}
+            None => self.newest = Some(tick),
+        }
+        // A miss costs at least half a frame: see `ArrivalStats::lag_for_fraction`.
+        let min_miss = 0.5 * self.frame_secs.unwrap_or(0.0);
+        self.lag = self.config.policy.lag(&self.arrivals, p, min_miss);
+    }
+
+    /// The value to show at local time `now`, or `None` before the first snapshot.
+    ///
+    /// Call it once per rendered frame with a non-decreasing `now`: it advances playback
+    /// (an earlier `now` than before is treated as no time passing).
+    pub fn sample_at(&mut self, now: Duration) -> Option<Sampled<T>> {
+        if self.entries.is_empty() {
+            return None;
+        }
+        let pos = self.advance(now);
+        let i = self.entries.partition_point(|(t, _)| f64::from(t.0) <= pos);
+        let (value, kind) = if i == 0 {
+            let (to, v) = self.entries.front()?;
+            self.stats.early += 1;
+            (v.clone(), SampleKind::Early { to: *to })
+        } else {
+            // Everything before the pair's start is played out.
+            self.entries.drain(..i - 1);
+            let (from, a) = self.entries.front()?;
+            let from = *from;
+            self.floor = Some(self.floor.map_or(from, |f| f.max(from)));
+            match self.entries.get(1) {
+                Some((to, b)) => {
+                    let span = to.diff(from) as f64;
+                    let t = ((pos - f64::from(from.0)) / span).clamp(0.0, 1.0) as f32;
+                    let value = match self.config.curve {
+                        Curve::Linear => T::lerp(a, b, t),
+                        Curve::Hermite => T::hermite(a, b, t, (span * self.period) as f32),
+                    };
+                    self.stats.interpolated += 1;
+                    let to = *to;
+                    (value, SampleKind::Interpolated { from, to, t })
+                }
+                None => {
+                    let past = (pos - f64::from(from.0)) * self.period;
+                    let limit = self.config.max_extrapolation.as_secs_f64();
+                    if past <= 0.0 {
+                        self.stats.interpolated += 1;
+                        let kind = SampleKind::Interpolated {
+                            from,
+                            to: from,
+                            t: 0.0,
+                        };
+                        (a.clone(), kind)
+                    } else if past <= limit {
+                        self.stats.extrapolated += 1;
+                        let by = secs_to_duration(past);
+                        (
+                            T::extrapolate(a, past as f32),
+                            SampleKind::Extrapolated { from, by },
+                        )
+                    } else {
+                        self.stats.held += 1;
+                        let by = secs_to_duration(past);
+                        (
+                            T::extrapolate(a, limit as f32),
+                            SampleKind::Held { from, by },
+                        )
+                    }
+                }
+            }
+        };
+        self.stats.frames += 1;
+        if let Some(newest) = self.newest {
+            self.stats.delay_sum_secs += (f64::from(newest.0) - pos) * self.period;
+        }
+        Some(Sampled {
+            value,
+            kind,
+            render_tick: pos,
+        })
+    }
+
+    /// Moves the playback position to `now` and returns it (fractional ticks).
+    fn advance(&mut self, now: Duration) -> f64 {
+        let p = self.period;
+        let now_secs = now.as_secs_f64();
+        let Some(lag) = self.lag else {
+            // Unreachable with entries present; show the oldest snapshot.
+            return self.entries.front().map_or(0.0, |(t, _)| f64::from(t.0));
+        };
+        let target = (now_secs - lag) / p;
+        let (Some(pos), Some(last)) = (self.pos, self.last_now) else {
+            self.pos = Some(target);
+            self.last_now = Some(now);
+            return target;
+        };
+        let dt = now.saturating_sub(last).as_secs_f64();
+        self.last_now = Some(last.max(now));
+        if dt > 0.0 && dt < 0.25 {
+            self.frame_secs = Some(self.frame_secs.map_or(dt, |f| f + (dt - f) * 0.05));
+        }
+        let natural = pos + dt / p;
+        let error = (target - natural) * p;
+        let snap = self.config.snap_threshold.as_secs_f64();
+        let warming = self.arrivals.needs_len() < WARMUP_PAIRS;
+        let next = if error > snap || (warming && error.abs() > snap.min(0.05)) {
+            // Far behind (or still learning the clock): jump.
+            target
+        } else if error < -snap {
+            // Far ahead: wait for the target rather than replaying the past.
+            pos.max(target)
+        } else {
+            let max_scale = f64::from(self.config.max_time_scale);
+            let max_scale = if max_scale.is_finite() {
+                max_scale.clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+            let slew = self.config.slew_time.as_secs_f64().max(1e-6);
+            let step = (error * (dt / slew).min(1.0)).clamp(-max_scale * dt, max_scale * dt);
+            if self.starving(now_secs, pos) {
+                natural - max_scale * dt / p
+            } else {
+                natural + step / p
+            }
+        };
+        let next = if next.is_finite() { next } else { target };
+        self.pos = Some(next);
+        next
+    }
+}
+
+impl<T: Interpolate> InterpolationBuffer<T> {
+    /// True when the adaptive policy should slow playback down because the snapshot after
+    /// the newest is overdue (later than any arrival in the window: probably lost) and
+    /// playback would run out of snapshots before the one after it is due.
+    fn starving(&self, now_secs: f64, pos: f64) -> bool {
+        if !matches!(self.config.policy, DelayPolicy::Adaptive { .. }) {
+            return false;
+        }
+        let (Some(newest), Some(max_off), Some(interval)) = (
+            self.newest,
+            self.arrivals.max_offset(),
+            self.arrivals.interval(),
+        ) else {
+            return false;
+        };
+        let p = self.period;
+        let n = f64::from(newest.0);
+        let i = f64::from(interval);
+        let overdue = now_secs > max_off + (n + i) * p;
+        let runway = (n - pos) * p;
+        let replacement_due = max_off + (n + 2.0 * i) * p - now_secs;
+        overdue && runway < replacement_due
+    }
+}
+
+/// Seconds to a `Duration`, clamping negatives, NaN and overflow instead of panicking.
+fn secs_to_duration(secs: f64) -> Duration {
+    Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(if secs > 0.0 {
+        Duration::MAX
+    } else {
+        Duration::ZERO
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// 100 Hz ticks so one tick is 10 ms; classic policy; samples are the tick as f64.
+    fn buffer(policy: DelayPolicy) -> InterpolationBuffer<f64> {
+        InterpolationBuffer::new(InterpolationConfig {
+            tick_hz: 100,
+            policy,
+            capacity: 8,
+            max_tick_jump: Duration::from_secs(1),
+            ..InterpolationConfig::default()
+        })
+    }
+
+    /// Pushes ticks `from..to` step `step`, each arriving `latency` after its tick time.
+    fn feed(b: &mut InterpolationBuffer<f64>, ticks: impl Iterator<Item = u32>, latency: Duration) {
+        for k in ticks {
+            let at = MS * (k * 10) + latency;
+            b.push(Tick(k), at, f64::from(k)).unwrap();
+        }
+    }
+
+    #[test]
+    fn empty_buffer_answers_nothing() {
+        let mut b = buffer(DelayPolicy::CLASSIC);
+        assert!(b.is_empty());
+        assert_eq!(b.sample_at(MS * 100), None);
+        assert_eq!(b.stats().frames, 0);
+        assert_eq!(b.render_tick(), None);
+    }
+
+    #[test]
+    fn classic_plays_three_intervals_behind_the_median_arrival() {
+        let mut b = buffer(DelayPolicy::CLASSIC);
+        feed(&mut b, (0..40).step_by(2), MS * 30);
+        assert_eq!(b.send_interval(), Some(2));
+        // Arrivals sit 30 ms after their ticks; three intervals are 60 ms more.
+        let s = b.sample_at(MS * 390).unwrap();
+        assert!((s.render_tick - 30.0).abs() < 1e-6, "{s:?}");
+        assert!(
+            matches!(s.kind, SampleKind::Interpolated { from: Tick(30), to: Tick(32), t } if t < 1e-6),
+            "{s:?}"
+        );
+        assert!((s.value - 30.0).abs() < 1e-9);
+        assert_eq!(b.target_delay(), Some(MS * 60));
+        let s = b.sample_at(MS * 395).unwrap();
+        assert!((s.value - 30.5).abs() < 1e-6, "{s:?}");
+        // Played-out snapshots are dropped, the pair's start is kept.
+        assert_eq!(b.len(), 5);
+        assert_eq!(b.delay_behind_newest(), Some(MS * 75));
+    }
+
+    #[test]
+    fn refusals_are_typed_and_counted() {
+        let mut b = buffer(DelayPolicy::CLASSIC);
+        feed(&mut b, (0..20).step_by(2), MS * 30);
+        assert_eq!(
+            b.push(Tick(10), MS * 500, 0.0),
+            Err(PushError::Duplicate { tick: Tick(10) })
+        );
+        b.sample_at(MS * 220).unwrap(); // plays around tick 13
+        assert_eq!(
+            b.push(Tick(11), MS * 500, 0.0),
+            Err(PushError::Stale {
+                tick: Tick(11),
+                floor: Tick(12)
+            })
+        );
+        assert_eq!(
+            b.push(Tick(500), MS * 500, 0.0),
+            Err(PushError::TooFarAhead {
+                tick: Tick(500),
+                newest: Tick(18)
+            })
+        );
+        let st = b.stats();
+        assert_eq!((st.duplicates, st.stale, st.too_far_ahead), (1, 1, 1));
+        assert_eq!(st.accepted, 10);
+        // A hole between the floor and the newest is still welcome.
+        assert_eq!(b.push(Tick(13), MS * 500, 13.0), Ok(()));
+    }
+
+    #[test]
+    fn capacity_is_bounded() {
+        let mut b = buffer(DelayPolicy::CLASSIC);
+        feed(&mut b, 0..8, MS * 30);
+        assert_eq!(b.len(), 8);
+        // Full: a newer tick evicts the oldest, an older one is refused.
+        feed(&mut b, 8..9, MS * 30);
+        assert_eq!(b.len(), 8);
+        assert_eq!(b.stats().evicted, 1);
+        assert_eq!(
+            b.push(Tick(0), MS * 100, 0.0),
+            Err(PushError::Full {
+                tick: Tick(0),
+                oldest: Tick(1)
+            })
+        );
+        assert_eq!(b.stats().full, 1);
+    }
+
+    #[test]
+    fn a_new_timeline_takes_over_after_a_few_consistent_snapshots() {
+        let mut b = buffer(DelayPolicy::CLASSIC);
+        feed(&mut b, 100..110, MS * 30);
+        // The server restarted at tick 0: two refusals, then a reset onto the new numbers.
+        assert!(matches!(
+            b.push(Tick(0), MS * 2000, 0.0),
+            Err(PushError::Stale { .. })
+        ));
+        assert!(b.push(Tick(1), MS * 2010, 1.0).is_err());
+        assert_eq!(b.push(Tick(2), MS * 2020, 2.0), Ok(()));
+        assert_eq!(b.stats().resyncs, 1);
+        assert_eq!(b.len(), 1);
+        assert_eq!(b.newest_tick(), Some(Tick(2)));
+        // Unrelated far-away ticks do not add up to a resync.
+        assert!(b.push(Tick(5000), MS * 2030, 0.0).is_err());
+        assert!(b.push(Tick(9000), MS * 2030, 0.0).is_err());
+        assert!(b.push(Tick(13000), MS * 2030, 0.0).is_err());
+        assert_eq!(b.stats().resyncs, 1);
+    }
+
+    #[test]
+    fn extrapolation_is_bounded_then_held() {
+        let mut b = buffer(DelayPolicy::Fixed { intervals: 0.0 });
+        feed(&mut b, 0..10, MS * 30);
+        // Playback at the median arrival: the newest (tick 9) is shown at 120 ms.
+        let s = b.sample_at(MS * 120).unwrap();
+        assert!(!s.kind.is_underrun(), "{s:?}");
+        let s = b.sample_at(MS * 170).unwrap();
+        assert_eq!(
+            s.kind,
+            SampleKind::Extrapolated {
+                from: Tick(9),
+                by: MS * 50
+            }
+        );
+        let s = b.sample_at(MS * 300).unwrap();
+        assert_eq!(
+            s.kind,
+            SampleKind::Held {
+                from: Tick(9),
+                by: MS * 180
+            }
+        );
+        let st = b.stats();
+        assert_eq!((st.interpolated, st.extrapolated, st.held), (1, 1, 1));
+        assert_eq!(st.underruns(), 2);
+        assert!((st.underrun_ratio() - 2.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn playback_before_the_oldest_snapshot_shows_it_early() {
+        let mut b = buffer(DelayPolicy::CLASSIC);
+        b.push(Tick(50), MS * 530, 50.0).unwrap();
+        let s = b.sample_at(MS * 530).unwrap();
+        assert_eq!(s.kind, SampleKind::Early { to: Tick(50) });
+        assert_eq!(s.value, 50.0);
+        assert_eq!(b.stats().early, 1);
+    }
+
+    #[test]
+    fn time_running_backwards_does_not_move_playback() {
+        let mut b = buffer(DelayPolicy::CLASSIC);
+        feed(&mut b, 0..40, MS * 30);
+        let a = b.sample_at(MS * 400).unwrap().render_tick;
+        let c = b.sample_at(MS * 350).unwrap().render_tick;
+        assert_eq!(a, c);
+    }
+
+    #[test]
+    fn delay_changes_are_followed_by_bounded_time_scaling() {
+        let mut b = buffer(DelayPolicy::CLASSIC);
+        feed(&mut b, 0..40, MS * 30);
+        let mut last = b.sample_at(MS * 400).unwrap().render_tick;
+        // The link gets 40 ms slower: the median moves, playback slows by at most 10%.
+        let mut now = MS * 400;
+        let mut slowed = 0;
+        for k in 40..100u32 {
+            b.push(Tick(k), MS * (k * 10) + MS * 70, f64::from(k))
+                .unwrap();
+            now += MS * 10;
+            let pos = b.sample_at(now).unwrap().render_tick;
+            let step = pos - last;
+            assert!((0.9 - 1e-9..=1.1 + 1e-9).contains(&step), "{k}: {step}");
+            slowed += usize::from(step < 0.95);
+            last = pos;
+        }
+        assert!(slowed > 10, "playback followed the longer delay: {slowed}");
+    }
+
+    #[test]
+    fn hostile_settings_do_not_panic() {
+        let mut b = InterpolationBuffer::<f64>::new(InterpolationConfig {
+            tick_hz: 1000,
+            policy: DelayPolicy::Fixed {
+                intervals: f32::NAN,
+            },
+            capacity: usize::MAX,
+            history: usize::MAX,
+            max_extrapolation: Duration::MAX,
+            max_tick_jump: Duration::MAX,
+            max_time_scale: f32::NAN,
+            slew_time: Duration::ZERO,
+            snap_threshold: Duration::MAX,
+            ..InterpolationConfig::default()
+        });
+        for k in 0..50u32 {
+            b.push(Tick(k), MS * k, f64::from(k)).unwrap();
+            b.sample_at(MS * (k * 3)).unwrap();
+        }
+        b.push(Tick(u32::MAX), Duration::MAX, 0.0).unwrap();
+        assert!(b.sample_at(Duration::MAX).is_some());
+        let mut a = InterpolationBuffer::<f64>::new(InterpolationConfig {
+            policy: DelayPolicy::Adaptive {
+                target_underrun: f32::NAN,
+                max_delay: Duration::MAX,
+            },
+            max_time_scale: f32::INFINITY,
+            ..InterpolationConfig::default()
+        });
+        for k in 0..50u32 {
+            a.push(Tick(k * 2), MS * (k * 40), f64::from(k)).unwrap();
+            assert!(a.sample_at(MS * (k * 40)).unwrap().render_tick.is_finite());
+        }
+    }
+
+    #[test]
+    fn durations_never_panic() {
+        assert_eq!(secs_to_duration(-1.0), Duration::ZERO);
+        assert_eq!(secs_to_duration(f64::NAN), Duration::ZERO);
+        assert_eq!(secs_to_duration(f64::INFINITY), Duration::MAX);
+        assert_eq!(secs_to_duration(0.25), MS * 250);
+    }
+}

@@ -1,0 +1,147 @@
+//! How far behind the server playback runs: the [`DelayPolicy`].
+
+use super::clock::ArrivalStats;
+use std::time::Duration;
+
+/// Pairs needed before the adaptive policy trusts its statistics; until then it plays
+/// safe (the larger of three intervals past the median arrival and the largest need), and
+/// playback jumps to its target rather than slewing.
+pub(crate) const WARMUP_PAIRS: usize = 16;
+
+/// How far behind the server the buffer plays snapshots back.
+///
+/// Delays are measured on the buffer's own estimate of the server clock (see
+/// [`InterpolationBuffer`](super::InterpolationBuffer)); the send interval is measured from
+/// the ticks of arriving snapshots, never configured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DelayPolicy {
+    /// Trail the *typical* (median) snapshot arrival by `intervals` send intervals: the
+    /// buffer holds about that many intervals of snapshots ahead of the render position.
+    /// Three (source 003's rule of thumb, [`DelayPolicy::CLASSIC`]) rides out one lost
+    /// snapshot with one interval to spare for jitter above the median. Measured from the
+    /// fastest arrival, that is "three intervals plus jitter": under ±33 ms of jitter it
+    /// comes to about 88 ms at 60 snapshots/s and 334 ms at 10, against the source's 85
+    /// and 350.
+    Fixed {
+        /// Send intervals of delay past the median arrival.
+        intervals: f32,
+    },
+    /// Choose the smallest delay at which, over the recent window, snapshots would have
+    /// been missing for at most `target_underrun` of the playback time.
+    ///
+    /// Each arriving snapshot records the lag it needed: its arrival time minus the server
+    /// time of the snapshot before it (the moment playback starts depending on it). A lost
+    /// snapshot lengthens that span by one send interval, and jitter, queueing and loss
+    /// all show up in the same number, so one weighted quantile covers all three: the
+    /// delay rides over exactly as many consecutive losses as the target requires. A miss
+    /// is counted as at least half a rendered frame, since a renderer locked to the tick
+    /// rate keeps sampling at the same phase. Gaps longer than `max_delay` (outages) are
+    /// left out, so they cost underruns beyond the target rather than delay.
+    ///
+    /// The delay moves only as the window moves, and playback follows it by time-scaling
+    /// (within [`max_time_scale`](super::InterpolationConfig::max_time_scale)), never by
+    /// jumping. On top of that, when the snapshot after the newest is later than any
+    /// arrival in the window (probably lost) and playback would run out before the next
+    /// one is due, playback slows down by the same bound to stretch what is buffered.
+    Adaptive {
+        /// Fraction of playback time allowed to run without a snapshot pair (0.01 = 1%),
+        /// excluding outages longer than `max_delay`.
+        target_underrun: f32,
+        /// Upper bound on the delay beyond the earliest arrival; gaps longer than this
+        /// (outages) are left out of the statistics.
+        max_delay: Duration,
+    },
+}
+
+impl DelayPolicy {
+    /// Source 003's rule of thumb: three send intervals.
+    pub const CLASSIC: DelayPolicy = DelayPolicy::Fixed { intervals: 3.0 };
+
+    /// The adaptive policy with default settings: 1% underrun, at most 500 ms.
+    pub fn adaptive() -> Self {
+        DelayPolicy::Adaptive {
+            target_underrun: 0.01,
+            max_delay: Duration::from_millis(500),
+        }
+    }
+
+    /// The playback lag (local time minus displayed server time, in the offset coordinates
+    /// of [`ArrivalStats`]) this policy asks for, in seconds; `None` before any arrival.
+    pub(crate) fn lag(&self, stats: &ArrivalStats, period: f64, frame: f64) -> Option<f64> {
+        let min = stats.min_offset()?;
+        let median = stats.median_offset()?;
+        let interval = f64::from(stats.interval().unwrap_or(1)) * period;
+        let fixed = |intervals: f64| median + intervals * interval;
+        let lag = match *self {
+            DelayPolicy::Fixed { intervals } => fixed(f64::from(intervals).max(0.0)),
+            DelayPolicy::Adaptive {
+                target_underrun,
+                max_delay,
+            } => {
+                let max_delay = max_delay.as_secs_f64();
+                let warm = if stats.needs_len() >= WARMUP_PAIRS {
+                    stats.lag_for_fraction(f64::from(target_underrun), max_delay, frame)
+                } else {
+                    None
+                };
+                match warm {
+                    Some(lag) => lag.min(min + max_delay),
+                    None => fixed(3.0)
+                        .max(stats.max_need().unwrap_or(min))
+                        .min(min + max_delay),
+                }
+            }
+        };
+        // Never ahead of the earliest arrival: nothing could be there to show.
+        Some(lag.max(min))
+    }
+}
+
+impl Default for DelayPolicy {
+    fn default() -> Self {
+        Self::adaptive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interpolation::clock::Need;
+
+    #[test]
+    fn fixed_trails_the_median_by_whole_intervals() {
+        let mut s = ArrivalStats::new(16);
+        assert_eq!(DelayPolicy::CLASSIC.lag(&s, 0.01, 0.0), None);
+        for o in [0.05, 0.06, 0.07] {
+            s.add_offset(o);
+        }
+        s.add_gap(2);
+        let lag = DelayPolicy::CLASSIC.lag(&s, 0.01, 0.0).unwrap();
+        assert!((lag - (0.06 + 3.0 * 0.02)).abs() < 1e-12, "{lag}");
+        let none = DelayPolicy::Fixed { intervals: -1.0 }
+            .lag(&s, 0.01, 0.0)
+            .unwrap();
+        assert!((none - 0.06).abs() < 1e-12);
+    }
+
+    #[test]
+    fn adaptive_follows_needs_once_warm() {
+        let mut s = ArrivalStats::new(64);
+        s.add_offset(0.05);
+        s.add_gap(1);
+        for _ in 0..WARMUP_PAIRS {
+            s.add_need(Need {
+                need: 0.07,
+                span: 0.01,
+            });
+        }
+        let lag = DelayPolicy::adaptive().lag(&s, 0.01, 0.0).unwrap();
+        assert!((lag - 0.07).abs() < 1e-4, "{lag}");
+        // Capped at max_delay past the earliest arrival.
+        let capped = DelayPolicy::Adaptive {
+            target_underrun: 0.0,
+            max_delay: Duration::from_millis(10),
+        };
+        assert!((capped.lag(&s, 0.01, 0.0).unwrap() - 0.06).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,458 @@
+//! Snapshot interpolation (source 003): blending, bounded extrapolation, refusals, and
+//! playback over the emulated `snapshot-demo` link, classic against adaptive delay.
+
+use lagless_core::Tick;
+use lagless_core::interpolation::{
+    Curve, DelayPolicy, Interpolate, InterpolationBuffer, InterpolationConfig, Pose, PushError,
+    SampleKind,
+};
+use lagless_netem::{Link, profile};
+use proptest::prelude::*;
+use std::time::Duration;
+
+const MS: Duration = Duration::from_millis(1);
+const TICK_HZ: u32 = 60;
+const RADIUS: f32 = 5.0;
+const OMEGA: f32 = 1.0;
+
+fn yaw(angle: f32) -> [f32; 4] {
+    [0.0, (angle / 2.0).sin(), 0.0, (angle / 2.0).cos()]
+}
+
+fn dist(a: [f32; 3], b: [f32; 3]) -> f32 {
+    ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2) + (a[2] - b[2]).powi(2)).sqrt()
+}
+
+/// Same rotation, up to the sign of the quaternion.
+fn same_rotation(a: [f32; 4], b: [f32; 4]) -> bool {
+    (a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3]).abs() > 1.0 - 1e-5
+}
+
+/// The server's truth: a body circling at 5 m/s (radius 5 m, 1 rad/s), facing its motion.
+fn circle(secs: f64) -> Pose {
+    let a = (secs as f32) * OMEGA;
+    Pose::new([RADIUS * a.cos(), 1.0, RADIUS * a.sin()], yaw(a)).with_velocity(
+        [-RADIUS * OMEGA * a.sin(), 0.0, RADIUS * OMEGA * a.cos()],
+        [0.0, OMEGA, 0.0],
+    )
+}
+
+fn config(policy: DelayPolicy) -> InterpolationConfig {
+    InterpolationConfig {
+        tick_hz: TICK_HZ,
+        policy,
+        ..InterpolationConfig::default()
+    }
+}
+
+#[test]
+fn pose_blends_exactly_at_endpoints_and_midpoint() {
+    let a = Pose::new([0.0, 0.0, 0.0], yaw(0.0)).with_velocity([2.0, 0.0, 0.0], [0.0; 3]);
+    let b = Pose::new([2.0, 4.0, -2.0], yaw(1.0)).with_velocity([2.0, 0.0, 0.0], [0.0; 3]);
+    let blends: [fn(&Pose, &Pose, f32) -> Pose; 2] =
+        [Pose::lerp, |a, b, t| Pose::hermite(a, b, t, 1.0)];
+    for blend in blends {
+        let start = blend(&a, &b, 0.0);
+        let end = blend(&a, &b, 1.0);
+        assert!(dist(start.position, a.position) < 1e-6);
+        assert!(dist(end.position, b.position) < 1e-6);
+        assert!(same_rotation(start.rotation, a.rotation));
+        assert!(same_rotation(end.rotation, b.rotation));
+        assert!(same_rotation(blend(&a, &b, 0.5).rotation, yaw(0.5)));
+    }
+    assert!(dist(Pose::lerp(&a, &b, 0.5).position, [1.0, 2.0, -1.0]) < 1e-6);
+    // Hermite's midpoint: (p0 + p1) / 2 + (v0 - v1) * dt / 8.
+    let h = Pose::hermite(&a, &b, 0.5, 1.0);
+    assert!(dist(h.position, [1.0, 2.0, -1.0]) < 1e-6, "{h:?}");
+}
+
+#[test]
+fn slerp_takes_the_shortest_path() {
+    let a = Pose::new([0.0; 3], yaw(170f32.to_radians()));
+    let b = Pose::new([0.0; 3], yaw(-170f32.to_radians()));
+    // 20 degrees through 180, not 340 through 0.
+    let mid = Pose::lerp(&a, &b, 0.5);
+    assert!(
+        same_rotation(mid.rotation, yaw(180f32.to_radians())),
+        "{mid:?}"
+    );
+    let quarter = Pose::lerp(&a, &b, 0.25);
+    assert!(same_rotation(quarter.rotation, yaw(175f32.to_radians())));
+    let r = quarter.rotation;
+    assert!((r.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-5);
+}
+
+#[test]
+fn hermite_reproduces_constant_velocity_motion() {
+    let v = [3.0, -1.0, 0.5];
+    let at = |t: f32| Pose::new([1.0 + v[0] * t, 2.0 + v[1] * t, v[2] * t], yaw(0.0));
+    let a = at(0.0).with_velocity(v, [0.0; 3]);
+    let b = at(0.1).with_velocity(v, [0.0; 3]);
+    for i in 0..=10 {
+        let s = i as f32 / 10.0;
+        let h = Pose::hermite(&a, &b, s, 0.1);
+        assert!(dist(h.position, at(0.1 * s).position) < 1e-5, "{s}: {h:?}");
+        let hv = h.linear_velocity.unwrap();
+        assert!(dist(hv, v) < 1e-3, "{s}: {hv:?}");
+    }
+}
+
+#[test]
+fn hermite_beats_linear_on_a_circle() {
+    // Snapshots of the circle every 100 ms (10 per second); compare between them.
+    let (mut linear, mut hermite) = (0.0f32, 0.0f32);
+    for k in 0..20 {
+        let (t0, dt) = (k as f64 * 0.1, 0.1);
+        let (a, b) = (circle(t0), circle(t0 + dt));
+        for i in 1..10 {
+            let s = i as f32 / 10.0;
+            let truth = circle(t0 + dt * f64::from(s)).position;
+            linear = linear.max(dist(Pose::lerp(&a, &b, s).position, truth));
+            hermite = hermite.max(dist(Pose::hermite(&a, &b, s, dt as f32).position, truth));
+        }
+    }
+    // Linear cuts the chord: sagitta r (1 - cos(w dt / 2)) = 6.2 mm.
+    assert!((linear - 0.00625).abs() < 2e-4, "linear {linear}");
+    assert!(
+        hermite < linear / 50.0,
+        "hermite {hermite} vs linear {linear}"
+    );
+}
+
+#[test]
+fn extrapolation_is_bounded_flagged_and_counted() {
+    let mut b = InterpolationBuffer::new(InterpolationConfig {
+        max_extrapolation: MS * 100,
+        ..config(DelayPolicy::Fixed { intervals: 1.0 })
+    });
+    for k in 0..60u32 {
+        let at = MS * (k * 1000 / 60) + MS * 40;
+        b.push(Tick(k), at, circle(f64::from(k) / 60.0)).unwrap();
+    }
+    // Snapshots stop at tick 59; render on at 60 fps for another half second.
+    let mut kinds = Vec::new();
+    let mut held = None;
+    for f in 0..90u32 {
+        let s = b.sample_at(MS * (1000 + f * 1000 / 60)).unwrap();
+        match s.kind {
+            SampleKind::Interpolated { .. } => {}
+            SampleKind::Extrapolated { from, by } => {
+                assert_eq!(from, Tick(59));
+                assert!(by <= MS * 100);
+                // Velocity extrapolation follows the tangent: close to the circle for now.
+                let truth = circle(s.render_tick / 60.0).position;
+                assert!(dist(s.value.position, truth) < 0.03, "{s:?}");
+            }
+            SampleKind::Held { from, by } => {
+                assert_eq!(from, Tick(59));
+                assert!(by > MS * 100);
+                // Frozen where extrapolation stopped.
+                let value = *held.get_or_insert(s.value);
+                assert_eq!(value, s.value);
+                let edge = Pose::extrapolate(&circle(59.0 / 60.0), 0.1);
+                assert!(dist(value.position, edge.position) < 1e-4);
+            }
+            SampleKind::Early { .. } => panic!("playback started inside the buffer"),
+        }
+        kinds.push(s.kind);
+    }
+    let count = |f: fn(&SampleKind) -> bool| kinds.iter().filter(|k| f(k)).count() as u64;
+    let st = b.stats();
+    assert_eq!(
+        st.extrapolated,
+        count(|k| matches!(k, SampleKind::Extrapolated { .. }))
+    );
+    assert_eq!(st.held, count(|k| matches!(k, SampleKind::Held { .. })));
+    assert!(
+        st.interpolated > 0 && st.extrapolated >= 5 && st.held > 30,
+        "{st:?}"
+    );
+    assert_eq!(st.underruns(), st.extrapolated + st.held);
+    assert_eq!(st.frames, 90);
+}
+
+#[test]
+fn stale_duplicate_and_far_future_snapshots_are_dropped_and_counted() {
+    let mut b = InterpolationBuffer::new(InterpolationConfig {
+        capacity: 16,
+        max_tick_jump: Duration::from_secs(2),
+        ..config(DelayPolicy::CLASSIC)
+    });
+    let at = |k: u32| MS * (k * 1000 / 60) + MS * 50;
+    for k in 0..100u32 {
+        b.push(Tick(k), at(k), circle(0.0)).unwrap();
+        assert!(b.len() <= 16);
+    }
+    assert_eq!(b.stats().evicted, 84);
+    b.sample_at(at(99)).unwrap(); // plays about 3 ticks behind the newest
+    let floor = b.render_tick().unwrap().floor() as u32;
+    assert_eq!(
+        b.push(Tick(floor - 1), at(100), circle(0.0)),
+        Err(PushError::Stale {
+            tick: Tick(floor - 1),
+            floor: Tick(floor)
+        })
+    );
+    assert_eq!(
+        b.push(Tick(99), at(100), circle(0.0)),
+        Err(PushError::Duplicate { tick: Tick(99) })
+    );
+    // 2 s at 60 Hz is 120 ticks.
+    assert_eq!(
+        b.push(Tick(99 + 121), at(100), circle(0.0)),
+        Err(PushError::TooFarAhead {
+            tick: Tick(220),
+            newest: Tick(99)
+        })
+    );
+    assert_eq!(b.push(Tick(99 + 120), at(100), circle(0.0)), Ok(()));
+    let st = b.stats();
+    assert_eq!(
+        (st.stale, st.duplicates, st.too_far_ahead, st.accepted),
+        (1, 1, 1, 101)
+    );
+}
+
+#[test]
+fn ticks_past_the_u16_wrap_and_near_u32_max() {
+    for start in [65_530u32, u32::MAX - 200] {
+        let mut b = InterpolationBuffer::<f64>::new(config(DelayPolicy::CLASSIC));
+        for i in 0..150u32 {
+            let k = start + i;
+            b.push(Tick(k), MS * (i * 1000 / 60) + MS * 30, f64::from(i))
+                .unwrap();
+        }
+        let s = b.sample_at(MS * 2000).unwrap();
+        assert!(!s.kind.is_underrun(), "{start}: {s:?}");
+        // The value tracks the tick: no confusion across the 16-bit wrap or near u32::MAX.
+        let expected = s.render_tick - f64::from(start);
+        assert!((s.value - expected).abs() < 1e-4, "{start}: {s:?}");
+        // Old ticks are stale, not mistaken for ticks of a later lap.
+        assert!(matches!(
+            b.push(Tick(start), MS * 2700, 0.0),
+            Err(PushError::Stale { .. })
+        ));
+    }
+}
+
+/// What one run measured, over the frames after a warm-up.
+#[derive(Debug, Clone, Copy)]
+struct Figures {
+    /// How far the shown state trailed the newest snapshot received.
+    delay_ms_mean: f64,
+    /// Frames without a pair to interpolate between.
+    underrun_pct: f64,
+    /// Shown position against the truth at the displayed tick.
+    error_cm_p99: f64,
+}
+
+/// A server sends the circle every `interval` ticks (60 Hz) through a seeded link with
+/// the `profile_name` conditions; arrivals go into a buffer rendered at 60 fps on a
+/// virtual clock.
+fn simulate(
+    policy: DelayPolicy,
+    profile_name: &str,
+    interval: u64,
+    seed: u64,
+    seconds: u64,
+) -> Figures {
+    let conditions = profile(profile_name).expect("a LAB.md profile");
+    let mut link = Link::new(conditions, seed).expect("profiles validate");
+    let mut buffer = InterpolationBuffer::<Pose>::new(config(policy));
+    let tick_at = |k: u64| Duration::from_nanos(k * 1_000_000_000 / u64::from(TICK_HZ));
+    // Frames at 60 fps, at a phase unrelated to the ticks.
+    let frame_at = |f: u64| Duration::from_nanos(f * 1_000_000_000 / 60 + 3_300_000);
+    let (end, warmup) = (Duration::from_secs(seconds), Duration::from_secs(5));
+    let (mut next_send, mut next_frame) = (0u64, 0u64);
+    let mut newest: Option<u32> = None;
+    let (mut delay_sum, mut frames, mut underruns) = (0.0f64, 0u64, 0u64);
+    let mut errors = Vec::new();
+    loop {
+        let (send, frame, due) = (tick_at(next_send), frame_at(next_frame), link.next_due());
+        let now = send.min(frame).min(due.unwrap_or(Duration::MAX));
+        if now > end {
+            break;
+        }
+        if due == Some(now) {
+            let packet = link.poll(now).expect("due now");
+            let k = u32::from_le_bytes(packet.try_into().expect("4-byte tick"));
+            newest = newest.max(Some(k));
+            let _ = buffer.push(Tick(k), now, circle(f64::from(k) / f64::from(TICK_HZ)));
+        } else if send == now {
+            link.send(now, (next_send as u32).to_le_bytes().to_vec());
+            next_send += interval;
+        } else {
+            next_frame += 1;
+            let Some(shown) = buffer.sample_at(now) else {
+                continue;
+            };
+            if now < warmup {
+                continue;
+            }
+            frames += 1;
+            underruns += u64::from(shown.kind.is_underrun());
+            let behind = f64::from(newest.expect("a snapshot arrived")) - shown.render_tick;
+            delay_sum += behind * 1000.0 / f64::from(TICK_HZ);
+            let truth = circle(shown.render_tick / f64::from(TICK_HZ));
+            errors.push(dist(shown.value.position, truth.position) * 100.0);
+        }
+    }
+    errors.sort_by(f32::total_cmp);
+    Figures {
+        delay_ms_mean: delay_sum / frames as f64,
+        underrun_pct: underruns as f64 * 100.0 / frames as f64,
+        error_cm_p99: f64::from(errors[(errors.len() * 99) / 100]),
+    }
+}
+
+/// Source 003's test conditions: 50 ms, ±33 ms uniform jitter, 5% loss.
+///
+/// The brief asked for Adaptive to underrun no more than Fixed(3) with at least 30% less
+/// delay. On this profile no playback delay can do that: Fixed(3) sits at the knee of the
+/// delay/underrun curve (it rides single losses; underruns come only from double losses),
+/// so every delay 30% shorter underruns several times more — the `Fixed(2.25)` row shows
+/// it — and with independent losses and jitter a delay that moves over time cannot beat
+/// the best constant one. What Adaptive does achieve is asserted: it holds its 1% target
+/// and takes the delay saving that target allows at each send rate.
+#[test]
+fn adaptive_against_classic_on_snapshot_demo() {
+    const SEED: u64 = 1;
+    let mut table = vec![format!(
+        "snapshot-demo, seed {SEED}: policy x rate | mean delay ms | underrun % | error p99 cm"
+    )];
+    for (pps, interval, seconds) in [(60u32, 1u64, 300u64), (10, 6, 1200)] {
+        let run = |policy| simulate(policy, "snapshot-demo", interval, SEED, seconds);
+        let fixed = run(DelayPolicy::CLASSIC);
+        let shorter = run(DelayPolicy::Fixed { intervals: 2.25 });
+        let adaptive = run(DelayPolicy::adaptive());
+        for (name, f) in [
+            ("Fixed(3)", fixed),
+            ("Fixed(2.25)", shorter),
+            ("Adaptive(1%)", adaptive),
+        ] {
+            table.push(format!(
+                "{name:>12} @ {pps:2} pps | {:7.1} | {:6.3} | {:6.3}",
+                f.delay_ms_mean, f.underrun_pct, f.error_cm_p99
+            ));
+        }
+        let cut = 1.0 - adaptive.delay_ms_mean / fixed.delay_ms_mean;
+        table.push(format!(
+            "             delay cut {:.0}%, brief's target (underrun <= Fixed(3) and cut >= 30%) met: {}",
+            cut * 100.0,
+            adaptive.underrun_pct <= fixed.underrun_pct && cut >= 0.3
+        ));
+        let ctx = format!("seed {SEED}, {pps} pps: {fixed:?} {shorter:?} {adaptive:?}");
+        // Why the brief's target is out of reach: 30% less delay costs underruns.
+        assert!(shorter.delay_ms_mean < 0.75 * fixed.delay_ms_mean, "{ctx}");
+        assert!(shorter.underrun_pct > 3.0 * fixed.underrun_pct, "{ctx}");
+        // Adaptive holds its target (judged on future arrivals, so with some slack)...
+        assert!(adaptive.underrun_pct < 1.25, "{ctx}");
+        // ...and turns the rest into delay: much more at 10 pps, where three intervals
+        // (300 ms) far exceed the jitter, than at 60 pps, where they (50 ms) do not.
+        let want = if pps == 10 { 0.3 } else { 0.05 };
+        assert!(cut >= want, "delay cut {cut:.3} < {want}: {ctx}");
+        assert!(adaptive.error_cm_p99 < 1.0, "{ctx}");
+    }
+    println!("{}", table.join("\n"));
+}
+
+/// Where the classic rule is wrong for the link, adaptive fixes it either way: on a LAN it
+/// meets the brief's target outright; on a mobile link it buffers more and underruns less.
+#[test]
+fn adaptive_fits_the_link() {
+    const SEED: u64 = 7;
+    let run = |policy, name| simulate(policy, name, 1, SEED, 60);
+    let (fixed, adaptive) = (
+        run(DelayPolicy::CLASSIC, "lan"),
+        run(DelayPolicy::adaptive(), "lan"),
+    );
+    let ctx = format!("lan, seed {SEED}: {fixed:?} {adaptive:?}");
+    println!("{ctx}");
+    assert!(adaptive.underrun_pct <= fixed.underrun_pct, "{ctx}");
+    assert!(adaptive.delay_ms_mean < 0.5 * fixed.delay_ms_mean, "{ctx}");
+
+    let (fixed, adaptive) = (
+        run(DelayPolicy::CLASSIC, "mobile"),
+        run(DelayPolicy::adaptive(), "mobile"),
+    );
+    let ctx = format!("mobile, seed {SEED}: {fixed:?} {adaptive:?}");
+    println!("{ctx}");
+    assert!(fixed.underrun_pct > 4.0, "{ctx}");
+    assert!(adaptive.underrun_pct < fixed.underrun_pct / 3.0, "{ctx}");
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Push { tick: u32, at_ms: u64, x: f32 },
+    Sample { at_ms: u64 },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0u32..400, 0u64..10_000, any::<f32>()).prop_map(|(tick, at_ms, x)| Op::Push {
+            tick,
+            at_ms,
+            x
+        }),
+        (any::<u32>(), 0u64..10_000, any::<f32>()).prop_map(|(tick, at_ms, x)| Op::Push {
+            tick,
+            at_ms,
+            x
+        }),
+        (0u64..10_000).prop_map(|at_ms| Op::Sample { at_ms }),
+    ]
+}
+
+fn policy() -> impl Strategy<Value = DelayPolicy> {
+    prop_oneof![
+        (-2.0f32..10.0).prop_map(|intervals| DelayPolicy::Fixed { intervals }),
+        (-0.5f32..1.5, 0u32..2000).prop_map(|(target_underrun, ms)| DelayPolicy::Adaptive {
+            target_underrun,
+            max_delay: MS * ms,
+        }),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_sequences_never_panic_and_stay_bounded(
+        base in prop_oneof![Just(0u32), Just(65_000), Just(u32::MAX - 300), any::<u32>()],
+        policy in policy(),
+        capacity in 0usize..12,
+        history in 0usize..40,
+        hermite in any::<bool>(),
+        ops in prop::collection::vec(op(), 0..300),
+    ) {
+        let mut b = InterpolationBuffer::<Pose>::new(InterpolationConfig {
+            tick_hz: 64,
+            policy,
+            curve: if hermite { Curve::Hermite } else { Curve::Linear },
+            capacity,
+            history,
+            ..InterpolationConfig::default()
+        });
+        let mut pushes = 0u64;
+        for op in ops {
+            match op {
+                Op::Push { tick, at_ms, x } => {
+                    pushes += 1;
+                    let tick = Tick(tick.wrapping_add(base));
+                    let pose = Pose::new([x, -x, x], [x, 0.0, 0.0, 1.0]).with_velocity([x; 3], [x; 3]);
+                    let _ = b.push(tick, MS * at_ms as u32, pose);
+                }
+                Op::Sample { at_ms } => {
+                    if let Some(s) = b.sample_at(MS * at_ms as u32) {
+                        prop_assert!(s.render_tick.is_finite());
+                    }
+                }
+            }
+            prop_assert!(b.len() <= capacity.max(2));
+        }
+        let st = b.stats();
+        prop_assert_eq!(
+            st.accepted + st.stale + st.duplicates + st.too_far_ahead + st.full,
+            pushes
+        );
+        prop_assert_eq!(st.frames, st.interpolated + st.underruns());
+    }
+}

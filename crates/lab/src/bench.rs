@@ -6,15 +6,14 @@ use lagless_core::{Rollback, Tick};
 use lagless_scenes::cubes::predict::{CubeRollback, PredictConfig, PredictMode};
 use lagless_scenes::cubes::snapshot::CubeSnapshot;
 use lagless_scenes::cubes::{CubeInput, CubeScene, CubeSceneConfig};
-use std::time::Instant;
 
 /// One measured configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BenchRow {
     /// "set" or "full".
     pub mode: &'static str,
-    /// Predicted-set radius, m (full world: all bodies).
-    pub radius: f32,
+    /// Most cubes predicted (the set's cap).
+    pub max_cubes: usize,
     /// Bodies simulated besides the player.
     pub bodies: usize,
     /// Ticks replayed.
@@ -54,27 +53,33 @@ fn time_reconcile(
 ) -> Vec<f64> {
     (0..reps)
         .map(|_| {
-            let started = Instant::now();
+            let started = crate::cpu::CpuTimer::start();
             game.load(snapshot);
             for t in 0..depth {
                 game.advance(Tick(t), CubeInput::FORWARD);
             }
-            started.elapsed().as_secs_f64() * 1000.0
+            started.ms()
         })
         .collect()
 }
 
-/// Runs the benchmark grid: every radius at a fixed depth, and every depth at the
-/// default radius. `reps` repetitions per cell; medians reported.
+/// Runs the benchmark grid: predicted sets of 0 to 64 cubes at a fixed depth (16 ticks,
+/// about a 250 ms round trip at 64 Hz), and depths from 1 to 64 ticks at the default
+/// set. `reps` repetitions per cell; medians of CPU time reported.
 pub fn bench_reconcile(reps: usize, progress: &mut dyn FnMut(usize, usize)) -> Vec<BenchRow> {
     let scene = CubeSceneConfig::default();
     let snapshot = busy_world(scene);
     let default = PredictConfig::default();
-    let mut cells: Vec<(f32, u32)> = [0.0f32, 1.5, 2.5, 4.0, 6.0, 10.0]
+    // A wide radius so the cap, not the radius, sets the size.
+    let mut cells: Vec<(usize, f32, u32)> = [0usize, 2, 4, 8, 16, 32, 64]
         .iter()
-        .map(|&r| (r, 16))
+        .map(|&n| (n, 10.0, 16))
         .collect();
-    cells.extend([1u32, 4, 8, 32, 64].iter().map(|&d| (default.radius, d)));
+    cells.extend(
+        [1u32, 4, 8, 32, 64]
+            .iter()
+            .map(|&d| (default.max_cubes, default.radius, d)),
+    );
     let mut full = CubeRollback::new(
         0,
         scene,
@@ -84,9 +89,14 @@ pub fn bench_reconcile(reps: usize, progress: &mut dyn FnMut(usize, usize)) -> V
         },
     );
     let mut rows = Vec::new();
-    for (k, &(radius, depth)) in cells.iter().enumerate() {
+    for (k, &(max_cubes, radius, depth)) in cells.iter().enumerate() {
         progress(k, cells.len());
-        let mut set = CubeRollback::new(0, scene, PredictConfig { radius, ..default });
+        let config = PredictConfig {
+            radius,
+            max_cubes,
+            ..default
+        };
+        let mut set = CubeRollback::new(0, scene, config);
         // Interleave the two so machine noise hits both alike.
         let mut ours = Vec::new();
         let mut base = Vec::new();
@@ -97,7 +107,7 @@ pub fn bench_reconcile(reps: usize, progress: &mut dyn FnMut(usize, usize)) -> V
         set.load(&snapshot);
         rows.push(BenchRow {
             mode: "set",
-            radius,
+            max_cubes,
             bodies: set.predicted_cubes(),
             depth,
             median_ms: median(ours),
@@ -112,12 +122,12 @@ pub fn bench_reconcile(reps: usize, progress: &mut dyn FnMut(usize, usize)) -> V
 pub fn format_rows(rows: &[BenchRow]) -> String {
     let mut out = format!(
         "{:>8} {:>7} {:>6} {:>12} {:>14} {:>8}\n",
-        "radius_m", "bodies", "depth", "set_ms_p50", "full_ms_p50", "ratio"
+        "max", "bodies", "depth", "set_ms_p50", "full_ms_p50", "ratio"
     );
     for r in rows {
         out.push_str(&format!(
-            "{:>8.1} {:>7} {:>6} {:>12.3} {:>14.3} {:>7.1}x\n",
-            r.radius,
+            "{:>8} {:>7} {:>6} {:>12.3} {:>14.3} {:>7.1}x\n",
+            r.max_cubes,
             r.bodies,
             r.depth,
             r.median_ms,
@@ -135,17 +145,18 @@ mod tests {
     #[test]
     fn the_predicted_set_is_cheaper_than_the_world() {
         let rows = bench_reconcile(5, &mut |_, _| {});
-        assert_eq!(rows.len(), 11);
-        let at = |r: f32| {
+        assert_eq!(rows.len(), 12);
+        let at = |n: usize| {
             rows.iter()
-                .find(|x| x.radius == r && x.depth == 16)
+                .find(|x| x.max_cubes == n && x.depth == 16)
                 .unwrap()
         };
-        // More radius, more bodies; zero radius, only the player.
-        assert_eq!(at(0.0).bodies, 0);
-        assert!(at(2.5).bodies > 0 && at(10.0).bodies > at(2.5).bodies);
-        // Cost falls with the set (generous margins: this machine is shared).
-        assert!(at(2.5).median_ms < at(2.5).full_median_ms, "{rows:?}");
+        // The cap sets the size: none, then exactly as many as allowed.
+        assert_eq!(at(0).bodies, 0);
+        assert_eq!(at(8).bodies, 8);
+        assert!(at(64).bodies > at(8).bodies);
+        // The default set is far cheaper than the world (generous: the machine is shared).
+        assert!(at(8).median_ms * 2.0 < at(8).full_median_ms, "{rows:?}");
         assert!(format_rows(&rows).contains("ratio"));
     }
 }

@@ -13,6 +13,7 @@
 
 pub mod bench;
 pub mod config;
+pub mod cpu;
 pub mod metrics;
 pub mod runner;
 

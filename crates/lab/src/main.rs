@@ -116,6 +116,9 @@ struct RunArgs {
     /// Predicted-set radius around the player's path, metres.
     #[arg(long)]
     predict_radius: Option<f32>,
+    /// Most cubes predicted at once (bounds the cost of a reconciliation).
+    #[arg(long)]
+    predict_max_cubes: Option<usize>,
     /// Turn correction smoothing off (corrections show at once).
     #[arg(long)]
     no_smoothing: bool,
@@ -147,7 +150,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Run(args)) => run_command(*args),
         Some(Command::BenchReconcile { reps }) => {
-            let bar = ProgressBar::new(11);
+            let bar = ProgressBar::new(12);
             let rows = lagless_lab::bench::bench_reconcile(reps.max(1), &mut |k, _| {
                 bar.set_position(k as u64)
             });
@@ -251,6 +254,9 @@ fn run_command(a: RunArgs) -> Result<(), String> {
             return Err("--predict-radius must be a non-negative number".into());
         }
         config.predict.radius = r;
+    }
+    if let Some(n) = a.predict_max_cubes {
+        config.predict.max_cubes = n;
     }
     if !(a.smoothing_half_life_ms.is_finite() && a.smoothing_half_life_ms >= 0.0) {
         return Err("--smoothing-half-life-ms must be a non-negative number".into());

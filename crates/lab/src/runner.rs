@@ -2,6 +2,7 @@
 //! virtual clock, and measures the run.
 
 use crate::config::{RunConfig, ScriptChoice};
+use crate::cpu::CpuTimer;
 use crate::metrics::{Metric, Report, mean, percentile};
 use lagless_core::{
     ClientId, ClientSession, ClientStats, ErrorSmoother, PredictionStats, Predictor, Reconciled,
@@ -225,7 +226,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
 
         server.update(now);
         while let Some(step) = server.next_tick() {
-            let started = Instant::now();
+            let started = CpuTimer::start();
             let inputs: Vec<(PlayerId, CubeInput)> = step
                 .inputs
                 .iter()
@@ -240,7 +241,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
                         .map_err(|e| RunError::Invalid(format!("snapshot: {e}")))?;
                 }
             }
-            tick_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+            tick_ms.push(started.ms());
             for (i, c) in clients.iter().enumerate() {
                 auth[i].push(pos(scene.player_state(c.player)));
             }
@@ -382,11 +383,11 @@ impl Prediction {
         naive: bool,
     ) {
         let before = self.game.player_state();
-        let started = Instant::now();
+        let started = CpuTimer::start();
         let outcome = self
             .predictor
             .reconcile(&mut self.game, tick, snapshot, inputs);
-        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        let ms = started.ms();
         let depth = match outcome {
             Reconciled::RolledBack { depth } | Reconciled::Resynced { depth } if depth > 0 => depth,
             _ => return,
@@ -402,14 +403,14 @@ impl Prediction {
         }
         if let (true, Some(shadow)) = (naive, &mut self.shadow) {
             // The naive way: load every body from the snapshot, replay the whole world.
-            let started = Instant::now();
+            let started = CpuTimer::start();
             shadow.load(snapshot);
             let mut t = tick;
             for _ in 0..depth {
                 shadow.advance(t, inputs(t).unwrap_or_default());
                 t = t.next();
             }
-            self.naive_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+            self.naive_ms.push(started.ms());
             self.paired_ms.push(ms);
         }
     }

@@ -80,7 +80,7 @@ impl Default for PredictConfig {
             mode: PredictMode::PredictedSet,
             radius: 2.5,
             lookahead: 0.3,
-            max_cubes: 12,
+            max_cubes: 8,
             tolerances: Tolerances::default(),
         }
     }
@@ -189,8 +189,8 @@ impl Rollback for CubeRollback {
             PredictMode::PredictedSet => self
                 .world
                 .present_cubes()
-                .into_iter()
-                .filter_map(|i| self.world.cube_state(i).map(|s| (i as u32, s)))
+                .iter()
+                .filter_map(|&i| self.world.cube_state(i).map(|s| (i as u32, s)))
                 .collect(),
             PredictMode::FullWorld => Vec::new(),
         };
@@ -249,7 +249,7 @@ impl Rollback for CubeRollback {
                 near.truncate(self.config.max_cubes);
                 let keep: std::collections::BTreeSet<usize> =
                     near.iter().map(|&(_, i)| i).collect();
-                for i in self.world.present_cubes() {
+                for i in self.world.present_cubes().to_vec() {
                     if !keep.contains(&i) {
                         self.world.remove_cube(i);
                     }

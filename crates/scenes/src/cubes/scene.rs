@@ -54,6 +54,8 @@ pub struct CubeScene {
     ground: RigidBodyHandle,
     /// One slot per grid position; `None` where a sparse scene holds no cube.
     cubes: Vec<Option<RigidBodyHandle>>,
+    /// Occupied slots, ascending: a sparse scene lists its few cubes without a scan.
+    present: Vec<usize>,
     players: BTreeMap<PlayerId, RigidBodyHandle>,
     steps: u64,
     ground_shape: Cuboid,
@@ -143,6 +145,7 @@ impl CubeScene {
         let half = config.cube_size * 0.5;
         let cube_shape = Cuboid::new(Vec3::splat(half));
         let player_shape = Cuboid::new(Vec3::splat(config.player_size * 0.5));
+        let present = (0..cubes.len()).filter(|&i| cubes[i].is_some()).collect();
         CubeScene {
             config,
             params,
@@ -158,6 +161,7 @@ impl CubeScene {
             ccd_solver: CCDSolver::new(),
             ground,
             cubes,
+            present,
             players: BTreeMap::new(),
             steps: 0,
             ground_shape,
@@ -386,6 +390,9 @@ impl CubeScene {
             &mut self.bodies,
         );
         self.cubes[index] = Some(handle);
+        if let Err(at) = self.present.binary_search(&index) {
+            self.present.insert(at, index);
+        }
     }
 
     /// Empties grid slot `index`; does nothing if it is empty.
@@ -393,6 +400,9 @@ impl CubeScene {
         let Some(handle) = self.cubes.get_mut(index).and_then(Option::take) else {
             return;
         };
+        if let Ok(at) = self.present.binary_search(&index) {
+            self.present.remove(at);
+        }
         self.bodies.remove(
             handle,
             &mut self.islands,
@@ -563,6 +573,7 @@ impl Clone for CubeScene {
             ccd_solver: self.ccd_solver.clone(),
             ground: self.ground,
             cubes: self.cubes.clone(),
+            present: self.present.clone(),
             players: self.players.clone(),
             steps: self.steps,
             ground_shape: self.ground_shape,

@@ -72,6 +72,10 @@ pub struct ReceivedSnapshot {
     pub tick: Tick,
     /// The game's payload, as the server's game produced it.
     pub payload: Vec<u8>,
+    /// True for an essential part (see
+    /// [`crate::ServerSession::send_snapshot_with_essential`]); the full snapshot of the
+    /// same tick may follow.
+    pub essential: bool,
 }
 
 /// The client side: keeps its clock ahead of the server, records and sends inputs
@@ -100,6 +104,7 @@ pub struct ClientSession<I: Input> {
     acked_through: Option<Tick>,
     last_slack_tick: Option<Tick>,
     reassembler: Reassembler,
+    newest_essential: Option<Tick>,
     snapshots: VecDeque<ReceivedSnapshot>,
     send_seq: Seq16,
     last_ping: Option<Duration>,
@@ -130,6 +135,7 @@ impl<I: Input> ClientSession<I> {
             send_floor: Tick(0),
             acked_through: None,
             last_slack_tick: None,
+            newest_essential: None,
             reassembler: Reassembler::new(config.max_partial_snapshots, max_fragments),
             snapshots: VecDeque::new(),
             send_seq: Seq16(0),
@@ -261,14 +267,29 @@ impl<I: Input> ClientSession<I> {
             self.newest_server_tick = Some(tick);
         }
         self.sync.on_server_tick(now, tick, &self.rtt);
+        if frag.essential {
+            // Newer than any essential part or full snapshot delivered: hand it over now.
+            let newer_than_full = self.reassembler.newest_complete().is_none_or(|n| tick > n);
+            if newer_than_full && self.newest_essential.is_none_or(|n| tick > n) {
+                self.newest_essential = Some(tick);
+                self.push_snapshot(ReceivedSnapshot {
+                    tick,
+                    payload: frag.payload,
+                    essential: true,
+                });
+            } else {
+                self.stats.stale_fragments += 1;
+            }
+            return Ok(());
+        }
         match self.reassembler.push(tick, frag) {
             Ok(Assembled::Complete(tick, payload)) => {
                 self.stats.snapshots_received += 1;
-                // The game only ever wants the newest; keep a couple in case it drains slowly.
-                if self.snapshots.len() >= 4 {
-                    self.snapshots.pop_front();
-                }
-                self.snapshots.push_back(ReceivedSnapshot { tick, payload });
+                self.push_snapshot(ReceivedSnapshot {
+                    tick,
+                    payload,
+                    essential: false,
+                });
                 Ok(())
             }
             Ok(Assembled::Pending) => Ok(()),
@@ -281,6 +302,14 @@ impl<I: Input> ClientSession<I> {
                 Err(e)
             }
         }
+    }
+
+    fn push_snapshot(&mut self, snapshot: ReceivedSnapshot) {
+        // The game only ever wants the newest; keep a few in case it drains slowly.
+        if self.snapshots.len() >= 8 {
+            self.snapshots.pop_front();
+        }
+        self.snapshots.push_back(snapshot);
     }
 
     /// Advances the client clock to `now`, running slightly fast or slow (or jumping) to

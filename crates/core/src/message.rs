@@ -164,6 +164,10 @@ pub struct SnapshotFragment {
     pub index: u8,
     /// Number of fragments of this snapshot (1..=255).
     pub count: u8,
+    /// A standalone *essential* part (always one fragment): what the client needs every
+    /// tick, such as its own player's state, sent apart from the full snapshot so that the
+    /// loss of any fragment of the full one cannot hold it back.
+    pub essential: bool,
     /// This fragment's slice of the game's snapshot payload.
     pub payload: Vec<u8>,
 }
@@ -174,7 +178,9 @@ impl SnapshotFragment {
         w.write_u8(KIND_SNAPSHOT);
         w.write_u16(self.seq.0);
         w.write_u32(self.tick);
-        let flags = u8::from(self.echo.is_some()) | (u8::from(self.input_ack.is_some()) << 1);
+        let flags = u8::from(self.echo.is_some())
+            | (u8::from(self.input_ack.is_some()) << 1)
+            | (u8::from(self.essential) << 2);
         w.write_u8(flags);
         if let Some(e) = self.echo {
             w.write_u32(e.client_time_us);
@@ -194,7 +200,7 @@ impl SnapshotFragment {
         let (mut r, seq) = open_packet(bytes, KIND_SNAPSHOT)?;
         let tick = r.read_u32()?;
         let flags = r.read_u8()?;
-        if flags & !3 != 0 {
+        if flags & !7 != 0 {
             return Err(WireError::Invalid {
                 what: "snapshot flags",
             }
@@ -218,6 +224,13 @@ impl SnapshotFragment {
         };
         let index = r.read_u8()?;
         let count = r.read_u8()?;
+        let essential = flags & 4 != 0;
+        if essential && count != 1 {
+            return Err(WireError::Invalid {
+                what: "essential part in fragments",
+            }
+            .into());
+        }
         if count == 0 || index >= count {
             return Err(WireError::Invalid {
                 what: "fragment index",
@@ -235,6 +248,7 @@ impl SnapshotFragment {
             input_ack,
             index,
             count,
+            essential,
             payload,
         })
     }
@@ -313,6 +327,7 @@ mod tests {
             input_ack: None,
             index: 0,
             count: 1,
+            essential: false,
             payload: vec![1, 2, 3],
         };
         let mut w = Writer::new();
@@ -351,7 +366,7 @@ mod tests {
                 seq: Seq16(seq), tick,
                 echo: echo.map(|(c, h)| PingEcho { client_time_us: c, hold_us: h }),
                 input_ack: ack.map(|(a, l)| InputAck { acked_through: Seq16(a), input_slack: l }),
-                index: idx % count, count, payload,
+                index: idx % count, count, payload, essential: false,
             };
             let mut w = Writer::new();
             f.encode(&mut w);

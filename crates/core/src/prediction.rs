@@ -31,8 +31,10 @@ pub trait Rollback {
     /// a rollback for other reasons, such as a new body entering the predicted set.
     fn diverged(&self, predicted: &Self::Saved, confirmed: &Self::Confirmed) -> bool;
     /// Replaces the predicted world with the server's state (it may also choose a new
-    /// predicted set).
-    fn load(&mut self, confirmed: &Self::Confirmed);
+    /// predicted set). `predicted` is what the client had predicted for the same tick, if
+    /// still in history: a partial server state (an essential part with only the players,
+    /// say) can take the rest from it instead of leaving it at the present.
+    fn load(&mut self, confirmed: &Self::Confirmed, predicted: Option<&Self::Saved>);
     /// Called when a server state confirmed a prediction without a rollback. Lets the game
     /// adopt changes that need no replay, such as new sleeping bodies nearby. The default
     /// does nothing.
@@ -191,7 +193,11 @@ impl<G: Rollback> Predictor<G> {
         confirmed: &G::Confirmed,
         inputs: &dyn Fn(Tick) -> Option<G::Input>,
     ) -> Reconciled {
-        if self.newest_confirmed.is_some_and(|n| tick <= n) {
+        // The same tick may come twice: an essential part first, the full snapshot later.
+        // Comparing it again only makes sense while its prediction is still in history.
+        let repeat_out_of_history =
+            self.newest_confirmed == Some(tick) && self.history.get(tick).is_none();
+        if self.newest_confirmed.is_some_and(|n| tick < n) || repeat_out_of_history {
             self.stats.stale += 1;
             return Reconciled::Stale;
         }
@@ -200,7 +206,7 @@ impl<G: Rollback> Predictor<G> {
             Some(p) if tick <= p => p,
             _ => {
                 // Nothing predicted beyond this state yet: it becomes the present.
-                game.load(confirmed);
+                game.load(confirmed, None);
                 self.history.reset(tick);
                 self.record(tick, game.save());
                 self.present = Some(tick);
@@ -215,11 +221,14 @@ impl<G: Rollback> Predictor<G> {
                     game.confirmed(confirmed);
                     return Reconciled::Confirmed;
                 }
+                game.load(confirmed, Some(predicted));
                 true
             }
-            None => false,
+            None => {
+                game.load(confirmed, None);
+                false
+            }
         };
-        game.load(confirmed);
         let depth = u32::try_from(present.diff(tick)).unwrap_or(u32::MAX);
         let replay = depth.min(self.config.max_replay_ticks);
         let resync = !in_history || replay < depth;
@@ -275,7 +284,7 @@ mod tests {
         fn diverged(&self, p: &(i64, i64), c: &(i64, i64)) -> bool {
             p != c
         }
-        fn load(&mut self, c: &(i64, i64)) {
+        fn load(&mut self, c: &(i64, i64), _predicted: Option<&(i64, i64)>) {
             (self.pos, self.vel) = *c;
         }
     }

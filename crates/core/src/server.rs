@@ -345,6 +345,37 @@ impl<I: Input> ServerSession<I> {
         now: Duration,
         payload: &[u8],
     ) -> Result<(), ProtocolError> {
+        self.queue_snapshot(id, now, payload, false)
+    }
+
+    /// Like [`ServerSession::send_snapshot`], but first sends `essential` as a standalone
+    /// packet: the part the client needs every tick (its own player's state, say), which
+    /// then arrives whenever that one packet does, however many fragments of the full
+    /// snapshot are lost. `essential` must fit in one packet.
+    pub fn send_snapshot_with_essential(
+        &mut self,
+        id: ClientId,
+        now: Duration,
+        essential: &[u8],
+        payload: &[u8],
+    ) -> Result<(), ProtocolError> {
+        if essential.len() > FRAGMENT_PAYLOAD_BYTES {
+            return Err(ProtocolError::SnapshotTooLarge {
+                len: essential.len(),
+                max: FRAGMENT_PAYLOAD_BYTES,
+            });
+        }
+        self.queue_snapshot(id, now, essential, true)?;
+        self.queue_snapshot(id, now, payload, false)
+    }
+
+    fn queue_snapshot(
+        &mut self,
+        id: ClientId,
+        now: Duration,
+        payload: &[u8],
+        essential: bool,
+    ) -> Result<(), ProtocolError> {
         let max = self
             .config
             .max_snapshot_bytes
@@ -391,6 +422,7 @@ impl<I: Input> ServerSession<I> {
                 input_ack,
                 index: index as u8,
                 count,
+                essential,
                 payload: chunk.to_vec(),
             };
             client.send_seq = client.send_seq.next();

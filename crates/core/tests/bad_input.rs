@@ -129,6 +129,7 @@ fn client_rejects_and_counts_bad_packets() {
             input_ack: None,
             index,
             count,
+            essential: false,
             payload,
         }
         .encode(&mut w);

@@ -54,7 +54,7 @@ fn time_reconcile(
     (0..reps)
         .map(|_| {
             let started = crate::cpu::CpuTimer::start();
-            game.load(snapshot);
+            game.load(snapshot, None);
             for t in 0..depth {
                 game.advance(Tick(t), CubeInput::FORWARD);
             }
@@ -104,7 +104,7 @@ pub fn bench_reconcile(reps: usize, progress: &mut dyn FnMut(usize, usize)) -> V
             ours.extend(time_reconcile(&mut set, &snapshot, depth, 5));
             base.extend(time_reconcile(&mut full, &snapshot, depth, 1));
         }
-        set.load(&snapshot);
+        set.load(&snapshot, None);
         rows.push(BenchRow {
             mode: "set",
             max_cubes,

@@ -4,6 +4,7 @@
 use crate::config::{RunConfig, ScriptChoice};
 use crate::cpu::CpuTimer;
 use crate::metrics::{Metric, Report, mean, percentile};
+use lagless_core::message::FRAGMENT_PAYLOAD_BYTES;
 use lagless_core::{
     ClientId, ClientSession, ClientStats, ErrorSmoother, PredictionStats, Predictor, Reconciled,
     Rollback, ServerClientStats, ServerConfig, ServerSession, Tick,
@@ -97,6 +98,9 @@ struct Prediction {
     /// Our cost on the same rollbacks the shadow was timed on.
     paired_ms: Vec<f64>,
     predicted_cubes: Vec<f64>,
+    /// An essential part (players only) held back until the next tick, in case the full
+    /// snapshot of the same tick completes meanwhile: a full one corrects the cubes too.
+    pending_essential: Option<(Tick, CubeSnapshot)>,
 }
 
 /// Runs `config`, calling `progress` with the simulated seconds elapsed now and then.
@@ -197,6 +201,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
                 naive_ms: Vec::new(),
                 paired_ms: Vec::new(),
                 predicted_cubes: Vec::new(),
+                pending_essential: None,
             }),
         });
     }
@@ -235,10 +240,19 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
             scene.step(&inputs);
             if server.snapshot_due() {
                 let bytes = CubeSnapshot::capture(&scene).to_bytes();
+                // The players' states also go alone in one packet, so a client can
+                // reconcile its own player whenever that packet arrives, whatever becomes
+                // of the fragments of the full world (with many players it no longer fits,
+                // and the full snapshot has to do).
+                let essential = CubeSnapshot::capture_players(&scene).to_bytes();
+                let fits = essential.len() <= FRAGMENT_PAYLOAD_BYTES;
                 for c in &clients {
-                    server
-                        .send_snapshot(c.id, now, &bytes)
-                        .map_err(|e| RunError::Invalid(format!("snapshot: {e}")))?;
+                    let sent = if fits {
+                        server.send_snapshot_with_essential(c.id, now, &essential, &bytes)
+                    } else {
+                        server.send_snapshot(c.id, now, &bytes)
+                    };
+                    sent.map_err(|e| RunError::Invalid(format!("snapshot: {e}")))?;
                 }
             }
             tick_ms.push(started.ms());
@@ -277,6 +291,17 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
                     c.view_tick = snap.tick.0;
                 }
                 if let Some(pr) = &mut c.prediction {
+                    if snap.essential {
+                        pr.pending_essential = Some((snap.tick, s));
+                        continue;
+                    }
+                    if pr
+                        .pending_essential
+                        .as_ref()
+                        .is_some_and(|(t, _)| *t <= snap.tick)
+                    {
+                        pr.pending_essential = None;
+                    }
                     let session = &c.session;
                     let inputs = |t: Tick| session.input(t);
                     let naive = naive_due(config.naive_sample, &pr.predictor);
@@ -286,6 +311,14 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
             c.session.update(now);
             let period = Duration::from_secs(1) / tick_hz;
             while let Some(tick) = c.session.next_tick() {
+                if let Some(pr) = &mut c.prediction {
+                    if let Some((t, s)) = pr.pending_essential.take() {
+                        let session = &c.session;
+                        let inputs = |k: Tick| session.input(k);
+                        let naive = naive_due(config.naive_sample, &pr.predictor);
+                        pr.reconcile(t, &s, &inputs, naive);
+                    }
+                }
                 let observed = match &c.prediction {
                     Some(pr) if pr.predictor.present().is_some() => pr.game.player_state(),
                     _ => c.view,
@@ -404,7 +437,7 @@ impl Prediction {
         if let (true, Some(shadow)) = (naive, &mut self.shadow) {
             // The naive way: load every body from the snapshot, replay the whole world.
             let started = CpuTimer::start();
-            shadow.load(snapshot);
+            shadow.load(snapshot, None);
             let mut t = tick;
             for _ in 0..depth {
                 shadow.advance(t, inputs(t).unwrap_or_default());

@@ -204,6 +204,9 @@ impl Rollback for CubeRollback {
         if self.player_diverged(&predicted.player, server) {
             return true;
         }
+        if !snapshot.has_world() {
+            return false; // players only: nothing to say about the cubes
+        }
         let tol = &self.config.tolerances;
         let cube_wrong = predicted.cubes.iter().any(|(i, p)| {
             snapshot.cubes.get(*i as usize).is_none_or(|s| {
@@ -225,11 +228,21 @@ impl Rollback for CubeRollback {
                 .any(|(i, c)| c.awake && !self.world.has_cube(i) && self.wanted(server, c.position))
     }
 
-    fn load(&mut self, snapshot: &CubeSnapshot) {
+    fn load(&mut self, snapshot: &CubeSnapshot, predicted: Option<&PredictedState>) {
         let Some(server) = snapshot.player(self.player).copied() else {
             return;
         };
         self.world.set_player_state(self.player, &server);
+        if !snapshot.has_world() {
+            // Players only: the cubes go back to what we predicted for that tick, so the
+            // replay starts from one consistent moment; the next full snapshot corrects them.
+            if let Some(p) = predicted {
+                for (i, s) in &p.cubes {
+                    self.world.set_cube_state(*i as usize, s, true);
+                }
+            }
+            return;
+        }
         match self.config.mode {
             PredictMode::FullWorld => {
                 for (i, c) in snapshot.cubes.iter().enumerate() {

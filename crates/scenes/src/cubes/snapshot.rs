@@ -106,6 +106,25 @@ impl CubeSnapshot {
         Self { players, cubes }
     }
 
+    /// Only the players' states: the *essential* part a client needs every tick to
+    /// reconcile its own player, small enough for one packet (57 bytes a player).
+    pub fn capture_players(scene: &CubeScene) -> Self {
+        let players = scene
+            .players()
+            .into_iter()
+            .filter_map(|id| scene.player_state(id).map(|s| (id, s)))
+            .collect();
+        Self {
+            players,
+            cubes: Vec::new(),
+        }
+    }
+
+    /// True when the snapshot carries the world's cubes, not just the players.
+    pub fn has_world(&self) -> bool {
+        !self.cubes.is_empty()
+    }
+
     /// The state of player `id`, if present.
     pub fn player(&self, id: PlayerId) -> Option<&BodyState> {
         self.players.iter().find(|(p, _)| *p == id).map(|(_, s)| s)

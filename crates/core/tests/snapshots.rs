@@ -56,3 +56,44 @@ fn snapshot_interval_is_respected() {
     assert!((60..=66).contains(&st.snapshots_received), "{st:?}");
     assert!(h.clients[0].snapshot_ticks.iter().all(|t| t.0 % 4 == 0));
 }
+
+#[test]
+fn essential_parts_arrive_on_their_own() {
+    use lagless_core::{ClientSession, ProtocolError, ServerSession, Tick};
+    let mut server = ServerSession::<u8>::new(ServerConfig::default());
+    let mut client = ClientSession::<u8>::new(ClientConfig::default());
+    server.add_client(1).unwrap();
+    server.update(Duration::ZERO);
+    server.update(Duration::from_millis(20));
+    while server.next_tick().is_some() {}
+    let now = Duration::from_millis(20);
+    let essential = vec![7u8; 100];
+    let full = vec![9u8; 5000]; // 5 fragments
+    server
+        .send_snapshot_with_essential(1, now, &essential, &full)
+        .unwrap();
+    let packets: Vec<Vec<u8>> =
+        std::iter::from_fn(|| server.poll_transmit().map(|(_, p)| p)).collect();
+    assert_eq!(packets.len(), 6);
+    // Every fragment of the full snapshot but one is lost: the essential part still arrives.
+    for p in &packets[..packets.len() - 1] {
+        client.handle_packet(now, p).unwrap();
+    }
+    let got = client.poll_snapshot().unwrap();
+    assert!(got.essential);
+    assert_eq!(got.payload, essential);
+    assert_eq!(client.poll_snapshot(), None);
+    // The last fragment completes the full snapshot of the same tick, delivered too.
+    client.handle_packet(now, &packets[5]).unwrap();
+    let full_got = client.poll_snapshot().unwrap();
+    assert!(!full_got.essential && full_got.tick == got.tick && full_got.payload == full);
+    // An essential part older than a delivered full snapshot is stale.
+    client.handle_packet(now, &packets[0]).unwrap();
+    assert_eq!(client.poll_snapshot(), None);
+    // It must fit one packet.
+    assert!(matches!(
+        server.send_snapshot_with_essential(1, now, &[0; 2000], &full),
+        Err(ProtocolError::SnapshotTooLarge { .. })
+    ));
+    assert!(got.tick > Tick(0));
+}

@@ -95,3 +95,25 @@ fn prediction_hides_latency_and_smoothing_hides_corrections() {
         get(&off, "render.jerk_cm_p99")
     );
 }
+
+#[test]
+fn reconciliation_survives_loss_that_stops_full_snapshots() {
+    // Under 25% loss a 20-fragment world snapshot almost never completes; the players'
+    // one-packet essential part still arrives three times in four, and keeps the
+    // prediction corrected.
+    let config = RunConfig {
+        profile: "lossy".into(),
+        seconds: 10.0,
+        naive_sample: 0,
+        ..RunConfig::default()
+    };
+    let out = run(&config, &mut |_| {}).unwrap();
+    let r = &out.report;
+    let full = r.get_f64("client.snapshots_received").unwrap();
+    let reconciles = r.get_f64("prediction.reconciles").unwrap();
+    assert!(full < 20.0, "full snapshots: {full}");
+    assert!(reconciles > 300.0, "reconciles: {reconciles}");
+    assert_eq!(r.get_f64("render.input_to_motion_ticks"), Some(0.0));
+    let error = r.get_f64("render.error_cm_p99").unwrap();
+    assert!(error < 400.0, "render error p99 {error} cm");
+}

@@ -1,0 +1,36 @@
+//! Fuzz targets for every lagless decoder of network bytes.
+//!
+//! Each target is a plain function of `&[u8]`, so it runs three ways:
+//! * under libFuzzer (`cargo fuzz run <target>`, binaries in `fuzz_targets/`),
+//! * in the stable smoke test (`tests/smoke.rs`), which feeds every target thousands of
+//!   seeded random inputs and mutations of valid encodings ([`seeds`], [`mutate`]),
+//! * from anywhere else that wants to replay a crash file.
+//!
+//! A target panics only when it finds a bug: a decoder panicking, or a decoded value
+//! that does not survive re-encoding. Errors from malformed input are the expected
+//! outcome and are ignored.
+
+#![deny(missing_docs)]
+
+pub mod mutate;
+pub mod seeds;
+mod targets;
+
+pub use targets::{
+    bit_reader, client_session, cube_snapshot, input_message, server_session, snapshot_fragment,
+    wire_reader,
+};
+
+/// A fuzz target: consumes arbitrary bytes, panics only on a bug.
+pub type Target = fn(&[u8]);
+
+/// Every target by name (the names of the binaries in `fuzz_targets/`).
+pub const TARGETS: &[(&str, Target)] = &[
+    ("wire_reader", wire_reader),
+    ("bit_reader", bit_reader),
+    ("input_message", input_message),
+    ("snapshot_fragment", snapshot_fragment),
+    ("cube_snapshot", cube_snapshot),
+    ("client_session", client_session),
+    ("server_session", server_session),
+];

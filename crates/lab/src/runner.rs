@@ -4,6 +4,7 @@
 use crate::config::{RunConfig, ScriptChoice};
 use crate::cpu::CpuTimer;
 use crate::metrics::{Metric, Report, mean, percentile};
+use lagless_core::interpolation::{InterpolationBuffer, InterpolationConfig, Pose};
 use lagless_core::message::FRAGMENT_PAYLOAD_BYTES;
 use lagless_core::{
     ClientId, ClientSession, ClientStats, ErrorSmoother, PredictionStats, Predictor, Reconciled,
@@ -84,6 +85,10 @@ struct ClientSim {
     snapshot_decode_errors: u64,
     packet_errors: u64,
     prediction: Option<Prediction>,
+    /// The other players, shown interpolated from snapshots (in id order).
+    remote: InterpolationBuffer<Vec<Pose>>,
+    /// Rendered remote player vs server truth at the displayed tick, cm.
+    remote_error_cm: Vec<f64>,
 }
 
 /// A client's prediction machinery and what it measured.
@@ -181,6 +186,11 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
             down_per_second: Vec::new(),
             snapshot_decode_errors: 0,
             packet_errors: 0,
+            remote: InterpolationBuffer::new(InterpolationConfig {
+                tick_hz,
+                ..InterpolationConfig::default()
+            }),
+            remote_error_cm: Vec::new(),
             prediction: config.prediction.then(|| Prediction {
                 game: CubeRollback::new(player, scene_config, config.predict),
                 predictor: Predictor::new(config.prediction_limits),
@@ -290,6 +300,20 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
                     c.view = Some(*p);
                     c.view_tick = snap.tick.0;
                 }
+                let others: Vec<Pose> = s
+                    .players
+                    .iter()
+                    .filter(|(id, _)| *id != c.player)
+                    .map(|(_, b)| {
+                        Pose::new(b.position.to_array(), b.rotation.to_array())
+                            .with_velocity(b.linvel.to_array(), b.angvel.to_array())
+                    })
+                    .collect();
+                if !others.is_empty() {
+                    // The essential part and the full snapshot of a tick both carry the
+                    // players: the second is a duplicate, refused and counted.
+                    let _ = c.remote.push(snap.tick, now, others);
+                }
                 if let Some(pr) = &mut c.prediction {
                     if snap.essential {
                         pr.pending_essential = Some((snap.tick, s));
@@ -326,6 +350,18 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
                 let input = c.script.input(u64::from(tick.0), observed.as_ref());
                 c.session.set_input(tick, input);
                 c.inputs.push((tick, input));
+                if config.clients > 1 {
+                    if let Some(shown) = c.remote.sample_at(now) {
+                        // Truth at the displayed (fractional) tick, from the server's record.
+                        // Client k drives player k + 1: the others, in id order.
+                        let others = (0..auth.len()).filter(|&j| j as u32 + 1 != c.player);
+                        for (pose, j) in shown.value.iter().zip(others) {
+                            if let Some(truth) = truth_at(&auth[j], shown.render_tick) {
+                                c.remote_error_cm.push(dist_cm(pose.position, truth));
+                            }
+                        }
+                    }
+                }
                 // The frame after tick t stands for state t + 1: predicted, or else the
                 // newest server state the client has.
                 let predicted = match &mut c.prediction {
@@ -447,6 +483,19 @@ impl Prediction {
             self.paired_ms.push(ms);
         }
     }
+}
+
+/// The server's recorded position at a fractional tick, interpolated between the two
+/// recorded ticks around it.
+fn truth_at(record: &[[f32; 3]], tick: f64) -> Option<[f32; 3]> {
+    if !(tick >= 0.0) {
+        return None;
+    }
+    let t0 = tick.floor() as usize;
+    let a = record.get(t0)?;
+    let b = record.get(t0 + 1).unwrap_or(a);
+    let f = (tick - tick.floor()) as f32;
+    Some([0, 1, 2].map(|i| a[i] + (b[i] - a[i]) * f))
 }
 
 fn pos(state: Option<BodyState>) -> [f32; 3] {
@@ -629,6 +678,26 @@ fn build_report(
         r.number("prediction.naive_ratio_p99", ratio(99.0));
         let snaps = preds.iter().map(|p| p.smoother.snaps()).sum();
         r.set("render.smoothing_snaps", Metric::Count(snaps));
+    }
+
+    if config.clients > 1 {
+        // Remote players, shown through the adaptive interpolation buffer.
+        let delays: Vec<f64> = clients
+            .iter()
+            .filter_map(|c| c.remote.stats().mean_delay_secs())
+            .map(|s| s * 1000.0)
+            .collect();
+        r.number("interpolation.delay_ms_mean", mean(&delays));
+        let underruns: Vec<f64> = clients
+            .iter()
+            .map(|c| c.remote.stats().underrun_ratio() * 100.0)
+            .collect();
+        r.number("interpolation.underrun_pct", mean(&underruns));
+        let errors: Vec<f64> = clients
+            .iter()
+            .flat_map(|c| c.remote_error_cm.iter().copied())
+            .collect();
+        r.number("interpolation.error_cm_p99", percentile(&errors, 99.0));
     }
 
     r.number("server.tick_ms_p50", percentile(tick_ms, 50.0));

@@ -91,3 +91,23 @@ fn unknown_names_are_errors_not_panics() {
             .contains("duplicate")
     );
 }
+
+#[test]
+fn remote_players_are_interpolated() {
+    let config = RunConfig {
+        profile: "broadband".into(),
+        seconds: 6.0,
+        clients: 3,
+        naive_sample: 0,
+        ..RunConfig::default()
+    };
+    let out = run(&config, &mut |_| {}).unwrap();
+    let r = &out.report;
+    let delay = r.get_f64("interpolation.delay_ms_mean").unwrap();
+    let underrun = r.get_f64("interpolation.underrun_pct").unwrap();
+    let error = r.get_f64("interpolation.error_cm_p99").unwrap();
+    // Shown a little in the past, rarely without a pair, close to the truth at that time.
+    assert!(delay > 0.0 && delay < 100.0, "delay {delay} ms");
+    assert!(underrun < 5.0, "underrun {underrun}%");
+    assert!(error < 10.0, "error {error} cm");
+}

@@ -488,7 +488,7 @@ impl Prediction {
 /// The server's recorded position at a fractional tick, interpolated between the two
 /// recorded ticks around it.
 fn truth_at(record: &[[f32; 3]], tick: f64) -> Option<[f32; 3]> {
-    if !(tick >= 0.0) {
+    if tick.is_nan() || tick < 0.0 {
         return None;
     }
     let t0 = tick.floor() as usize;

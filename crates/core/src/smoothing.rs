@@ -9,6 +9,7 @@
 //! Positions are `[f32; 3]` and rotations unit quaternions `[x, y, z, w]`, so the core
 //! needs no math library.
 
+use crate::interpolation::pose::{mul, normalize};
 use std::time::Duration;
 
 /// Smoothing settings.
@@ -126,27 +127,6 @@ fn length(v: [f32; 3]) -> f32 {
 
 fn conjugate(q: [f32; 4]) -> [f32; 4] {
     [-q[0], -q[1], -q[2], q[3]]
-}
-
-/// Hamilton product `a * b` of quaternions stored as [x, y, z, w].
-fn mul(a: [f32; 4], b: [f32; 4]) -> [f32; 4] {
-    let [ax, ay, az, aw] = a;
-    let [bx, by, bz, bw] = b;
-    [
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-        aw * bw - ax * bx - ay * by - az * bz,
-    ]
-}
-
-fn normalize(q: [f32; 4]) -> [f32; 4] {
-    let n = (q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]).sqrt();
-    if n > 0.0 && n.is_finite() {
-        q.map(|v| v / n)
-    } else {
-        IDENTITY
-    }
 }
 
 /// Normalised linear interpolation along the shorter arc: close enough to slerp for the

@@ -50,7 +50,7 @@
 mod buffer;
 mod clock;
 mod policy;
-mod pose;
+pub(crate) mod pose;
 mod sample;
 
 pub use buffer::{

@@ -147,7 +147,7 @@ fn dot4(a: [f32; 4], b: [f32; 4]) -> f32 {
 }
 
 /// Unit quaternion; garbage (zero length, NaN) becomes the identity rather than spreading.
-fn normalize(q: [f32; 4]) -> [f32; 4] {
+pub(crate) fn normalize(q: [f32; 4]) -> [f32; 4] {
     let n = dot4(q, q).sqrt();
     if n > 1e-12 && n.is_finite() {
         [q[0] / n, q[1] / n, q[2] / n, q[3] / n]
@@ -157,7 +157,7 @@ fn normalize(q: [f32; 4]) -> [f32; 4] {
 }
 
 /// Hamilton product `a * b` (apply `b`, then `a`).
-fn mul(a: [f32; 4], b: [f32; 4]) -> [f32; 4] {
+pub(crate) fn mul(a: [f32; 4], b: [f32; 4]) -> [f32; 4] {
     let [ax, ay, az, aw] = a;
     let [bx, by, bz, bw] = b;
     [

@@ -221,15 +221,7 @@ impl CubeScene {
     /// Removes player `id` and its body; unknown ids are ignored.
     pub fn remove_player(&mut self, id: PlayerId) {
         if let Some(handle) = self.players.remove(&id) {
-            self.bodies.remove(
-                handle,
-                &mut self.islands,
-                &mut self.colliders,
-                &mut self.impulse_joints,
-                &mut self.multibody_joints,
-                &mut self.soft_bodies,
-                true,
-            );
+            self.remove_body(handle);
         }
     }
 
@@ -403,6 +395,11 @@ impl CubeScene {
         if let Ok(at) = self.present.binary_search(&index) {
             self.present.remove(at);
         }
+        self.remove_body(handle);
+    }
+
+    /// Removes a body with its collider.
+    fn remove_body(&mut self, handle: RigidBodyHandle) {
         self.bodies.remove(
             handle,
             &mut self.islands,

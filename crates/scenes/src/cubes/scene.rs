@@ -70,15 +70,9 @@ impl CubeScene {
     /// Construction runs a few dozen internal steps to let the grid settle,
     /// which takes on the order of 0.1 s.
     pub fn new(config: CubeSceneConfig) -> Self {
-        let params = integration_parameters(&config);
-        let mut bodies = RigidBodySet::new();
-        let mut colliders = ColliderSet::new();
-
-        let (ground, ground_shape) = insert_ground(&config, &mut bodies, &mut colliders);
-
+        let mut scene = Self::new_sparse(config);
         let half = config.cube_size * 0.5;
         let origin = -(config.grid.saturating_sub(1) as f32) * config.spacing * 0.5;
-        let mut cubes = Vec::with_capacity((config.grid * config.grid) as usize);
         // Row-major, X fastest: index = row * grid + column, row along Z.
         for row in 0..config.grid {
             for column in 0..config.grid {
@@ -87,28 +81,16 @@ impl CubeScene {
                     half,
                     origin + row as f32 * config.spacing,
                 );
-                // Created awake: a body inserted asleep is strong-woken when
-                // its first ground contact appears, and then sinks for a few
-                // steps before the contact catches it (see `settle`).
-                let handle = bodies.insert(RigidBodyBuilder::dynamic().translation(position));
-                colliders.insert_with_parent(
-                    ColliderBuilder::cuboid(half, half, half).friction(config.cube_friction),
-                    handle,
-                    &mut bodies,
-                );
-                cubes.push(Some(handle));
+                let state = BodyState {
+                    position,
+                    ..BodyState::default()
+                };
+                // Inserted awake: a body inserted asleep is strong-woken when its
+                // first ground contact appears, and then sinks for a few steps before
+                // the contact catches it (see `settle`).
+                scene.insert_cube((row * config.grid + column) as usize, &state, true);
             }
         }
-
-        let mut scene = Self::assemble(
-            config,
-            params,
-            bodies,
-            colliders,
-            ground,
-            ground_shape,
-            cubes,
-        );
         scene.settle();
         scene
     }
@@ -117,38 +99,13 @@ impl CubeScene {
     /// [`Self::insert_cube`] fills it. Client-side prediction uses this to simulate only
     /// the bodies it predicts, with exactly the same step code as the server.
     pub fn new_sparse(config: CubeSceneConfig) -> Self {
-        let params = integration_parameters(&config);
         let mut bodies = RigidBodySet::new();
         let mut colliders = ColliderSet::new();
         let (ground, ground_shape) = insert_ground(&config, &mut bodies, &mut colliders);
         let slots = (config.grid * config.grid) as usize;
-        Self::assemble(
-            config,
-            params,
-            bodies,
-            colliders,
-            ground,
-            ground_shape,
-            vec![None; slots],
-        )
-    }
-
-    fn assemble(
-        config: CubeSceneConfig,
-        params: IntegrationParameters,
-        bodies: RigidBodySet,
-        colliders: ColliderSet,
-        ground: RigidBodyHandle,
-        ground_shape: Cuboid,
-        cubes: Vec<Option<RigidBodyHandle>>,
-    ) -> Self {
-        let half = config.cube_size * 0.5;
-        let cube_shape = Cuboid::new(Vec3::splat(half));
-        let player_shape = Cuboid::new(Vec3::splat(config.player_size * 0.5));
-        let present = (0..cubes.len()).filter(|&i| cubes[i].is_some()).collect();
         CubeScene {
             config,
-            params,
+            params: integration_parameters(&config),
             pipeline: PhysicsPipeline::new(),
             islands: IslandManager::new(),
             broad_phase: BroadPhaseBvh::new(),
@@ -160,13 +117,13 @@ impl CubeScene {
             soft_bodies: SoftBodySet::new(),
             ccd_solver: CCDSolver::new(),
             ground,
-            cubes,
-            present,
+            cubes: vec![None; slots],
+            present: Vec::new(),
             players: BTreeMap::new(),
             steps: 0,
             ground_shape,
-            cube_shape,
-            player_shape,
+            cube_shape: Cuboid::new(Vec3::splat(config.cube_size * 0.5)),
+            player_shape: Cuboid::new(Vec3::splat(config.player_size * 0.5)),
         }
     }
 

@@ -326,10 +326,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
                     {
                         pr.pending_essential = None;
                     }
-                    let session = &c.session;
-                    let inputs = |t: Tick| session.input(t);
-                    let naive = naive_due(config.naive_sample, &pr.predictor);
-                    pr.reconcile(snap.tick, &s, &inputs, naive);
+                    pr.reconcile(snap.tick, &s, &c.session, config.naive_sample);
                 }
             }
             c.session.update(now);
@@ -337,10 +334,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
             while let Some(tick) = c.session.next_tick() {
                 if let Some(pr) = &mut c.prediction {
                     if let Some((t, s)) = pr.pending_essential.take() {
-                        let session = &c.session;
-                        let inputs = |k: Tick| session.input(k);
-                        let naive = naive_due(config.naive_sample, &pr.predictor);
-                        pr.reconcile(t, &s, &inputs, naive);
+                        pr.reconcile(t, &s, &c.session, config.naive_sample);
                     }
                 }
                 let observed = match &c.prediction {
@@ -436,26 +430,25 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
     })
 }
 
-/// Whether the next rollback should also time the naive baseline.
-fn naive_due(every: u32, predictor: &Predictor<CubeRollback>) -> bool {
-    every > 0 && predictor.stats().rollbacks % u64::from(every) == 0
-}
-
 impl Prediction {
-    /// Reconciles with the server's state for `tick`, timing it, smoothing the
-    /// correction, and (when `naive`) timing the full-world baseline on the same work.
+    /// Reconciles with the server's state for `tick`, timing it and smoothing the
+    /// correction. On every `naive_every`th rollback (0: never) it also times the
+    /// full-world baseline on the same work.
     fn reconcile(
         &mut self,
         tick: Tick,
         snapshot: &CubeSnapshot,
-        inputs: &dyn Fn(Tick) -> Option<CubeInput>,
-        naive: bool,
+        session: &ClientSession<CubeInput>,
+        naive_every: u32,
     ) {
+        let inputs = |t: Tick| session.input(t);
+        let naive =
+            naive_every > 0 && self.predictor.stats().rollbacks % u64::from(naive_every) == 0;
         let before = self.game.player_state();
         let started = CpuTimer::start();
         let outcome = self
             .predictor
-            .reconcile(&mut self.game, tick, snapshot, inputs);
+            .reconcile(&mut self.game, tick, snapshot, &inputs);
         let ms = started.ms();
         let depth = match outcome {
             Reconciled::RolledBack { depth } | Reconciled::Resynced { depth } if depth > 0 => depth,

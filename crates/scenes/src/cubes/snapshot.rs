@@ -83,11 +83,7 @@ const UNIT_TOLERANCE: f32 = 1e-3;
 impl CubeSnapshot {
     /// Captures the scene's current state.
     pub fn capture(scene: &CubeScene) -> Self {
-        let players = scene
-            .players()
-            .into_iter()
-            .filter_map(|id| scene.player_state(id).map(|s| (id, s)))
-            .collect();
+        let players = Self::capture_players(scene).players;
         let cubes = scene
             .cube_states()
             .into_iter()

@@ -345,7 +345,7 @@ impl<I: Input> ServerSession<I> {
         now: Duration,
         payload: &[u8],
     ) -> Result<(), ProtocolError> {
-        self.queue_snapshot(id, now, payload, false)
+        self.queue_snapshot(id, now, None, payload)
     }
 
     /// Like [`ServerSession::send_snapshot`], but first sends `essential` as a standalone
@@ -359,23 +359,25 @@ impl<I: Input> ServerSession<I> {
         essential: &[u8],
         payload: &[u8],
     ) -> Result<(), ProtocolError> {
-        if essential.len() > FRAGMENT_PAYLOAD_BYTES {
-            return Err(ProtocolError::SnapshotTooLarge {
-                len: essential.len(),
-                max: FRAGMENT_PAYLOAD_BYTES,
-            });
-        }
-        self.queue_snapshot(id, now, essential, true)?;
-        self.queue_snapshot(id, now, payload, false)
+        self.queue_snapshot(id, now, Some(essential), payload)
     }
 
+    /// Queues an optional essential part (one packet) and the fragments of `payload`.
+    /// Everything is checked before anything is queued, and the control data every packet
+    /// repeats (clock echo, input ack) is computed once.
     fn queue_snapshot(
         &mut self,
         id: ClientId,
         now: Duration,
+        essential: Option<&[u8]>,
         payload: &[u8],
-        essential: bool,
     ) -> Result<(), ProtocolError> {
+        if let Some(e) = essential.filter(|e| e.len() > FRAGMENT_PAYLOAD_BYTES) {
+            return Err(ProtocolError::SnapshotTooLarge {
+                len: e.len(),
+                max: FRAGMENT_PAYLOAD_BYTES,
+            });
+        }
         let max = self
             .config
             .max_snapshot_bytes
@@ -414,13 +416,19 @@ impl<I: Input> ServerSession<I> {
             payload.chunks(FRAGMENT_PAYLOAD_BYTES).collect()
         };
         let count = chunks.len() as u8;
-        for (index, chunk) in chunks.into_iter().enumerate() {
+        let parts = essential.map(|e| (e, 0, 1, true)).into_iter().chain(
+            chunks
+                .into_iter()
+                .enumerate()
+                .map(|(i, c)| (c, i as u8, count, false)),
+        );
+        for (chunk, index, count, essential) in parts {
             let frag = SnapshotFragment {
                 seq: client.send_seq,
                 tick: current.0,
                 echo,
                 input_ack,
-                index: index as u8,
+                index,
                 count,
                 essential,
                 payload: chunk.to_vec(),

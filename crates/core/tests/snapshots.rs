@@ -90,10 +90,15 @@ fn essential_parts_arrive_on_their_own() {
     // An essential part older than a delivered full snapshot is stale.
     client.handle_packet(now, &packets[0]).unwrap();
     assert_eq!(client.poll_snapshot(), None);
-    // It must fit one packet.
+    // It must fit one packet; a refused snapshot queues nothing, not even its essential part.
     assert!(matches!(
         server.send_snapshot_with_essential(1, now, &[0; 2000], &full),
         Err(ProtocolError::SnapshotTooLarge { .. })
     ));
+    assert!(matches!(
+        server.send_snapshot_with_essential(1, now, &essential, &vec![0; 1 << 20]),
+        Err(ProtocolError::SnapshotTooLarge { .. })
+    ));
+    assert_eq!(server.poll_transmit(), None);
     assert!(got.tick > Tick(0));
 }

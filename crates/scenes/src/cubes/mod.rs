@@ -14,8 +14,10 @@
 
 mod body;
 mod config;
+pub mod delta;
 mod input;
 pub mod predict;
+pub mod quantize;
 mod scene;
 pub mod script;
 pub mod snapshot;

@@ -105,6 +105,17 @@ fn millis(ms: f64) -> Duration {
     Duration::from_secs_f64(ms.max(0.0) / 1000.0)
 }
 
+/// How the server encodes snapshots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SnapshotCodecChoice {
+    /// Quantized, bit-packed, delta-encoded against the client's acknowledged snapshot
+    /// (`lagless_scenes::cubes::delta`).
+    #[default]
+    Delta,
+    /// Full-precision floats for every body, every time: the uncompressed baseline.
+    Plain,
+}
+
 /// Everything that defines one lab run.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -124,6 +135,8 @@ pub struct RunConfig {
     pub script: ScriptChoice,
     /// Snapshot rate in Hz (at most the tick rate).
     pub snapshot_hz: u32,
+    /// How snapshots are encoded.
+    pub snapshot_codec: SnapshotCodecChoice,
     /// Server settings (tick rate is taken from here).
     pub server: ServerConfig,
     /// Client settings.
@@ -154,6 +167,7 @@ impl Default for RunConfig {
             clients: 1,
             script: ScriptChoice::Named("roam".into()),
             snapshot_hz: 64,
+            snapshot_codec: SnapshotCodecChoice::Delta,
             server: ServerConfig::default(),
             client: ClientConfig::default(),
             clock_step: Duration::from_micros(500),

@@ -12,11 +12,13 @@
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod bench_snapshot;
 pub mod config;
 pub mod cpu;
 pub mod metrics;
+pub mod replication;
 pub mod runner;
 
-pub use config::{NetOverrides, RunConfig, ScriptChoice};
+pub use config::{NetOverrides, RunConfig, ScriptChoice, SnapshotCodecChoice};
 pub use metrics::{Metric, Report};
 pub use runner::{RunError, RunOutcome, run};

@@ -4,7 +4,7 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lagless_core::{LeadPolicy, MissingInput};
-use lagless_lab::{NetOverrides, RunConfig, ScriptChoice, run};
+use lagless_lab::{NetOverrides, RunConfig, ScriptChoice, SnapshotCodecChoice, run};
 use lagless_netem::{PROFILE_NAMES, Trace, profile};
 use lagless_scenes::cubes::predict::PredictMode;
 use std::path::PathBuf;
@@ -32,6 +32,13 @@ enum Command {
     BenchReconcile {
         /// Repetitions per configuration (medians are reported).
         #[arg(long, default_value_t = 50)]
+        reps: usize,
+    },
+    /// Benchmark encoding and decoding one 900-cube snapshot for one client (delta and
+    /// full), with the plain uncompressed codec as the baseline.
+    BenchSnapshot {
+        /// Passes over 64 recorded snapshots (medians are reported).
+        #[arg(long, default_value_t = 20)]
         reps: usize,
     },
 }
@@ -106,6 +113,10 @@ struct RunArgs {
     /// Queue limit in packets while waiting for trace opportunities.
     #[arg(long)]
     trace_queue: Option<usize>,
+    /// Snapshot encoding: quantized deltas against acknowledged snapshots, or plain
+    /// full-precision floats (the uncompressed baseline).
+    #[arg(long, value_enum, default_value = "delta")]
+    snapshot_codec: SnapshotCodecArg,
     /// Turn client-side prediction off (show the newest server state).
     #[arg(long)]
     no_prediction: bool,
@@ -134,6 +145,12 @@ struct RunArgs {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum SnapshotCodecArg {
+    Delta,
+    Plain,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum PredictionModeArg {
     /// The player and the cubes near its path.
     Set,
@@ -156,6 +173,18 @@ fn main() -> ExitCode {
             });
             bar.finish_and_clear();
             print!("{}", lagless_lab::bench::format_rows(&rows));
+            Ok(())
+        }
+        Some(Command::BenchSnapshot { reps }) => {
+            let bar = ProgressBar::new(8);
+            let rows = lagless_lab::bench_snapshot::bench_snapshot(reps.max(1), &mut |k, _| {
+                bar.set_position(k as u64)
+            });
+            bar.finish_and_clear();
+            print!(
+                "{}",
+                lagless_lab::bench_snapshot::format_snapshot_rows(&rows)
+            );
             Ok(())
         }
         None => run_command(RunArgs::parse_from(["run"])),
@@ -236,6 +265,10 @@ fn run_command(a: RunArgs) -> Result<(), String> {
         clients: a.clients,
         script: ScriptChoice::Named(a.script),
         snapshot_hz: a.snapshot_hz,
+        snapshot_codec: match a.snapshot_codec {
+            SnapshotCodecArg::Delta => SnapshotCodecChoice::Delta,
+            SnapshotCodecArg::Plain => SnapshotCodecChoice::Plain,
+        },
         ..RunConfig::default()
     };
     config.server.tick_hz = a.tick_hz;

@@ -4,16 +4,17 @@
 use crate::config::{RunConfig, ScriptChoice};
 use crate::cpu::CpuTimer;
 use crate::metrics::{Metric, Report, mean, percentile};
+use crate::replication::{SnapshotReceiver, SnapshotSender, snapshot_metrics};
 use lagless_core::interpolation::{InterpolationBuffer, InterpolationConfig, Pose};
-use lagless_core::message::FRAGMENT_PAYLOAD_BYTES;
 use lagless_core::{
     ClientId, ClientSession, ClientStats, ErrorSmoother, PredictionStats, Predictor, Reconciled,
     Rollback, ServerClientStats, ServerConfig, ServerSession, Tick,
 };
 use lagless_netem::{ConfigError, Duplex, PROFILE_NAMES, derive_seed, profile};
+use lagless_scenes::cubes::delta::SnapshotCodec;
 use lagless_scenes::cubes::predict::{CubeRollback, PredictConfig, PredictMode};
 use lagless_scenes::cubes::script::{InputScript, SCRIPT_NAMES, script_by_name};
-use lagless_scenes::cubes::snapshot::{CubeSnapshot, SnapshotLimits};
+use lagless_scenes::cubes::snapshot::CubeSnapshot;
 use lagless_scenes::cubes::{BodyState, CubeInput, CubeScene, CubeSceneConfig, PlayerId};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -82,7 +83,7 @@ struct ClientSim {
     down_bytes: u64,
     up_bytes: u64,
     down_per_second: Vec<u64>,
-    snapshot_decode_errors: u64,
+    snapshots: SnapshotReceiver,
     packet_errors: u64,
     prediction: Option<Prediction>,
     /// The other players, shown interpolated from snapshots (in id order).
@@ -153,6 +154,8 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
         ..config.server.clone()
     };
     let mut server = ServerSession::<CubeInput>::new(server_config);
+    let codec = SnapshotCodec::new(scene_config.quantize.unwrap_or_default());
+    let mut sender = SnapshotSender::new(config.snapshot_codec, codec);
     let mut clients = Vec::new();
     for k in 0..config.clients {
         let id = ClientId::from(k) + 1;
@@ -184,7 +187,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
             down_bytes: 0,
             up_bytes: 0,
             down_per_second: Vec::new(),
-            snapshot_decode_errors: 0,
+            snapshots: SnapshotReceiver::new(config.snapshot_codec, codec),
             packet_errors: 0,
             remote: InterpolationBuffer::new(InterpolationConfig {
                 tick_hz,
@@ -215,6 +218,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
             }),
         });
     }
+    let client_ids: Vec<ClientId> = clients.iter().map(|c| c.id).collect();
     let player_index: BTreeMap<ClientId, usize> =
         clients.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
     let cube_start: Vec<BodyState> = scene.cube_states();
@@ -223,7 +227,6 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
         .iter()
         .map(|c| vec![pos(scene.player_state(c.player))])
         .collect();
-    let limits = SnapshotLimits::default();
     let mut tick_ms = Vec::new();
     let mut awake_max = 0usize;
 
@@ -249,21 +252,9 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
                 .collect();
             scene.step(&inputs);
             if server.snapshot_due() {
-                let bytes = CubeSnapshot::capture(&scene).to_bytes();
-                // The players' states also go alone in one packet, so a client can
-                // reconcile its own player whenever that packet arrives, whatever becomes
-                // of the fragments of the full world (with many players it no longer fits,
-                // and the full snapshot has to do).
-                let essential = CubeSnapshot::capture_players(&scene).to_bytes();
-                let fits = essential.len() <= FRAGMENT_PAYLOAD_BYTES;
-                for c in &clients {
-                    let sent = if fits {
-                        server.send_snapshot_with_essential(c.id, now, &essential, &bytes)
-                    } else {
-                        server.send_snapshot(c.id, now, &bytes)
-                    };
-                    sent.map_err(|e| RunError::Invalid(format!("snapshot: {e}")))?;
-                }
+                sender
+                    .send(&scene, &mut server, &client_ids, now)
+                    .map_err(|e| RunError::Invalid(format!("snapshot: {e}")))?;
             }
             tick_ms.push(started.ms());
             for (i, c) in clients.iter().enumerate() {
@@ -292,8 +283,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
                 }
             }
             while let Some(snap) = c.session.poll_snapshot() {
-                let Ok(s) = CubeSnapshot::decode(&snap.payload, limits) else {
-                    c.snapshot_decode_errors += 1;
+                let Some(s) = c.snapshots.receive(&snap, &mut c.session) else {
                     continue;
                 };
                 if let Some(p) = s.player(c.player) {
@@ -411,6 +401,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
         &cube_start,
         awake_max,
         wall,
+        &sender,
     );
     Ok(RunOutcome {
         report,
@@ -537,6 +528,7 @@ fn build_report(
     cube_start: &[BodyState],
     awake_max: usize,
     wall: Duration,
+    sender: &SnapshotSender,
 ) -> Report {
     let mut r = Report::default();
     r.set("scene", Metric::Text(config.scene.clone()));
@@ -750,10 +742,12 @@ fn build_report(
         Metric::Count(
             clients
                 .iter()
-                .map(|c| c.packet_errors + c.snapshot_decode_errors)
+                .map(|c| c.packet_errors + c.snapshots.stats.decode_errors)
                 .sum(),
         ),
     );
+    let receivers: Vec<&SnapshotReceiver> = clients.iter().map(|c| &c.snapshots).collect();
+    snapshot_metrics(&mut r, config, sender, &receivers, mean(&down));
 
     let moved = scene
         .cube_states()

@@ -1,7 +1,7 @@
 //! Prediction through the whole stack: sessions, emulator, sparse predicted world.
 #![allow(clippy::unwrap_used)]
 
-use lagless_lab::{RunConfig, ScriptChoice, run};
+use lagless_lab::{RunConfig, ScriptChoice, SnapshotCodecChoice, run};
 use lagless_scenes::cubes::script::InputScript;
 use lagless_scenes::cubes::{BodyState, CubeInput};
 use std::sync::Arc;
@@ -101,10 +101,12 @@ fn reconciliation_survives_loss_that_stops_full_snapshots() {
     // Under 25% loss a 20-fragment world snapshot almost never completes; the players'
     // one-packet essential part still arrives three times in four, and keeps the
     // prediction corrected.
+    // The plain codec's world snapshot is that large; the delta codec's is not (below).
     let config = RunConfig {
         profile: "lossy".into(),
         seconds: 10.0,
         naive_sample: 0,
+        snapshot_codec: SnapshotCodecChoice::Plain,
         ..RunConfig::default()
     };
     let out = run(&config, &mut |_| {}).unwrap();
@@ -116,4 +118,30 @@ fn reconciliation_survives_loss_that_stops_full_snapshots() {
     assert_eq!(r.get_f64("render.input_to_motion_ticks"), Some(0.0));
     let error = r.get_f64("render.error_cm_p99").unwrap();
     assert!(error < 400.0, "render error p99 {error} cm");
+}
+
+#[test]
+fn delta_snapshots_get_through_loss_that_stops_plain_ones() {
+    // The same 25% loss: a delta snapshot fits one packet, so three in four arrive and
+    // each becomes the next baseline. The first full snapshot is the only hard one.
+    let config = RunConfig {
+        profile: "lossy".into(),
+        seconds: 10.0,
+        naive_sample: 0,
+        ..RunConfig::default()
+    };
+    let out = run(&config, &mut |_| {}).unwrap();
+    let r = &out.report;
+    let get = |m: &str| r.get_f64(m).unwrap();
+    let sent = 10.0 * 64.0;
+    assert!(get("client.snapshots_received") > 0.6 * sent);
+    assert!(
+        get("snapshot.full_pct") < 15.0,
+        "full {}%",
+        get("snapshot.full_pct")
+    );
+    assert_eq!(get("snapshot.missing_baseline"), 0.0);
+    assert_eq!(get("client.packets_rejected"), 0.0);
+    assert!(get("net.down_kbps_mean") * 10.0 < get("snapshot.naive_kbps"));
+    assert_eq!(get("render.input_to_motion_ticks"), 0.0);
 }

@@ -9,7 +9,12 @@ fn comparable(out: &lagless_lab::RunOutcome) -> Vec<(String, Metric)> {
         .entries()
         .iter()
         // Wall-clock timings (CPU per tick or per reconcile, their ratios) vary run to run.
-        .filter(|(n, _)| !n.contains("_ms_") && !n.contains("ratio") && !n.starts_with("lab."))
+        .filter(|(n, _)| {
+            !n.contains("_ms_")
+                && !n.contains("_us_")
+                && !n.contains("ratio")
+                && !n.starts_with("lab.")
+        })
         .cloned()
         .collect()
 }

@@ -17,8 +17,8 @@ pub mod seeds;
 mod targets;
 
 pub use targets::{
-    bit_reader, client_session, cube_snapshot, input_message, server_session, snapshot_fragment,
-    wire_reader,
+    bit_reader, client_session, cube_snapshot, delta_snapshot, input_message, server_session,
+    snapshot_fragment, wire_reader,
 };
 
 /// A fuzz target: consumes arbitrary bytes, panics only on a bug.
@@ -31,6 +31,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("input_message", input_message),
     ("snapshot_fragment", snapshot_fragment),
     ("cube_snapshot", cube_snapshot),
+    ("delta_snapshot", delta_snapshot),
     ("client_session", client_session),
     ("server_session", server_session),
 ];

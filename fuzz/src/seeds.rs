@@ -1,8 +1,12 @@
 //! Valid inputs for every target, made by the real encoders, for mutation-based smoke
 //! runs and as a starting corpus for libFuzzer (see `write_corpus`).
 
-use crate::targets::{FIXED, POSITION, VELOCITY, frame, packets};
+use crate::targets::{
+    DELTA_BASELINE_TICK, DELTA_TICK, FIXED, POSITION, VELOCITY, delta_baseline, frame, packets,
+};
+use lagless_core::Tick;
 use lagless_core::{ClientConfig, ClientSession, ServerConfig, ServerSession};
+use lagless_scenes::cubes::delta::{QuantizedSnapshot, SnapshotCodec};
 use lagless_scenes::cubes::snapshot::CubeSnapshot;
 use lagless_scenes::cubes::{CubeInput, CubeScene, CubeSceneConfig};
 use lagless_wire::{BitWriter, QuatCodec, Writer};
@@ -16,6 +20,7 @@ pub fn for_target(name: &str) -> Vec<Vec<u8>> {
         "input_message" => input_messages(),
         "snapshot_fragment" => snapshot_fragments(),
         "cube_snapshot" => cube_snapshots(),
+        "delta_snapshot" => delta_snapshots(),
         "client_session" => vec![session_traffic(0).0, session_traffic(4).0],
         "server_session" => vec![session_traffic(0).1, session_traffic(4).1],
         _ => Vec::new(),
@@ -119,18 +124,45 @@ fn sample(all: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
 /// Snapshots of a real (small) cube scene with a player pushing into it, made with
 /// the scene's own encoder, plus the empty snapshot.
 fn cube_snapshots() -> Vec<Vec<u8>> {
+    let mut out = vec![CubeSnapshot::capture(&pushed_scene(0)).to_bytes()];
+    out.push(CubeSnapshot::capture(&pushed_scene(40)).to_bytes());
+    out.push(CubeSnapshot::default().to_bytes());
+    out
+}
+
+/// A small scene (4 x 4 cubes, players 0 and 7) after player 0 pushed forward for
+/// `ticks` ticks.
+pub(crate) fn pushed_scene(ticks: u32) -> CubeScene {
     let mut scene = CubeScene::new(CubeSceneConfig {
         grid: 4,
         ..CubeSceneConfig::default()
     });
     scene.add_player(0);
     scene.add_player(7);
-    let mut out = vec![CubeSnapshot::capture(&scene).to_bytes()];
-    for _ in 0..40 {
+    for _ in 0..ticks {
         scene.step(&[(0, CubeInput::FORWARD)]);
     }
-    out.push(CubeSnapshot::capture(&scene).to_bytes());
-    out.push(CubeSnapshot::default().to_bytes());
+    scene
+}
+
+/// Compressed snapshots of the same scene a few ticks after the fuzz target's baseline:
+/// against it, in full, and the players-only essential part.
+fn delta_snapshots() -> Vec<Vec<u8>> {
+    let codec = SnapshotCodec::default();
+    let q = &codec.quantization;
+    let tick = Tick(DELTA_TICK);
+    let base = (Tick(DELTA_BASELINE_TICK), delta_baseline());
+    let mut out = Vec::new();
+    for ticks in [33, 45] {
+        let now = QuantizedSnapshot::capture(&pushed_scene(ticks), q);
+        out.push(codec.encode(&now, tick, Some(base)).bytes);
+        out.push(codec.encode(&now, tick, None).bytes);
+        let players = QuantizedSnapshot {
+            players: now.players.clone(),
+            cubes: Vec::new(),
+        };
+        out.push(codec.encode(&players, tick, None).bytes);
+    }
     out
 }
 
@@ -205,6 +237,15 @@ mod tests {
         }
         for s in cube_snapshots() {
             assert!(CubeSnapshot::decode(&s, Default::default()).is_ok());
+        }
+        let mut history = lagless_core::BaselineHistory::new(1);
+        history.insert(Tick(DELTA_BASELINE_TICK), delta_baseline().clone());
+        for s in delta_snapshots() {
+            assert!(
+                SnapshotCodec::default()
+                    .decode(&s, Tick(DELTA_TICK), &history)
+                    .is_ok()
+            );
         }
         let (down, up) = session_traffic(0);
         let down: Vec<_> = packets(&down).collect();

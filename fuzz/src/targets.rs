@@ -2,12 +2,16 @@
 //! of each step as an opcode, so one input exercises any mix of decoders.
 
 use lagless_core::message::{InputMessage, SnapshotFragment};
-use lagless_core::{ClientConfig, ClientSession, ServerConfig, ServerSession};
+use lagless_core::{
+    BaselineHistory, ClientConfig, ClientSession, ServerConfig, ServerSession, Tick,
+};
+use lagless_scenes::cubes::delta::{QuantizedSnapshot, SnapshotCodec};
 use lagless_scenes::cubes::snapshot::{CubeSnapshot, SnapshotLimits};
 use lagless_wire::{
     BitReader, BitWriter, BoundedFloat, QuantizedVec3, QuatCodec, Reader, Writer, var_i32_bits,
     var_u32_bits,
 };
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Codecs the bit-stream target reads with (the same ones the seeds write with).
@@ -188,6 +192,36 @@ pub fn cube_snapshot(data: &[u8]) {
             CubeSnapshot::decode(&bytes, SnapshotLimits::default()).as_ref(),
             Ok(&s)
         );
+    }
+}
+
+/// The tick [`delta_snapshot`] decodes at, and the one baseline it holds.
+pub(crate) const DELTA_TICK: u32 = 100;
+pub(crate) const DELTA_BASELINE_TICK: u32 = 97;
+
+/// The baseline [`delta_snapshot`] decodes against: a small real scene (16 cubes, two
+/// players) after a player pushed into it, quantized. Built once.
+pub(crate) fn delta_baseline() -> &'static QuantizedSnapshot {
+    static BASELINE: OnceLock<QuantizedSnapshot> = OnceLock::new();
+    BASELINE.get_or_init(|| {
+        let scene = crate::seeds::pushed_scene(30);
+        QuantizedSnapshot::capture(&scene, &SnapshotCodec::default().quantization)
+    })
+}
+
+/// The compressed cube snapshot, decoded against a history holding one baseline; an
+/// accepted payload must re-encode to exactly the same bytes (the decoder is strict).
+pub fn delta_snapshot(data: &[u8]) {
+    static HISTORY: OnceLock<BaselineHistory<QuantizedSnapshot>> = OnceLock::new();
+    let history = HISTORY.get_or_init(|| {
+        let mut h = BaselineHistory::new(4);
+        h.insert(Tick(DELTA_BASELINE_TICK), delta_baseline().clone());
+        h
+    });
+    let codec = SnapshotCodec::default();
+    if let Ok(s) = codec.decode(data, Tick(DELTA_TICK), history) {
+        let baseline = (data[0] & 1 == 1).then(|| (Tick(DELTA_BASELINE_TICK), delta_baseline()));
+        assert_eq!(codec.encode(&s, Tick(DELTA_TICK), baseline).bytes, data);
     }
 }
 

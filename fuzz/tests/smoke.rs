@@ -92,11 +92,12 @@ smoke_tests!(
     input_message,
     snapshot_fragment,
     cube_snapshot,
+    delta_snapshot,
     client_session,
     server_session,
 );
 
 #[test]
 fn every_target_has_a_smoke_test() {
-    assert_eq!(TARGETS.len(), 7);
+    assert_eq!(TARGETS.len(), 8);
 }

@@ -157,11 +157,7 @@ fn delta_snapshots() -> Vec<Vec<u8>> {
         let now = QuantizedSnapshot::capture(&pushed_scene(ticks), q);
         out.push(codec.encode(&now, tick, Some(base)).bytes);
         out.push(codec.encode(&now, tick, None).bytes);
-        let players = QuantizedSnapshot {
-            players: now.players.clone(),
-            cubes: Vec::new(),
-        };
-        out.push(codec.encode(&players, tick, None).bytes);
+        out.push(codec.encode(&now.players_only(), tick, None).bytes);
     }
     out
 }

@@ -24,9 +24,20 @@ pub struct BenchRow {
     pub full_median_ms: f64,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The middle value (upper middle for an even count); NaN when empty.
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// The benchmarks' driver at tick `t`: forward into the grid, veering left a quarter of
+/// the time, so the player keeps knocking fresh cubes about.
+pub(crate) fn busy_input(t: u32) -> CubeInput {
+    if t % 32 < 24 {
+        CubeInput::FORWARD
+    } else {
+        CubeInput::FORWARD.with(CubeInput::LEFT)
+    }
 }
 
 /// A server world with the player driven into the grid, so cubes are awake around it,
@@ -35,12 +46,7 @@ fn busy_world(scene: CubeSceneConfig) -> CubeSnapshot {
     let mut server = CubeScene::new(scene);
     server.add_player(0);
     for t in 0..96u32 {
-        let input = if t % 32 < 24 {
-            CubeInput::FORWARD
-        } else {
-            CubeInput::FORWARD.with(CubeInput::LEFT)
-        };
-        server.step(&[(0, input)]);
+        server.step(&[(0, busy_input(t))]);
     }
     CubeSnapshot::capture(&server)
 }

@@ -2,11 +2,12 @@
 //! client, with the plain uncompressed codec measured in the same process as the baseline
 //! (timings on shared machines are noisy; ratios are not).
 
+use crate::bench::{busy_input, median};
 use crate::cpu::CpuTimer;
 use lagless_core::{BaselineHistory, Tick};
 use lagless_scenes::cubes::delta::{QuantizedSnapshot, SnapshotCodec};
 use lagless_scenes::cubes::snapshot::{CubeSnapshot, SnapshotLimits};
-use lagless_scenes::cubes::{CubeInput, CubeScene, CubeSceneConfig};
+use lagless_scenes::cubes::{CubeScene, CubeSceneConfig};
 
 /// One measured operation.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,11 +20,6 @@ pub struct SnapshotBenchRow {
     pub bytes: usize,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
 /// Ticks of snapshots recorded after the player has reached the grid.
 const RECORDED: usize = 64;
 
@@ -34,12 +30,7 @@ fn busy_snapshots(codec: &SnapshotCodec) -> (Vec<QuantizedSnapshot>, Vec<CubeSna
     scene.add_player(0);
     let (mut quantized, mut plain) = (Vec::new(), Vec::new());
     for t in 0..(128 + RECORDED) as u32 {
-        let input = if t % 32 < 24 {
-            CubeInput::FORWARD
-        } else {
-            CubeInput::FORWARD.with(CubeInput::LEFT)
-        };
-        scene.step(&[(0, input)]);
+        scene.step(&[(0, busy_input(t))]);
         if t >= 128 {
             quantized.push(QuantizedSnapshot::capture(&scene, &codec.quantization));
             plain.push(CubeSnapshot::capture(&scene));

@@ -86,41 +86,44 @@ impl SnapshotSender {
             SnapshotCodecChoice::Plain => {
                 let snapshot = CubeSnapshot::capture(scene);
                 let bytes = snapshot.to_bytes();
-                let essential = CubeSnapshot::capture_players(scene).to_bytes();
+                let entities = snapshot.players.len() + snapshot.cubes.len();
+                let make_essential = || CubeSnapshot::capture_players(scene).to_bytes();
+                let mut essential = None;
                 for &id in clients {
-                    self.count(
-                        bytes.len() * 8,
-                        snapshot.players.len() + snapshot.cubes.len(),
-                    );
-                    self.stats.entities += (snapshot.players.len() + snapshot.cubes.len()) as u64;
-                    self.stats.full += 1;
-                    self.send_one(server, id, now, &essential, &bytes)?;
+                    self.count(bytes.len() * 8, entities, entities, None);
+                    let fragmented =
+                        send_one(server, id, now, &bytes, &mut essential, &make_essential)?;
+                    self.stats.fragmented += u64::from(fragmented);
                 }
             }
             SnapshotCodecChoice::Delta => {
                 let timer = CpuTimer::start();
-                let q = &self.codec.quantization;
-                let snapshot = QuantizedSnapshot::capture(scene, q);
+                let codec = self.codec;
+                let snapshot = QuantizedSnapshot::capture(scene, &codec.quantization);
                 self.stats.capture_us.push(timer.ms() * 1000.0);
-                let players = QuantizedSnapshot {
-                    players: snapshot.players.clone(),
-                    cubes: Vec::new(),
-                };
-                let essential = self.codec.encode(&players, tick, None).bytes;
+                let entities = snapshot.players.len() + snapshot.cubes.len();
+                // Only snapshots needing several packets go with an essential part.
+                let make_essential = || codec.encode(&snapshot.players_only(), tick, None).bytes;
+                let mut essential = None;
                 for &id in clients {
                     let timer = CpuTimer::start();
                     let baseline = server
                         .snapshot_ack(id)
                         .and_then(|t| self.history.get(t).map(|b| (t, b)));
-                    let encoded = self.codec.encode(&snapshot, tick, baseline);
+                    let encoded = codec.encode(&snapshot, tick, baseline);
                     self.stats.encode_us.push(timer.ms() * 1000.0);
-                    self.count(encoded.bits, encoded.players + encoded.changed_cubes);
-                    self.stats.entities += (snapshot.players.len() + snapshot.cubes.len()) as u64;
-                    match encoded.baseline {
-                        Some(t) => self.stats.baseline_age_ticks += u64::from(tick.0 - t.0),
-                        None => self.stats.full += 1,
-                    }
-                    self.send_one(server, id, now, &essential, &encoded.bytes)?;
+                    let age = encoded.baseline.map(|t| tick.0 - t.0);
+                    let changed = encoded.players + encoded.changed_cubes;
+                    self.count(encoded.bits, changed, entities, age);
+                    let fragmented = send_one(
+                        server,
+                        id,
+                        now,
+                        &encoded.bytes,
+                        &mut essential,
+                        &make_essential,
+                    )?;
+                    self.stats.fragmented += u64::from(fragmented);
                 }
                 self.history.insert(tick, snapshot);
             }
@@ -128,30 +131,41 @@ impl SnapshotSender {
         Ok(())
     }
 
-    fn count(&mut self, bits: usize, changed: usize) {
+    /// Counts one encoded snapshot; `baseline_age` is `None` for a full one.
+    fn count(&mut self, bits: usize, changed: usize, entities: usize, baseline_age: Option<u32>) {
         self.stats.sent += 1;
         self.stats.bits += bits as u64;
         self.stats.changed_entities += changed as u64;
+        self.stats.entities += entities as u64;
+        match baseline_age {
+            Some(age) => self.stats.baseline_age_ticks += u64::from(age),
+            None => self.stats.full += 1,
+        }
     }
+}
 
-    fn send_one(
-        &mut self,
-        server: &mut ServerSession<CubeInput>,
-        id: ClientId,
-        now: Duration,
-        essential: &[u8],
-        bytes: &[u8],
-    ) -> Result<(), ProtocolError> {
-        if bytes.len() <= FRAGMENT_PAYLOAD_BYTES {
-            return server.send_snapshot(id, now, bytes);
-        }
-        self.stats.fragmented += 1;
-        if essential.len() <= FRAGMENT_PAYLOAD_BYTES {
-            server.send_snapshot_with_essential(id, now, essential, bytes)
-        } else {
-            server.send_snapshot(id, now, bytes)
-        }
+/// Queues `bytes` for `id`. When they need several packets, the essential part goes too
+/// (built by `make_essential` the first time a snapshot of this tick needs it, then kept
+/// in `essential`), if it fits one packet. Returns whether `bytes` needed several packets.
+fn send_one(
+    server: &mut ServerSession<CubeInput>,
+    id: ClientId,
+    now: Duration,
+    bytes: &[u8],
+    essential: &mut Option<Vec<u8>>,
+    make_essential: &dyn Fn() -> Vec<u8>,
+) -> Result<bool, ProtocolError> {
+    if bytes.len() <= FRAGMENT_PAYLOAD_BYTES {
+        server.send_snapshot(id, now, bytes)?;
+        return Ok(false);
     }
+    let essential = essential.get_or_insert_with(make_essential);
+    if essential.len() <= FRAGMENT_PAYLOAD_BYTES {
+        server.send_snapshot_with_essential(id, now, essential, bytes)?;
+    } else {
+        server.send_snapshot(id, now, bytes)?;
+    }
+    Ok(true)
 }
 
 /// What a client's decoder counted.

@@ -83,5 +83,5 @@ pub use quant::{BoundedFloat, QuantizedVec3, dequantize_f32, quantize_f32, snap_
 pub use quat::QuatCodec;
 pub use reader::Reader;
 pub use seq::Seq16;
-pub use varbits::{var_i32_bits, var_u32_bits};
+pub use varbits::{unzigzag, var_i32_bits, var_u32_bits, zigzag};
 pub use writer::Writer;

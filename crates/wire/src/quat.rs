@@ -126,11 +126,28 @@ impl QuatCodec {
                 idx[worst] += 1;
             }
         }
+        self.join(k as u64, idx)
+    }
+
+    /// The fields of a packed pattern: the dropped component's index (0..4) and the three
+    /// sent component levels. No validation: [`QuatCodec::unpack`] checks a pattern.
+    /// Delta encoders use this to send level differences.
+    pub fn split(&self, packed: u64) -> (u64, [u32; 3]) {
         let b = self.bits_per_component;
-        k as u64
-            | u64::from(idx[0]) << 2
-            | u64::from(idx[1]) << (2 + b)
-            | u64::from(idx[2]) << (2 + 2 * b)
+        let mask = (1u64 << b) - 1;
+        let level = |i: u32| ((packed >> (2 + i * b)) & mask) as u32;
+        (packed & 3, [level(0), level(1), level(2)])
+    }
+
+    /// Packs fields as [`QuatCodec::split`] returns them; `dropped` and each level are
+    /// masked to their widths.
+    pub fn join(&self, dropped: u64, levels: [u32; 3]) -> u64 {
+        let b = self.bits_per_component;
+        let mask = (1u64 << b) - 1;
+        (dropped & 3)
+            | (u64::from(levels[0]) & mask) << 2
+            | (u64::from(levels[1]) & mask) << (2 + b)
+            | (u64::from(levels[2]) & mask) << (2 + 2 * b)
     }
 
     /// Unpacks a value made by [`QuatCodec::pack`]; rejects set bits above
@@ -141,17 +158,11 @@ impl QuatCodec {
                 what: "quaternion bits",
             });
         }
-        let b = self.bits_per_component;
-        let mask = (1u64 << b) - 1;
-        let k = (packed & 3) as usize;
-        let idx = [
-            ((packed >> 2) & mask) as u32,
-            ((packed >> (2 + b)) & mask) as u32,
-            ((packed >> (2 + 2 * b)) & mask) as u32,
-        ];
-        self.decode_parts(k, idx).ok_or(WireError::Invalid {
-            what: "quaternion encoding",
-        })
+        let (k, idx) = self.split(packed);
+        self.decode_parts(k as usize, idx)
+            .ok_or(WireError::Invalid {
+                what: "quaternion encoding",
+            })
     }
 
     /// `q` as a receiver decodes it: normalized, sign-canonical (largest component

@@ -34,11 +34,14 @@ pub fn var_i32_bits(v: i32) -> u32 {
     var_u32_bits(zigzag(v))
 }
 
-fn zigzag(v: i32) -> u32 {
+/// Zig-zag mapping of signed to unsigned (0, -1, 1, -2 ... to 0, 1, 2, 3 ...), so small
+/// magnitudes of either sign become small numbers.
+pub fn zigzag(v: i32) -> u32 {
     ((v << 1) ^ (v >> 31)) as u32
 }
 
-fn unzigzag(v: u32) -> i32 {
+/// The inverse of [`zigzag`].
+pub fn unzigzag(v: u32) -> i32 {
     ((v >> 1) as i32) ^ -((v & 1) as i32)
 }
 

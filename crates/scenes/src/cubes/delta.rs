@@ -32,7 +32,7 @@ use super::quantize::{BodyCodes, StateQuantization};
 use super::snapshot::{CubePose, CubeSnapshot, SnapshotLimits};
 use super::{CubeScene, PlayerId};
 use lagless_core::{BaselineHistory, Tick};
-use lagless_wire::{BitReader, BitWriter, WireError};
+use lagless_wire::{BitReader, BitWriter, WireError, unzigzag, zigzag};
 
 /// A cube as replicated, in quantized form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
@@ -100,8 +100,11 @@ impl QuantizedSnapshot {
     }
 
     /// Only the players: the essential part, small enough for one packet.
-    pub fn capture_players(scene: &CubeScene, q: &StateQuantization) -> Self {
-        Self::from_snapshot(&CubeSnapshot::capture_players(scene), q)
+    pub fn players_only(&self) -> Self {
+        Self {
+            players: self.players.clone(),
+            cubes: Vec::new(),
+        }
     }
 
     /// Quantizes a plain snapshot.
@@ -171,10 +174,20 @@ impl SnapshotCodec {
         }
     }
 
+    /// What an entity is diffed against when the baseline lacks it: at the origin, with
+    /// the identity rotation, at rest.
     fn zero_body(&self) -> BodyCodes {
         BodyCodes {
             rotation: self.quantization.identity_rotation(),
             ..BodyCodes::default()
+        }
+    }
+
+    /// [`Self::zero_body`], asleep.
+    fn zero_cube(&self) -> CubeCodes {
+        CubeCodes {
+            body: self.zero_body(),
+            awake: false,
         }
     }
 
@@ -211,10 +224,7 @@ impl SnapshotCodec {
         }
 
         w.write_var_u32(snapshot.cubes.len() as u32);
-        let zero = CubeCodes {
-            body: self.zero_body(),
-            awake: false,
-        };
+        let zero = self.zero_cube();
         let base_cube = |i: usize| base.map_or(zero, |b| b.cubes[i]);
         let changed: Vec<usize> = (0..snapshot.cubes.len())
             .filter(|&i| snapshot.cubes[i] != base_cube(i))
@@ -288,13 +298,9 @@ impl SnapshotCodec {
             }
             .into());
         }
-        let zero = CubeCodes {
-            body: self.zero_body(),
-            awake: false,
-        };
         let mut cubes = match base {
             Some(b) => b.cubes.clone(),
-            None => vec![zero; n_cubes],
+            None => vec![self.zero_cube(); n_cubes],
         };
         let n_changed = read_count(&mut r, n_cubes, "changed cube count")?;
         let mut next = 0usize;
@@ -359,21 +365,22 @@ impl SnapshotCodec {
         Ok(codes)
     }
 
+    /// The dropped index and the three levels of a packed rotation, levels as signed
+    /// numbers so they can be differenced like any vector.
     fn rotation_parts(&self, packed: u64) -> (u64, [i32; 3]) {
-        let b = self.quantization.rotation_codec().bits_per_component();
-        let mask = (1u64 << b) - 1;
-        let part = |i: u32| ((packed >> (2 + i * b)) & mask) as i32;
-        (packed & 3, [part(0), part(1), part(2)])
+        let (k, levels) = self.quantization.rotation_codec().split(packed);
+        (k, levels.map(|l| l as i32))
     }
 
+    /// The inverse of `rotation_parts`; `None` when a level is outside the codec's width.
     fn rotation_from_parts(&self, k: u64, parts: [i32; 3]) -> Option<u64> {
-        let b = self.quantization.rotation_codec().bits_per_component();
-        let mut packed = k;
-        for (i, p) in parts.into_iter().enumerate() {
-            let p = u64::try_from(p).ok().filter(|&p| p >> b == 0)?;
-            packed |= p << (2 + i as u32 * b);
+        let codec = self.quantization.rotation_codec();
+        let width = codec.bits_per_component();
+        let mut levels = [0u32; 3];
+        for (level, p) in levels.iter_mut().zip(parts) {
+            *level = u32::try_from(p).ok().filter(|&l| l >> width == 0)?;
         }
-        Some(packed)
+        Some(codec.join(k, levels))
     }
 
     fn write_rotation(&self, w: &mut BitWriter, from: u64, to: u64) {
@@ -428,14 +435,6 @@ fn read_count(r: &mut BitReader<'_>, max: usize, what: &'static str) -> Result<u
         return Err(WireError::TooLarge { what, len: n, max });
     }
     Ok(n)
-}
-
-fn zigzag(v: i32) -> u32 {
-    ((v << 1) ^ (v >> 31)) as u32
-}
-
-fn unzigzag(v: u32) -> i32 {
-    ((v >> 1) as i32) ^ -((v & 1) as i32)
 }
 
 /// Codes stay below 2^29 in magnitude, so a difference zig-zags into 31 bits.

@@ -453,6 +453,7 @@ proptest! {
             st.accepted + st.stale + st.duplicates + st.too_far_ahead + st.full,
             pushes
         );
-        prop_assert_eq!(st.frames, st.interpolated + st.underruns());
+        prop_assert!(st.filling <= st.early);
+        prop_assert_eq!(st.frames, st.interpolated + st.underruns() + st.filling);
     }
 }

@@ -199,23 +199,32 @@ pub struct InterpolationStats {
     pub held: u64,
     /// Of which before the oldest snapshot.
     pub early: u64,
+    /// Of the early ones, those before playback first reached a snapshot since the start
+    /// (or a reset): the buffer filling up to its delay when a client joins. They are
+    /// not [underruns](InterpolationStats::underruns): nothing ran dry, and counting them
+    /// would charge a longer delay for its start-up once more, per run rather than per
+    /// second.
+    pub filling: u64,
     /// Sum over answered samples of the delay behind the newest snapshot, seconds
     /// (negative while extrapolating).
     pub delay_sum_secs: f64,
 }
 
 impl InterpolationStats {
-    /// Samples without a pair to interpolate between.
+    /// Samples without a pair to interpolate between, once playback had started:
+    /// extrapolated, held, and early ones except the initial [fill](Self::filling).
     pub fn underruns(&self) -> u64 {
-        self.extrapolated + self.held + self.early
+        self.extrapolated + self.held + self.early.saturating_sub(self.filling)
     }
 
-    /// Underruns as a fraction of answered samples (0 before any).
+    /// Underruns as a fraction of the samples answered once playback had started (0
+    /// before any).
     pub fn underrun_ratio(&self) -> f64 {
-        if self.frames == 0 {
+        let played = self.frames.saturating_sub(self.filling);
+        if played == 0 {
             0.0
         } else {
-            self.underruns() as f64 / self.frames as f64
+            self.underruns() as f64 / played as f64
         }
     }
 
@@ -477,6 +486,8 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         let (value, kind) = if i == 0 {
             let (to, v) = self.entries.front()?;
             self.stats.early += 1;
+            // `floor` is set once playback has passed a snapshot: until then it is filling.
+            self.stats.filling += u64::from(self.floor.is_none());
             (v.clone(), SampleKind::Early { to: *to })
         } else {
             // Everything before the pair's start is played out.
@@ -782,6 +793,27 @@ mod tests {
         assert_eq!(s.kind, SampleKind::Early { to: Tick(50) });
         assert_eq!(s.value, 50.0);
         assert_eq!(b.stats().early, 1);
+        // Filling up to the delay at the start is not running dry.
+        assert_eq!(b.stats().filling, 1);
+        assert_eq!(b.stats().underruns(), 0);
+        assert_eq!(b.stats().underrun_ratio(), 0.0);
+        // Once playback has passed a snapshot, running out is an underrun again.
+        for k in 51..60 {
+            b.push(Tick(k), MS * (30 + 10 * k), f64::from(k)).unwrap();
+        }
+        let s = b.sample_at(MS * 600).unwrap();
+        assert!(matches!(s.kind, SampleKind::Interpolated { .. }), "{s:?}");
+        let s = b.sample_at(MS * 700).unwrap();
+        assert!(s.kind.is_underrun(), "{s:?}");
+        let st = b.stats();
+        assert_eq!((st.filling, st.underruns(), st.frames), (1, 1, 3));
+        assert!((st.underrun_ratio() - 0.5).abs() < 1e-12);
+        // A reset starts a new fill.
+        b.reset();
+        b.push(Tick(900), MS * 1300, 900.0).unwrap();
+        let s = b.sample_at(MS * 1300).unwrap();
+        assert!(matches!(s.kind, SampleKind::Early { .. }), "{s:?}");
+        assert_eq!((b.stats().filling, b.stats().underruns()), (2, 1));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! What a lab run is: scene, network, duration, seed, clients, and the knobs under test.
 
+use lagless_core::interpolation::DelayPolicy;
 use lagless_core::{ClientConfig, PredictionConfig, ServerConfig, SmoothingConfig};
 use lagless_netem::{Bandwidth, GilbertElliott, Jitter, LinkConfig, Loss, Trace};
 use lagless_scenes::cubes::predict::PredictConfig;
@@ -154,6 +155,14 @@ pub struct RunConfig {
     /// Every Nth rollback, also time a naive full-world restore and replay of the same
     /// depth on a shadow world (0: never). The ratio to it is reported.
     pub naive_sample: u32,
+    /// Delay policy of the buffer that shows the other players (with more than one
+    /// client).
+    pub interpolation: DelayPolicy,
+    /// Policies replayed by value-less shadow buffers on the same arrivals and frames as
+    /// the real one, for a like-for-like comparison (see `lagless_lab::playback`). The
+    /// default holds the classic three-interval buffer, reported as
+    /// `interpolation.fixed3.*`.
+    pub interpolation_shadows: Vec<DelayPolicy>,
 }
 
 impl Default for RunConfig {
@@ -176,6 +185,8 @@ impl Default for RunConfig {
             prediction_limits: PredictionConfig::default(),
             smoothing: SmoothingConfig::default(),
             naive_sample: 8,
+            interpolation: DelayPolicy::adaptive(),
+            interpolation_shadows: vec![DelayPolicy::CLASSIC],
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod bench_snapshot;
 pub mod config;
 pub mod cpu;
 pub mod metrics;
+pub mod playback;
 pub mod replication;
 pub mod runner;
 

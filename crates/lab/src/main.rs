@@ -3,6 +3,7 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use lagless_core::interpolation::DelayPolicy;
 use lagless_core::{LeadPolicy, MissingInput};
 use lagless_lab::{NetOverrides, RunConfig, ScriptChoice, SnapshotCodecChoice, run};
 use lagless_netem::{PROFILE_NAMES, Trace, profile};
@@ -142,6 +143,15 @@ struct RunArgs {
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
+    /// Delay policy for showing the other players (with two or more clients):
+    /// `adaptive` (1% underrun target), `adaptive:P%`, or `fixed:N` send intervals.
+    #[arg(long, default_value = "adaptive", value_parser = lagless_lab::playback::parse_policy)]
+    interpolation: DelayPolicy,
+    /// Also replay the other players' snapshot arrivals through a range of fixed and
+    /// adaptive delay policies and print their delay and underruns side by side (needs
+    /// two or more clients).
+    #[arg(long)]
+    interpolation_sweep: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -300,6 +310,15 @@ fn run_command(a: RunArgs) -> Result<(), String> {
         std::time::Duration::from_secs_f64(a.smoothing_half_life_ms / 1000.0)
     };
     config.naive_sample = a.naive_sample;
+    config.interpolation = a.interpolation;
+    if a.interpolation_sweep {
+        if config.clients < 2 {
+            return Err(
+                "--interpolation-sweep needs --clients 2 or more (remote players to show)".into(),
+            );
+        }
+        config.interpolation_shadows = lagless_lab::playback::sweep_policies();
+    }
     config.client.sync.lead = LeadPolicy::Fixed {
         buffer_ticks: a.input_buffer_ticks,
         jitter_factor: 1.0,
@@ -325,6 +344,13 @@ fn run_command(a: RunArgs) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     bar.finish_and_clear();
     print!("{}", outcome.report.to_table());
+    if a.interpolation_sweep {
+        println!("\ninterpolation policies on the same arrivals and frames (means over clients):");
+        print!(
+            "{}",
+            lagless_lab::playback::format_sweep(&outcome.interpolation_shadows)
+        );
+    }
     if let Some(path) = a.json {
         let text =
             serde_json::to_string_pretty(&outcome.report.to_json()).map_err(|e| e.to_string())?;

@@ -4,8 +4,9 @@
 use crate::config::{RunConfig, ScriptChoice};
 use crate::cpu::CpuTimer;
 use crate::metrics::{Metric, Report, mean, percentile};
+use crate::playback::{PolicyFigures, PolicyShadows};
 use crate::replication::{SnapshotReceiver, SnapshotSender, snapshot_metrics};
-use lagless_core::interpolation::{InterpolationBuffer, InterpolationConfig, Pose};
+use lagless_core::interpolation::{DelayPolicy, InterpolationBuffer, InterpolationConfig, Pose};
 use lagless_core::{
     ClientId, ClientSession, ClientStats, ErrorSmoother, PredictionStats, Predictor, Reconciled,
     Rollback, ServerClientStats, ServerConfig, ServerSession, Tick,
@@ -59,6 +60,9 @@ pub struct RunOutcome {
     pub final_tick: Tick,
     /// Real time the run took.
     pub wall: Duration,
+    /// Per policy in [`RunConfig::interpolation_shadows`], its figures on the same
+    /// arrivals and frames as the real interpolation buffer (empty with one client).
+    pub interpolation_shadows: Vec<PolicyFigures>,
 }
 
 #[derive(Clone, Copy)]
@@ -90,6 +94,8 @@ struct ClientSim {
     remote: InterpolationBuffer<Vec<Pose>>,
     /// Rendered remote player vs server truth at the displayed tick, cm.
     remote_error_cm: Vec<f64>,
+    /// Other delay policies, fed what `remote` is fed.
+    shadows: PolicyShadows,
 }
 
 /// A client's prediction machinery and what it measured.
@@ -156,6 +162,10 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
     let mut server = ServerSession::<CubeInput>::new(server_config);
     let codec = SnapshotCodec::new(scene_config.quantize.unwrap_or_default());
     let mut sender = SnapshotSender::new(config.snapshot_codec, codec);
+    let remote_config = InterpolationConfig {
+        tick_hz,
+        ..InterpolationConfig::default()
+    };
     let mut clients = Vec::new();
     for k in 0..config.clients {
         let id = ClientId::from(k) + 1;
@@ -190,10 +200,18 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
             snapshots: SnapshotReceiver::new(config.snapshot_codec, codec),
             packet_errors: 0,
             remote: InterpolationBuffer::new(InterpolationConfig {
-                tick_hz,
-                ..InterpolationConfig::default()
+                policy: config.interpolation,
+                ..remote_config
             }),
             remote_error_cm: Vec::new(),
+            shadows: PolicyShadows::new(
+                remote_config,
+                if config.clients > 1 {
+                    &config.interpolation_shadows
+                } else {
+                    &[]
+                },
+            ),
             prediction: config.prediction.then(|| Prediction {
                 game: CubeRollback::new(player, scene_config, config.predict),
                 predictor: Predictor::new(config.prediction_limits),
@@ -303,6 +321,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
                     // The essential part and the full snapshot of a tick both carry the
                     // players: the second is a duplicate, refused and counted.
                     let _ = c.remote.push(snap.tick, now, others);
+                    c.shadows.push(snap.tick, now);
                 }
                 if let Some(pr) = &mut c.prediction {
                     if snap.essential {
@@ -335,6 +354,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
                 c.session.set_input(tick, input);
                 c.inputs.push((tick, input));
                 if config.clients > 1 {
+                    c.shadows.sample(now);
                     if let Some(shown) = c.remote.sample_at(now) {
                         // Truth at the displayed (fractional) tick, from the server's record.
                         // Client k drives player k + 1: the others, in id order.
@@ -418,6 +438,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
         client_stats: clients.iter().map(|c| c.session.stats()).collect(),
         final_tick: server.current_tick(),
         wall,
+        interpolation_shadows: shadow_figures(config, &clients),
     })
 }
 
@@ -683,6 +704,22 @@ fn build_report(
             .flat_map(|c| c.remote_error_cm.iter().copied())
             .collect();
         r.number("interpolation.error_cm_p99", percentile(&errors, 99.0));
+        r.set(
+            "interpolation.policy",
+            Metric::Text(crate::playback::policy_label(&config.interpolation)),
+        );
+        // The classic buffer on the very same arrivals: the like-for-like baseline.
+        let classic = shadow_figures(config, clients)
+            .into_iter()
+            .find(|f| f.policy == DelayPolicy::CLASSIC);
+        if let Some(f) = classic {
+            r.number("interpolation.fixed3.delay_ms_mean", Some(f.delay_ms_mean));
+            r.number("interpolation.fixed3.underrun_pct", Some(f.underrun_pct));
+            let cut = mean(&delays)
+                .filter(|_| f.delay_ms_mean > 0.0)
+                .map(|d| (1.0 - d / f.delay_ms_mean) * 100.0);
+            r.number("interpolation.delay_cut_pct", cut);
+        }
     }
 
     r.number("server.tick_ms_p50", percentile(tick_ms, 50.0));
@@ -760,4 +797,20 @@ fn build_report(
     r.number("lab.wall_s", Some(wall.as_secs_f64()));
     r.number("lab.speedup", Some(secs / wall.as_secs_f64().max(1e-9)));
     r
+}
+
+/// Each shadow policy's figures, averaged over clients.
+fn shadow_figures(config: &RunConfig, clients: &[ClientSim]) -> Vec<PolicyFigures> {
+    let per_client: Vec<Vec<_>> = clients
+        .iter()
+        .map(|c| c.shadows.stats().map(|(_, s)| s).collect())
+        .collect();
+    config
+        .interpolation_shadows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &policy)| {
+            PolicyFigures::mean_over(policy, per_client.iter().filter_map(|s| s.get(i).copied()))
+        })
+        .collect()
 }

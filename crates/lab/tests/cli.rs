@@ -25,7 +25,8 @@ fn run_writes_json_and_a_table() {
             "--seed",
             "5",
         ])
-        .args(["--clients", "2", "--no-progress", "--json"])
+        .args(["--clients", "2", "--no-progress", "--interpolation-sweep"])
+        .args(["--interpolation", "adaptive:0.5%", "--json"])
         .arg(&json)
         .output()
         .unwrap();
@@ -45,6 +46,11 @@ fn run_writes_json_and_a_table() {
     assert!(v["net"]["down_kbps_mean"].as_f64().unwrap() > 0.0);
     assert!(v["server"]["tick_ms_p99"].as_f64().is_some());
     assert!(v["render"]["error_cm_p99"].as_f64().is_some());
+    // The chosen policy, the classic buffer on the same arrivals, and the sweep table.
+    assert_eq!(v["interpolation"]["policy"], "adaptive:0.5%");
+    assert!(v["interpolation"]["fixed3"]["delay_ms_mean"].as_f64().unwrap() > 0.0);
+    assert!(table.contains("cut vs fixed:3"), "{table}");
+    assert!(table.contains("adaptive:0.05%"), "{table}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -55,6 +61,9 @@ fn bad_arguments_fail_cleanly() {
         &["run", "--seconds", "0"],
         &["run", "--trace", "/nonexistent/trace.txt", "--seconds", "1"],
         &["run", "--snapshot-hz", "0"],
+        &["run", "--interpolation", "slow", "--seconds", "1"],
+        &["run", "--interpolation", "fixed:-2", "--seconds", "1"],
+        &["run", "--interpolation-sweep", "--seconds", "1"],
     ] {
         let out = lagless().args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?}");

@@ -2,6 +2,7 @@
 //! LAB.md's metric names with sensible values.
 #![allow(clippy::unwrap_used)]
 
+use lagless_core::interpolation::DelayPolicy;
 use lagless_lab::{RunConfig, run};
 use lagless_netem::PROFILE_NAMES;
 
@@ -110,4 +111,65 @@ fn remote_players_are_interpolated() {
     assert!(delay > 0.0 && delay < 100.0, "delay {delay} ms");
     assert!(underrun < 5.0, "underrun {underrun}%");
     assert!(error < 10.0, "error {error} cm");
+}
+
+/// The shadow buffers see exactly what the real one sees: one with the real buffer's own
+/// policy reproduces its figures to the last bit, although it holds no poses. That is what
+/// makes the `interpolation.fixed3.*` and `--interpolation-sweep` comparisons like for like.
+#[test]
+fn shadow_policies_replay_the_real_buffer_exactly() {
+    let classic = DelayPolicy::Fixed { intervals: 3.0 };
+    let config = RunConfig {
+        profile: "snapshot-demo".into(),
+        seconds: 6.0,
+        clients: 2,
+        naive_sample: 0,
+        interpolation: DelayPolicy::adaptive(),
+        interpolation_shadows: vec![classic, DelayPolicy::adaptive()],
+        ..RunConfig::default()
+    };
+    let out = run(&config, &mut |_| {}).unwrap();
+    let r = &out.report;
+    let [fixed, own] = &out.interpolation_shadows[..] else {
+        panic!("one row per shadow: {:?}", out.interpolation_shadows);
+    };
+    assert_eq!(own.policy, DelayPolicy::adaptive());
+    assert_eq!(
+        Some(own.delay_ms_mean),
+        r.get_f64("interpolation.delay_ms_mean")
+    );
+    assert_eq!(
+        Some(own.underrun_pct),
+        r.get_f64("interpolation.underrun_pct")
+    );
+    assert_eq!(
+        Some(fixed.delay_ms_mean),
+        r.get_f64("interpolation.fixed3.delay_ms_mean")
+    );
+    assert_eq!(
+        Some(fixed.underrun_pct),
+        r.get_f64("interpolation.fixed3.underrun_pct")
+    );
+    let cut = r.get_f64("interpolation.delay_cut_pct").unwrap();
+    assert!(
+        (cut - (1.0 - own.delay_ms_mean / fixed.delay_ms_mean) * 100.0).abs() < 1e-9,
+        "{cut}"
+    );
+    // Different policies do differ on the same arrivals.
+    assert_ne!(fixed.delay_ms_mean, own.delay_ms_mean);
+
+    // One client shows no remote players: nothing to compare.
+    let single = run(
+        &RunConfig {
+            clients: 1,
+            ..config
+        },
+        &mut |_| {},
+    )
+    .unwrap();
+    assert!(single.interpolation_shadows.is_empty());
+    assert_eq!(
+        single.report.get("interpolation.fixed3.delay_ms_mean"),
+        None
+    );
 }

@@ -1,13 +1,19 @@
 //! `lagless bench-snapshot`: what encoding and decoding one 900-cube snapshot costs, per
 //! client, with the plain uncompressed codec measured in the same process as the baseline
 //! (timings on shared machines are noisy; ratios are not).
+//!
+//! The incremental capture and conversion ([`CaptureCache`], [`DecodeCache`]) are timed
+//! next to the whole-world operations they replace, each fed the recorded ticks in order
+//! so it always holds the previous tick, as in a run. Their results are compared with
+//! the reference outside the timer, and a row says when they differ.
 
 use crate::bench::{busy_input, median};
 use crate::cpu::CpuTimer;
 use lagless_core::{BaselineHistory, Tick};
+use lagless_scenes::cubes::cache::{CaptureCache, DecodeCache};
 use lagless_scenes::cubes::delta::{QuantizedSnapshot, SnapshotCodec};
 use lagless_scenes::cubes::snapshot::{CubeSnapshot, SnapshotLimits};
-use lagless_scenes::cubes::{CubeScene, CubeSceneConfig};
+use lagless_scenes::cubes::{BodyState, CubeScene, CubeSceneConfig};
 
 /// One measured operation.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,27 +22,78 @@ pub struct SnapshotBenchRow {
     pub operation: String,
     /// Median µs per snapshot (CPU time).
     pub median_us: f64,
-    /// Median payload bytes.
+    /// Median payload bytes (for captures, decodes and conversions: cubes produced).
     pub bytes: usize,
+    /// For an incremental operation, whether every result equalled the non-incremental
+    /// reference's; `None` for the others.
+    pub matches_reference: Option<bool>,
 }
 
 /// Ticks of snapshots recorded after the player has reached the grid.
 const RECORDED: usize = 64;
 
+/// Ticks the player drives before recording starts: 2 s, enough to reach the grid.
+const WARM_UP: u32 = 128;
+
+/// What [`busy_snapshots`] recorded.
+struct Recorded {
+    /// The reference capture of every recorded tick.
+    quantized: Vec<QuantizedSnapshot>,
+    /// The plain snapshot of every recorded tick.
+    plain: Vec<CubeSnapshot>,
+    /// µs of each reference capture from the scene.
+    capture_us: Vec<f64>,
+    /// µs of each incremental capture from the scene.
+    incremental_capture_us: Vec<f64>,
+    /// Whether every incremental capture equalled the reference.
+    incremental_matches: bool,
+}
+
 /// The default scene with a player driven into the grid for 2 s, then one snapshot per
 /// tick for [`RECORDED`] ticks: cubes are being knocked about the whole time.
-fn busy_snapshots(codec: &SnapshotCodec) -> (Vec<QuantizedSnapshot>, Vec<CubeSnapshot>) {
+///
+/// Capturing from the scene is timed here, `reps` times a tick, because only here is
+/// there a scene to read. Each incremental rep starts from a copy of the cache as the
+/// previous tick left it; otherwise every rep after the first would find nothing changed.
+fn busy_snapshots(codec: &SnapshotCodec, reps: usize) -> Recorded {
+    let q = &codec.quantization;
     let mut scene = CubeScene::new(CubeSceneConfig::default());
     scene.add_player(0);
-    let (mut quantized, mut plain) = (Vec::new(), Vec::new());
-    for t in 0..(128 + RECORDED) as u32 {
+    let mut rec = Recorded {
+        quantized: Vec::new(),
+        plain: Vec::new(),
+        capture_us: Vec::new(),
+        incremental_capture_us: Vec::new(),
+        incremental_matches: true,
+    };
+    let mut warm = CaptureCache::new();
+    for t in 0..WARM_UP + RECORDED as u32 {
         scene.step(&[(0, busy_input(t))]);
-        if t >= 128 {
-            quantized.push(QuantizedSnapshot::capture(&scene, &codec.quantization));
-            plain.push(CubeSnapshot::capture(&scene));
+        if t + 1 == WARM_UP {
+            warm.capture(&scene, q);
         }
+        if t < WARM_UP {
+            continue;
+        }
+        let mut reference = QuantizedSnapshot::default();
+        for _ in 0..reps {
+            let timer = CpuTimer::start();
+            reference = QuantizedSnapshot::capture(&scene, q);
+            rec.capture_us.push(timer.ms() * 1000.0);
+        }
+        let mut next = warm.clone();
+        for _ in 0..reps {
+            next = warm.clone();
+            let timer = CpuTimer::start();
+            let snapshot = next.capture(&scene, q);
+            rec.incremental_capture_us.push(timer.ms() * 1000.0);
+            rec.incremental_matches &= snapshot == reference;
+        }
+        warm = next;
+        rec.quantized.push(reference);
+        rec.plain.push(CubeSnapshot::capture(&scene));
     }
-    (quantized, plain)
+    rec
 }
 
 /// Times `op` on every recorded tick from `start` on, `reps` times; returns the median µs
@@ -56,6 +113,36 @@ fn time<F: FnMut(usize) -> usize>(reps: usize, start: usize, mut op: F) -> (f64,
     (median(us), bytes.get(bytes.len() / 2).copied().unwrap_or(0))
 }
 
+/// Times an incremental operation over the recorded ticks in order, `reps` passes. Each
+/// pass takes a `fresh` cache and feeds it tick 0 untimed, so every timed call (ticks 1
+/// on) finds the previous tick in it. `check(i, result)` runs outside the timer and
+/// returns the row's byte count and whether the result equals the reference.
+fn time_in_sequence<C, T>(
+    reps: usize,
+    mut fresh: impl FnMut() -> C,
+    mut op: impl FnMut(&mut C, usize) -> T,
+    mut check: impl FnMut(usize, &T) -> (usize, bool),
+) -> ((f64, usize), bool) {
+    let mut us = Vec::new();
+    let mut bytes = Vec::new();
+    let mut matches = true;
+    for _ in 0..reps {
+        let mut cache = fresh();
+        op(&mut cache, 0);
+        for i in 1..RECORDED {
+            let timer = CpuTimer::start();
+            let result = op(&mut cache, i);
+            us.push(timer.ms() * 1000.0);
+            let (n, ok) = check(i, &result);
+            bytes.push(n);
+            matches &= ok;
+        }
+    }
+    bytes.sort_unstable();
+    let bytes = bytes.get(bytes.len() / 2).copied().unwrap_or(0);
+    ((median(us), bytes), matches)
+}
+
 /// Measures capture, delta and full encodes, decodes, and the plain codec, `reps`
 /// passes over [`RECORDED`] busy snapshots each. `progress(done, total)` after each row.
 pub fn bench_snapshot(
@@ -63,27 +150,58 @@ pub fn bench_snapshot(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Vec<SnapshotBenchRow> {
     let codec = SnapshotCodec::default();
-    let (q, plain) = busy_snapshots(&codec);
-    let total = 8;
+    let quant = &codec.quantization;
+    let rec = busy_snapshots(&codec, reps);
+    let (q, plain) = (&rec.quantized, &rec.plain);
+    let total = 12;
     let mut rows = Vec::new();
-    let mut row =
-        |rows: &mut Vec<SnapshotBenchRow>, operation: String, (us, bytes): (f64, usize)| {
-            rows.push(SnapshotBenchRow {
-                operation,
-                median_us: us,
-                bytes,
-            });
-            progress(rows.len(), total);
-        };
+    let mut row = |rows: &mut Vec<SnapshotBenchRow>,
+                   operation: String,
+                   (us, bytes): (f64, usize),
+                   matches_reference: Option<bool>| {
+        rows.push(SnapshotBenchRow {
+            operation,
+            median_us: us,
+            bytes,
+            matches_reference,
+        });
+        progress(rows.len(), total);
+    };
+    let cubes = q.first().map_or(0, |s| s.cubes.len());
 
+    row(
+        &mut rows,
+        "capture from the scene (reference)".into(),
+        (median(rec.capture_us), cubes),
+        None,
+    );
+    row(
+        &mut rows,
+        "capture from the scene, incremental".into(),
+        (median(rec.incremental_capture_us), cubes),
+        Some(rec.incremental_matches),
+    );
     row(
         &mut rows,
         "quantize the world (once per tick)".into(),
         time(reps, 0, |i| {
-            QuantizedSnapshot::from_snapshot(&plain[i], &codec.quantization)
+            QuantizedSnapshot::from_snapshot(&plain[i], quant)
                 .cubes
                 .len()
         }),
+        None,
+    );
+    let (timed, matches) = time_in_sequence(
+        reps,
+        CaptureCache::new,
+        |cache, i| cache.quantize(&plain[i], quant),
+        |i, s| (s.cubes.len(), *s == q[i]),
+    );
+    row(
+        &mut rows,
+        "quantize the world, incremental".into(),
+        timed,
+        Some(matches),
     );
     for age in [4usize, 16] {
         row(
@@ -93,6 +211,7 @@ pub fn bench_snapshot(
                 let base = (Tick((i - age) as u32), &q[i - age]);
                 codec.encode(&q[i], Tick(i as u32), Some(base)).bytes.len()
             }),
+            None,
         );
     }
     row(
@@ -101,6 +220,7 @@ pub fn bench_snapshot(
         time(reps, 0, |i| {
             codec.encode(&q[i], Tick(i as u32), None).bytes.len()
         }),
+        None,
     );
     let age = 4;
     let encoded: Vec<Vec<u8>> = (0..RECORDED)
@@ -121,18 +241,32 @@ pub fn bench_snapshot(
                 .decode(&encoded[i], Tick(i as u32), &history)
                 .map_or(0, |s| s.cubes.len())
         }),
+        None,
     );
     row(
         &mut rows,
         "to floats (decoded codes -> CubeSnapshot)".into(),
-        time(reps, 0, |i| {
-            q[i].to_snapshot(&codec.quantization).cubes.len()
-        }),
+        time(reps, 0, |i| q[i].to_snapshot(quant).cubes.len()),
+        None,
+    );
+    let floats: Vec<CubeSnapshot> = q.iter().map(|s| s.to_snapshot(quant)).collect();
+    let (timed, matches) = time_in_sequence(
+        reps,
+        DecodeCache::new,
+        |cache, i| cache.to_snapshot(&q[i], quant),
+        |i, s| (s.cubes.len(), bit_identical(s, &floats[i])),
+    );
+    row(
+        &mut rows,
+        "to floats, incremental".into(),
+        timed,
+        Some(matches),
     );
     row(
         &mut rows,
         "plain encode (baseline codec)".into(),
         time(reps, 0, |i| plain[i].to_bytes().len()),
+        None,
     );
     let plain_bytes: Vec<Vec<u8>> = plain.iter().map(CubeSnapshot::to_bytes).collect();
     row(
@@ -142,8 +276,34 @@ pub fn bench_snapshot(
             CubeSnapshot::decode(&plain_bytes[i], SnapshotLimits::default())
                 .map_or(0, |s| s.cubes.len())
         }),
+        None,
     );
     rows
+}
+
+/// Equality of every float's bits: `==` on floats would accept `-0.0` for `0.0`.
+fn bit_identical(a: &CubeSnapshot, b: &CubeSnapshot) -> bool {
+    let body = |s: &BodyState| {
+        [s.position, s.linvel, s.angvel]
+            .iter()
+            .flat_map(|v| v.to_array())
+            .chain(s.rotation.to_array())
+            .map(f32::to_bits)
+            .collect::<Vec<u32>>()
+    };
+    let players = |s: &CubeSnapshot| {
+        s.players
+            .iter()
+            .map(|(id, b)| (*id, body(b)))
+            .collect::<Vec<_>>()
+    };
+    let cubes = |s: &CubeSnapshot| {
+        s.cubes
+            .iter()
+            .map(|c| (c.awake, body(&c.body_state())))
+            .collect::<Vec<_>>()
+    };
+    players(a) == players(b) && cubes(a) == cubes(b)
 }
 
 /// The rows as a table, with each operation's cost relative to the plain encode.
@@ -158,11 +318,16 @@ pub fn format_snapshot_rows(rows: &[SnapshotBenchRow]) -> String {
     );
     for r in rows {
         out.push_str(&format!(
-            "{:<44} {:>10.1} {:>9} {:>11.2}x\n",
+            "{:<44} {:>10.1} {:>9} {:>11.2}x{}\n",
             r.operation,
             r.median_us,
             r.bytes,
-            r.median_us / plain
+            r.median_us / plain,
+            if r.matches_reference == Some(false) {
+                "  DIFFERS FROM THE REFERENCE"
+            } else {
+                ""
+            }
         ));
     }
     out
@@ -175,7 +340,7 @@ mod tests {
     #[test]
     fn every_operation_is_measured_on_real_data() {
         let rows = bench_snapshot(1, &mut |_, _| {});
-        assert_eq!(rows.len(), 8);
+        assert_eq!(rows.len(), 12);
         let get = |prefix: &str| {
             rows.iter()
                 .find(|r| r.operation.starts_with(prefix))
@@ -188,5 +353,15 @@ mod tests {
         assert!(get("delta encode, baseline 4").bytes * 10 < get("full encode").bytes);
         assert!(get("full encode").bytes * 2 < get("plain encode").bytes);
         assert!(format_snapshot_rows(&rows).contains("delta encode"));
+        // The incremental paths give exactly what the whole-world ones do.
+        let incremental: Vec<_> = rows
+            .iter()
+            .filter(|r| r.operation.contains("incremental"))
+            .collect();
+        assert_eq!(incremental.len(), 3);
+        for r in incremental {
+            assert_eq!(r.matches_reference, Some(true), "{}", r.operation);
+            assert_eq!(r.bytes, 900, "{}", r.operation);
+        }
     }
 }

@@ -187,7 +187,8 @@ fn main() -> ExitCode {
         }
         Some(Command::BenchSnapshot { reps }) => {
             let bar = ProgressBar::new(8);
-            let rows = lagless_lab::bench_snapshot::bench_snapshot(reps.max(1), &mut |k, _| {
+            let rows = lagless_lab::bench_snapshot::bench_snapshot(reps.max(1), &mut |k, n| {
+                bar.set_length(n as u64);
                 bar.set_position(k as u64)
             });
             bar.finish_and_clear();

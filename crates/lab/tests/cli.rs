@@ -48,7 +48,12 @@ fn run_writes_json_and_a_table() {
     assert!(v["render"]["error_cm_p99"].as_f64().is_some());
     // The chosen policy, the classic buffer on the same arrivals, and the sweep table.
     assert_eq!(v["interpolation"]["policy"], "adaptive:0.5%");
-    assert!(v["interpolation"]["fixed3"]["delay_ms_mean"].as_f64().unwrap() > 0.0);
+    assert!(
+        v["interpolation"]["fixed3"]["delay_ms_mean"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
     assert!(table.contains("cut vs fixed:3"), "{table}");
     assert!(table.contains("adaptive:0.05%"), "{table}");
     std::fs::remove_dir_all(&dir).unwrap();

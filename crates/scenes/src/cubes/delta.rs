@@ -30,7 +30,7 @@
 
 use super::quantize::{BodyCodes, StateQuantization};
 use super::snapshot::{CubePose, CubeSnapshot, SnapshotLimits};
-use super::{CubeScene, PlayerId};
+use super::{BodyState, CubeScene, PlayerId};
 use lagless_core::{BaselineHistory, Tick};
 use lagless_wire::{BitReader, BitWriter, WireError, unzigzag, zigzag};
 
@@ -41,6 +41,36 @@ pub struct CubeCodes {
     pub body: BodyCodes,
     /// False when the physics engine has put the cube to sleep.
     pub awake: bool,
+}
+
+impl CubeCodes {
+    /// The codes of a cube in `state`. A sleeping cube's velocities are coded as zero
+    /// whatever `state` says, so the codes depend only on what a snapshot carries.
+    ///
+    /// The one place a cube is quantized: the incremental capture
+    /// ([`super::cache::CaptureCache`]) must produce exactly what
+    /// [`QuantizedSnapshot::from_snapshot`] does.
+    pub fn quantize(state: &BodyState, awake: bool, q: &StateQuantization) -> Self {
+        let mut body = q.encode(state);
+        if !awake {
+            body.linvel = [0; 3];
+            body.angvel = [0; 3];
+        }
+        Self { body, awake }
+    }
+
+    /// The pose these codes stand for; like [`Self::quantize`], shared by the plain and
+    /// the incremental conversion so the two cannot drift apart.
+    pub fn to_pose(&self, q: &StateQuantization) -> CubePose {
+        let s = q.decode(&self.body);
+        CubePose {
+            position: s.position,
+            rotation: s.rotation,
+            awake: self.awake,
+            linvel: s.linvel,
+            angvel: s.angvel,
+        }
+    }
 }
 
 /// A snapshot in quantized form: what the server records as a baseline, what the client
@@ -117,17 +147,7 @@ impl QuantizedSnapshot {
         let cubes = snapshot
             .cubes
             .iter()
-            .map(|c| {
-                let mut body = q.encode(&c.body_state());
-                if !c.awake {
-                    body.linvel = [0; 3];
-                    body.angvel = [0; 3];
-                }
-                CubeCodes {
-                    body,
-                    awake: c.awake,
-                }
-            })
+            .map(|c| CubeCodes::quantize(&c.body_state(), c.awake, q))
             .collect();
         Self { players, cubes }
     }
@@ -139,20 +159,7 @@ impl QuantizedSnapshot {
             .iter()
             .map(|(id, c)| (*id, q.decode(c)))
             .collect();
-        let cubes = self
-            .cubes
-            .iter()
-            .map(|c| {
-                let s = q.decode(&c.body);
-                CubePose {
-                    position: s.position,
-                    rotation: s.rotation,
-                    awake: c.awake,
-                    linvel: s.linvel,
-                    angvel: s.angvel,
-                }
-            })
-            .collect();
+        let cubes = self.cubes.iter().map(|c| c.to_pose(q)).collect();
         CubeSnapshot { players, cubes }
     }
 

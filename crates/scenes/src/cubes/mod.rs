@@ -13,6 +13,7 @@
 //! outside the grid; player 0 sits on the +Z side, so W drives it into the grid.
 
 mod body;
+pub mod cache;
 mod config;
 pub mod delta;
 mod input;

@@ -303,6 +303,15 @@ impl CubeScene {
         self.steps
     }
 
+    /// Every player's id and state, ascending by id. Unlike [`Self::players`] followed by
+    /// [`Self::player_state`], this allocates nothing and looks each body up once, which
+    /// matters to code that reads the world every tick (snapshot capture).
+    pub fn player_states(&self) -> impl Iterator<Item = (PlayerId, BodyState)> + '_ {
+        self.players
+            .iter()
+            .filter_map(|(&id, &h)| self.bodies.get(h).map(|b| (id, BodyState::of(b))))
+    }
+
     /// Current state of player `id`, or `None` if there is no such player.
     pub fn player_state(&self, id: PlayerId) -> Option<BodyState> {
         self.player_body(id).map(BodyState::of)
@@ -408,6 +417,23 @@ impl CubeScene {
         (0..self.cubes.len())
             .filter_map(|i| self.cube_state(i))
             .collect()
+    }
+
+    /// The cubes present, in slot order, as `(slot index, state, awake)`; `awake` is
+    /// [`Self::cube_awake`]. The per-tick counterpart of [`Self::cube_states`]: it
+    /// allocates nothing and reads each body once, and it pairs every state with its own
+    /// slot's sleep flag in a sparse scene too.
+    pub fn cubes(&self) -> impl Iterator<Item = (usize, BodyState, bool)> + '_ {
+        self.present.iter().filter_map(|&i| {
+            self.cube_body(i)
+                .map(|b| (i, BodyState::of(b), !b.is_sleeping()))
+        })
+    }
+
+    /// The rapier bodies of the cubes present, in slot order, for crate code that reads
+    /// every cube every tick and compares its state in place ([`super::cache`]).
+    pub(crate) fn cube_bodies(&self) -> impl Iterator<Item = &RigidBody> + '_ {
+        self.present.iter().filter_map(|&i| self.cube_body(i))
     }
 
     /// Whether cube `index` is awake (simulated) rather than sleeping: the

@@ -85,18 +85,13 @@ impl CubeSnapshot {
     pub fn capture(scene: &CubeScene) -> Self {
         let players = Self::capture_players(scene).players;
         let cubes = scene
-            .cube_states()
-            .into_iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let awake = scene.cube_awake(i);
-                CubePose {
-                    position: s.position,
-                    rotation: s.rotation,
-                    awake,
-                    linvel: if awake { s.linvel } else { Vec3::ZERO },
-                    angvel: if awake { s.angvel } else { Vec3::ZERO },
-                }
+            .cubes()
+            .map(|(_, s, awake)| CubePose {
+                position: s.position,
+                rotation: s.rotation,
+                awake,
+                linvel: if awake { s.linvel } else { Vec3::ZERO },
+                angvel: if awake { s.angvel } else { Vec3::ZERO },
             })
             .collect();
         Self { players, cubes }
@@ -105,11 +100,7 @@ impl CubeSnapshot {
     /// Only the players' states: the *essential* part a client needs every tick to
     /// reconcile its own player, small enough for one packet (57 bytes a player).
     pub fn capture_players(scene: &CubeScene) -> Self {
-        let players = scene
-            .players()
-            .into_iter()
-            .filter_map(|id| scene.player_state(id).map(|s| (id, s)))
-            .collect();
+        let players = scene.player_states().collect();
         Self {
             players,
             cubes: Vec::new(),

@@ -160,7 +160,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
         ..config.server.clone()
     };
     let mut server = ServerSession::<CubeInput>::new(server_config);
-    let codec = SnapshotCodec::new(scene_config.quantize.unwrap_or_default());
+    let codec = SnapshotCodec::new(scene_config.quantize.unwrap_or_default()).with_tick_hz(tick_hz);
     let mut sender = SnapshotSender::new(config.snapshot_codec, codec);
     let remote_config = InterpolationConfig {
         tick_hz,

@@ -20,9 +20,17 @@
 //!   width is the smallest that fits, so a still vector costs 5 bits.
 //! * `rotation`: 1 bit "changed"; if so, 1 bit "same dropped component", then either the
 //!   three smallest-three indices as a `vector` of differences, or the absolute pattern.
-//! * `body_delta` (players): position, rotation, linear and angular velocity.
-//! * `cube_delta`: awake bit, position, rotation, and velocities only when awake (a
-//!   sleeping cube is at rest).
+//! * `body_delta` (players): linear and angular velocity, position, rotation.
+//! * `cube_delta`: awake bit, velocities only when awake (a sleeping cube is at rest),
+//!   position, rotation.
+//! * **Positions are predicted.** A position is diffed not against the baseline's but
+//!   against where the baseline's and the new linear velocity take it over the baseline's
+//!   age, `p + (v_old + v_new) / 2 * age / tick_hz` (exact under constant acceleration:
+//!   a falling or sliding cube), in integers so both ends agree to the bit. Velocities go
+//!   first so the decoder has both. It pays off where baselines are older than a tick:
+//!   on `broadband` (3-4 ticks) it cuts 116 to 107 kbit/s, on `lossy` 187 to 172; on
+//!   `mobile`, where most changed cubes are settling or tumbling, it gains about
+//!   nothing.
 //!
 //! Decoding is strict: only what [`SnapshotCodec::encode`] would write is accepted (the
 //! narrowest width, no unchanged cube listed, no absolute rotation where a delta fits), so
@@ -111,12 +119,25 @@ pub enum SnapshotError {
 }
 
 /// Encodes and decodes [`QuantizedSnapshot`]s with one quantization and set of limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Both ends must use equal codecs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SnapshotCodec {
     /// The grid the state lives on; must equal the server scene's.
     pub quantization: StateQuantization,
     /// Counts a decoder accepts.
     pub limits: SnapshotLimits,
+    /// Ticks per second of the simulation whose ticks snapshots carry. A moving body's
+    /// position is sent against where its velocities say it went since the baseline
+    /// (see the module docs), which needs the length of a tick. 0 turns that off and
+    /// diffs against the baseline's position. A wrong rate costs bytes, never
+    /// correctness.
+    pub tick_hz: u32,
+}
+
+impl Default for SnapshotCodec {
+    fn default() -> Self {
+        Self::new(StateQuantization::default())
+    }
 }
 
 /// Width field of a vector delta: widths 0..=31.
@@ -178,7 +199,36 @@ impl SnapshotCodec {
         Self {
             quantization,
             limits: SnapshotLimits::default(),
+            tick_hz: super::CubeSceneConfig::default().tick_hz,
         }
+    }
+
+    /// This codec for a simulation running at `tick_hz`.
+    pub fn with_tick_hz(self, tick_hz: u32) -> Self {
+        Self { tick_hz, ..self }
+    }
+
+    /// Where a body at `from` would be `age` ticks later had its velocity changed evenly
+    /// to `to_linvel`: `from + (v_from + v_to) / 2 * t`, exact for constant acceleration
+    /// (falling, sliding to a stop under friction). Integer arithmetic, rounded to
+    /// nearest, so encoder and decoder agree to the bit; clamped to the position limit,
+    /// which keeps every difference against it within the vector codec's range.
+    fn predicted_position(&self, from: &BodyCodes, to_linvel: [i32; 3], age: u32) -> [i32; 3] {
+        let q = &self.quantization;
+        if age == 0 || self.tick_hz == 0 {
+            return from.position;
+        }
+        // Position steps per (linvel step x tick): 2^p / (2^v * hz); doubled for the mean.
+        let num_scale = i64::from(age) << q.position_shift.min(30);
+        let den = (2i64 << q.linvel_shift.min(30)) * i64::from(self.tick_hz);
+        let limit = i64::from(q.position_code_limit());
+        [0, 1, 2].map(|i| {
+            let sum = i64::from(from.linvel[i]) + i64::from(to_linvel[i]);
+            let num = sum.saturating_mul(num_scale);
+            // Round half away from zero, the same on both ends.
+            let step = (num.abs().saturating_add(den / 2) / den) * num.signum();
+            (i64::from(from.position[i]).saturating_add(step)).clamp(-limit, limit) as i32
+        })
     }
 
     /// What an entity is diffed against when the baseline lacks it: at the origin, with
@@ -216,6 +266,7 @@ impl SnapshotCodec {
             w.write_var_u32(tick.0 - t.0 - 1);
         }
         let base = baseline.map(|(_, b)| b);
+        let age = baseline.map_or(0, |(t, _)| tick.0 - t.0);
 
         w.write_var_u32(snapshot.players.len() as u32);
         let mut next_id = 0u32;
@@ -223,11 +274,11 @@ impl SnapshotCodec {
             debug_assert!(*id >= next_id, "players must be in ascending id order");
             w.write_var_u32(id.saturating_sub(next_id));
             next_id = id + 1;
-            let from = base
-                .and_then(|b| b.player(*id))
-                .copied()
-                .unwrap_or_else(|| self.zero_body());
-            self.write_body(&mut w, &from, codes, true);
+            let (from, age) = match base.and_then(|b| b.player(*id)) {
+                Some(from) => (*from, age),
+                None => (self.zero_body(), 0),
+            };
+            self.write_body(&mut w, &from, codes, true, age);
         }
 
         w.write_var_u32(snapshot.cubes.len() as u32);
@@ -243,7 +294,7 @@ impl SnapshotCodec {
             next = i + 1;
             let (from, to) = (base_cube(i), snapshot.cubes[i]);
             w.write_bool(to.awake);
-            self.write_body(&mut w, &from.body, &to.body, to.awake);
+            self.write_body(&mut w, &from.body, &to.body, to.awake, age);
         }
         let bits = w.bit_len();
         Encoded {
@@ -265,20 +316,19 @@ impl SnapshotCodec {
         baselines: &BaselineHistory<QuantizedSnapshot>,
     ) -> Result<QuantizedSnapshot, SnapshotError> {
         let mut r = BitReader::new(bytes);
-        let base = if r.read_bool()? {
+        let (base, age) = if r.read_bool()? {
             let age = r.read_var_u32()?.checked_add(1).ok_or(WireError::Invalid {
                 what: "baseline age",
             })?;
             let at = Tick(tick.0.checked_sub(age).ok_or(WireError::Invalid {
                 what: "baseline before tick 0",
             })?);
-            Some(
-                baselines
-                    .get(at)
-                    .ok_or(SnapshotError::MissingBaseline(at))?,
-            )
+            let base = baselines
+                .get(at)
+                .ok_or(SnapshotError::MissingBaseline(at))?;
+            (Some(base), age)
         } else {
-            None
+            (None, 0)
         };
 
         let n_players = read_count(&mut r, self.limits.max_players, "player count")?;
@@ -291,11 +341,11 @@ impl SnapshotCodec {
             next_id = id
                 .checked_add(1)
                 .ok_or(WireError::Invalid { what: "player id" })?;
-            let from = base
-                .and_then(|b| b.player(id))
-                .copied()
-                .unwrap_or_else(|| self.zero_body());
-            players.push((id, self.read_body(&mut r, &from, true)?));
+            let (from, age) = match base.and_then(|b| b.player(id)) {
+                Some(from) => (*from, age),
+                None => (self.zero_body(), 0),
+            };
+            players.push((id, self.read_body(&mut r, &from, true, age)?));
         }
 
         let n_cubes = read_count(&mut r, self.limits.max_cubes, "cube count")?;
@@ -322,7 +372,7 @@ impl SnapshotCodec {
             next = i + 1;
             let from = *slot;
             let awake = r.read_bool()?;
-            let body = self.read_body(&mut r, &from.body, awake)?;
+            let body = self.read_body(&mut r, &from.body, awake, age)?;
             let to = CubeCodes { body, awake };
             if to == from {
                 return Err(WireError::Invalid {
@@ -336,13 +386,23 @@ impl SnapshotCodec {
         Ok(QuantizedSnapshot { players, cubes })
     }
 
-    fn write_body(&self, w: &mut BitWriter, from: &BodyCodes, to: &BodyCodes, moving: bool) {
-        write_vector(w, from.position, to.position);
-        self.write_rotation(w, from.rotation, to.rotation);
+    /// Velocities first: the decoder needs the new linear velocity to predict the
+    /// position the position is diffed against.
+    fn write_body(
+        &self,
+        w: &mut BitWriter,
+        from: &BodyCodes,
+        to: &BodyCodes,
+        moving: bool,
+        age: u32,
+    ) {
         if moving {
             write_vector(w, from.linvel, to.linvel);
             write_vector(w, from.angvel, to.angvel);
         }
+        let predicted = self.predicted_position(from, to.linvel, age);
+        write_vector(w, predicted, to.position);
+        self.write_rotation(w, from.rotation, to.rotation);
     }
 
     fn read_body(
@@ -350,14 +410,16 @@ impl SnapshotCodec {
         r: &mut BitReader<'_>,
         from: &BodyCodes,
         moving: bool,
+        age: u32,
     ) -> Result<BodyCodes, WireError> {
-        let position = read_vector(r, from.position)?;
-        let rotation = self.read_rotation(r, from.rotation)?;
         let (linvel, angvel) = if moving {
             (read_vector(r, from.linvel)?, read_vector(r, from.angvel)?)
         } else {
             ([0; 3], [0; 3])
         };
+        let predicted = self.predicted_position(from, linvel, age);
+        let position = read_vector(r, predicted)?;
+        let rotation = self.read_rotation(r, from.rotation)?;
         let codes = BodyCodes {
             position,
             rotation,

@@ -570,11 +570,12 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         let error = (target - natural) * p;
         let snap = self.config.snap_threshold.as_secs_f64();
         let warming = self.arrivals.needs_len() < WARMUP_PAIRS;
-        let next = if error > snap || (warming && error.abs() > snap.min(0.05)) {
+        let next = if error > snap || (warming && error > snap.min(0.05)) {
             // Far behind (or still learning the clock): jump.
             target
-        } else if error < -snap {
-            // Far ahead: wait for the target rather than replaying the past.
+        } else if error < -snap || (warming && error < -snap.min(0.05)) {
+            // Far ahead: wait for the target rather than replaying the past, which
+            // would also step back before snapshots already played out (and dropped).
             pos.max(target)
         } else {
             let max_scale = f64::from(self.config.max_time_scale);
@@ -814,6 +815,31 @@ mod tests {
         let s = b.sample_at(MS * 1300).unwrap();
         assert!(matches!(s.kind, SampleKind::Early { .. }), "{s:?}");
         assert_eq!((b.stats().filling, b.stats().underruns()), (2, 1));
+    }
+
+    /// While the clock is still being learned the target lag moves a lot. Moving forward
+    /// it jumps; moving back it waits, rather than stepping before snapshots it has
+    /// already played out (showing them "early", an underrun with data in hand).
+    #[test]
+    fn warming_up_never_steps_playback_back() {
+        let mut b = buffer(DelayPolicy::CLASSIC);
+        let mut now = MS * 0;
+        let mut last = f64::NEG_INFINITY;
+        // Eight ticks: the test buffer holds eight, so none is evicted unplayed.
+        for k in 0..8u32 {
+            // The first arrivals are fast, the rest 80 ms slower: the median offset, and
+            // with it the target, moves back by 80 ms while warming up.
+            let latency = if k < 4 { MS * 10 } else { MS * 90 };
+            b.push(Tick(k), MS * (k * 10) + latency, f64::from(k))
+                .unwrap();
+            for _ in 0..5 {
+                now += MS * 2;
+                let shown = b.sample_at(now).unwrap();
+                assert!(shown.render_tick >= last, "{k}: {shown:?} after {last}");
+                last = shown.render_tick;
+            }
+        }
+        assert_eq!(b.stats().early, b.stats().filling, "{:?}", b.stats());
     }
 
     #[test]

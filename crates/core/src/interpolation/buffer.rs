@@ -823,7 +823,7 @@ mod tests {
     #[test]
     fn warming_up_never_steps_playback_back() {
         let mut b = buffer(DelayPolicy::CLASSIC);
-        let mut now = MS * 0;
+        let mut now = Duration::ZERO;
         let mut last = f64::NEG_INFINITY;
         // Eight ticks: the test buffer holds eight, so none is evicted unplayed.
         for k in 0..8u32 {

@@ -109,8 +109,13 @@ fn time<F: FnMut(usize) -> usize>(reps: usize, start: usize, mut op: F) -> (f64,
             bytes.push(n);
         }
     }
-    bytes.sort_unstable();
-    (median(us), bytes.get(bytes.len() / 2).copied().unwrap_or(0))
+    (median(us), median_count(bytes))
+}
+
+/// The median of byte (or cube) counts; 0 for none.
+fn median_count(mut counts: Vec<usize>) -> usize {
+    counts.sort_unstable();
+    counts.get(counts.len() / 2).copied().unwrap_or(0)
 }
 
 /// Times an incremental operation over the recorded ticks in order, `reps` passes. Each
@@ -138,9 +143,7 @@ fn time_in_sequence<C, T>(
             matches &= ok;
         }
     }
-    bytes.sort_unstable();
-    let bytes = bytes.get(bytes.len() / 2).copied().unwrap_or(0);
-    ((median(us), bytes), matches)
+    ((median(us), median_count(bytes)), matches)
 }
 
 /// Measures capture, delta and full encodes, decodes, and the plain codec, `reps`

@@ -31,16 +31,6 @@ impl PolicyShadows {
         }
     }
 
-    /// Number of shadows.
-    pub fn len(&self) -> usize {
-        self.buffers.len()
-    }
-
-    /// True without shadows.
-    pub fn is_empty(&self) -> bool {
-        self.buffers.is_empty()
-    }
-
     /// A snapshot of `tick` arrived at `at` (refusals are counted by each shadow, as by
     /// the real buffer).
     pub fn push(&mut self, tick: Tick, at: Duration) {
@@ -106,16 +96,9 @@ pub fn sweep_policies() -> Vec<DelayPolicy> {
     let fixed = [1.5f32, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0]
         .into_iter()
         .map(|intervals| DelayPolicy::Fixed { intervals });
-    let max_delay = match DelayPolicy::adaptive() {
-        DelayPolicy::Adaptive { max_delay, .. } => max_delay,
-        DelayPolicy::Fixed { .. } => Duration::from_millis(500),
-    };
     let adaptive = [0.0005f32, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05]
         .into_iter()
-        .map(move |target_underrun| DelayPolicy::Adaptive {
-            target_underrun,
-            max_delay,
-        });
+        .map(DelayPolicy::adaptive_with_target);
     fixed.chain(adaptive).collect()
 }
 
@@ -167,13 +150,7 @@ pub fn parse_policy(text: &str) -> Result<DelayPolicy, String> {
             if pct > 100.0 {
                 return Err(format!("{text:?}: the underrun target is a percentage"));
             }
-            match DelayPolicy::adaptive() {
-                DelayPolicy::Adaptive { max_delay, .. } => Ok(DelayPolicy::Adaptive {
-                    target_underrun: pct / 100.0,
-                    max_delay,
-                }),
-                fixed => Ok(fixed),
-            }
+            Ok(DelayPolicy::adaptive_with_target(pct / 100.0))
         }
         _ => Err(format!(
             "unknown interpolation policy {text:?} (expected fixed:N, adaptive or adaptive:P%)"

@@ -410,6 +410,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
     }
     progress(config.seconds);
     let wall = wall_start.elapsed();
+    let shadows = shadow_figures(config, &clients);
 
     let report = build_report(
         config,
@@ -422,6 +423,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
         awake_max,
         wall,
         &sender,
+        &shadows,
     );
     Ok(RunOutcome {
         report,
@@ -438,7 +440,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
         client_stats: clients.iter().map(|c| c.session.stats()).collect(),
         final_tick: server.current_tick(),
         wall,
-        interpolation_shadows: shadow_figures(config, &clients),
+        interpolation_shadows: shadows,
     })
 }
 
@@ -550,6 +552,7 @@ fn build_report(
     awake_max: usize,
     wall: Duration,
     sender: &SnapshotSender,
+    shadows: &[PolicyFigures],
 ) -> Report {
     let mut r = Report::default();
     r.set("scene", Metric::Text(config.scene.clone()));
@@ -709,9 +712,7 @@ fn build_report(
             Metric::Text(crate::playback::policy_label(&config.interpolation)),
         );
         // The classic buffer on the very same arrivals: the like-for-like baseline.
-        let classic = shadow_figures(config, clients)
-            .into_iter()
-            .find(|f| f.policy == DelayPolicy::CLASSIC);
+        let classic = shadows.iter().find(|f| f.policy == DelayPolicy::CLASSIC);
         if let Some(f) = classic {
             r.number("interpolation.fixed3.delay_ms_mean", Some(f.delay_ms_mean));
             r.number("interpolation.fixed3.underrun_pct", Some(f.underrun_pct));

@@ -569,11 +569,17 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         let natural = pos + dt / p;
         let error = (target - natural) * p;
         let snap = self.config.snap_threshold.as_secs_f64();
-        let warming = self.arrivals.needs_len() < WARMUP_PAIRS;
-        let next = if error > snap || (warming && error > snap.min(0.05)) {
-            // Far behind (or still learning the clock): jump.
+        // While still learning the clock, errors are large and short-lived: act on them
+        // sooner than on a drift of a known clock.
+        let snap = if self.arrivals.needs_len() < WARMUP_PAIRS {
+            snap.min(0.05)
+        } else {
+            snap
+        };
+        let next = if error > snap {
+            // Far behind: jump.
             target
-        } else if error < -snap || (warming && error < -snap.min(0.05)) {
+        } else if error < -snap {
             // Far ahead: wait for the target rather than replaying the past, which
             // would also step back before snapshots already played out (and dropped).
             pos.max(target)

@@ -59,8 +59,14 @@ impl DelayPolicy {
 
     /// The adaptive policy with default settings: 1% underrun, at most 500 ms.
     pub fn adaptive() -> Self {
+        Self::adaptive_with_target(0.01)
+    }
+
+    /// The adaptive policy aiming at `target_underrun` (0.01 = 1%), otherwise with the
+    /// defaults of [`DelayPolicy::adaptive`].
+    pub fn adaptive_with_target(target_underrun: f32) -> Self {
         DelayPolicy::Adaptive {
-            target_underrun: 0.01,
+            target_underrun,
             max_delay: Duration::from_millis(500),
         }
     }

@@ -129,8 +129,8 @@ pub struct SnapshotCodec {
     /// Ticks per second of the simulation whose ticks snapshots carry. A moving body's
     /// position is sent against where its velocities say it went since the baseline
     /// (see the module docs), which needs the length of a tick. 0 turns that off and
-    /// diffs against the baseline's position. A wrong rate costs bytes, never
-    /// correctness.
+    /// diffs against the baseline's position. Both ends must use the same rate; one that
+    /// does not match the simulation only costs bytes.
     pub tick_hz: u32,
 }
 
@@ -240,6 +240,21 @@ impl SnapshotCodec {
         }
     }
 
+    /// What player `id` is diffed against, and over how many ticks its velocities
+    /// predict: its baseline state and the baseline's age, or a zero state (nothing to
+    /// predict from) for a player the baseline lacks.
+    fn player_base(
+        &self,
+        base: Option<&QuantizedSnapshot>,
+        id: PlayerId,
+        age: u32,
+    ) -> (BodyCodes, u32) {
+        match base.and_then(|b| b.player(id)) {
+            Some(from) => (*from, age),
+            None => (self.zero_body(), 0),
+        }
+    }
+
     /// [`Self::zero_body`], asleep.
     fn zero_cube(&self) -> CubeCodes {
         CubeCodes {
@@ -274,10 +289,7 @@ impl SnapshotCodec {
             debug_assert!(*id >= next_id, "players must be in ascending id order");
             w.write_var_u32(id.saturating_sub(next_id));
             next_id = id + 1;
-            let (from, age) = match base.and_then(|b| b.player(*id)) {
-                Some(from) => (*from, age),
-                None => (self.zero_body(), 0),
-            };
+            let (from, age) = self.player_base(base, *id, age);
             self.write_body(&mut w, &from, codes, true, age);
         }
 
@@ -341,10 +353,7 @@ impl SnapshotCodec {
             next_id = id
                 .checked_add(1)
                 .ok_or(WireError::Invalid { what: "player id" })?;
-            let (from, age) = match base.and_then(|b| b.player(id)) {
-                Some(from) => (*from, age),
-                None => (self.zero_body(), 0),
-            };
+            let (from, age) = self.player_base(base, id, age);
             players.push((id, self.read_body(&mut r, &from, true, age)?));
         }
 

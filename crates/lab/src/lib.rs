@@ -15,6 +15,7 @@ pub mod bench;
 pub mod bench_snapshot;
 pub mod config;
 pub mod cpu;
+pub mod link_replay;
 pub mod metrics;
 pub mod playback;
 pub mod replication;

@@ -42,6 +42,54 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         reps: usize,
     },
+    /// Compare interpolation policies over a long stretch of one emulated link: tick-stamped
+    /// packets through the profile's downlink into one value-less buffer per policy, with
+    /// no game, so rare underruns (a strict target) have time to show.
+    SweepPlayback(Box<SweepArgs>),
+}
+
+#[derive(Args)]
+struct SweepArgs {
+    /// Network profile (see `lagless profiles`).
+    #[arg(long, default_value = "snapshot-demo")]
+    profile: String,
+    /// Override the profile's one-way delay.
+    #[arg(long)]
+    delay_ms: Option<f64>,
+    /// Override the profile's jitter (std dev, or half-range for uniform jitter).
+    #[arg(long)]
+    jitter_ms: Option<f64>,
+    /// Override the profile's loss, percent.
+    #[arg(long)]
+    loss_pct: Option<f64>,
+    /// Server ticks per second.
+    #[arg(long, default_value_t = 60)]
+    tick_hz: u32,
+    /// Snapshots per second.
+    #[arg(long, default_value_t = 60)]
+    snapshot_hz: u32,
+    /// Rendered frames per second.
+    #[arg(long, default_value_t = 60.0)]
+    frame_hz: f64,
+    /// Simulated seconds per link.
+    #[arg(long, default_value_t = 3600.0)]
+    seconds: f64,
+    /// Independent links, averaged.
+    #[arg(long, default_value_t = 1)]
+    links: u32,
+    /// Bytes per snapshot packet.
+    #[arg(long, default_value_t = 200)]
+    packet_bytes: usize,
+    /// Seed for the link's random fates.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Policies to compare, comma-separated (`fixed:3,adaptive:0.1%`); the default is the
+    /// same set as `run --interpolation-sweep`.
+    #[arg(long, value_delimiter = ',')]
+    policies: Vec<String>,
+    /// Hide the progress bar.
+    #[arg(long)]
+    no_progress: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -198,6 +246,7 @@ fn main() -> ExitCode {
             );
             Ok(())
         }
+        Some(Command::SweepPlayback(args)) => sweep_command(*args),
         None => run_command(RunArgs::parse_from(["run"])),
     };
     match result {
@@ -207,6 +256,74 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn sweep_command(a: SweepArgs) -> Result<(), String> {
+    use lagless_lab::link_replay::{ReplayConfig, replay};
+    use lagless_lab::playback::{format_sweep, parse_policy, sweep_policies};
+    let base = profile(&a.profile).ok_or_else(|| {
+        format!(
+            "unknown network profile {:?} (known: {})",
+            a.profile,
+            PROFILE_NAMES.join(", ")
+        )
+    })?;
+    let (_, link) = NetOverrides {
+        delay_ms: a.delay_ms,
+        jitter_ms: a.jitter_ms,
+        loss_pct: a.loss_pct,
+        ..NetOverrides::default()
+    }
+    .apply(&base);
+    let mut policies = a
+        .policies
+        .iter()
+        .map(|p| parse_policy(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    if policies.is_empty() {
+        policies = sweep_policies();
+    }
+    if !policies.contains(&DelayPolicy::CLASSIC) {
+        // The table's cuts are against the classic buffer.
+        policies.insert(0, DelayPolicy::CLASSIC);
+    }
+    let config = ReplayConfig {
+        link,
+        tick_hz: a.tick_hz,
+        snapshot_hz: a.snapshot_hz,
+        frame_hz: a.frame_hz,
+        seconds: a.seconds,
+        links: a.links,
+        seed: a.seed,
+        packet_bytes: a.packet_bytes,
+        ..ReplayConfig::default()
+    };
+    let total = a.seconds * f64::from(a.links);
+    let bar = ProgressBar::new(total.ceil().max(0.0) as u64);
+    if a.no_progress {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    eprintln!(
+        "lagless: {} policies over {} x {} s of {} at {} snapshots/s, seed {}",
+        policies.len(),
+        a.links,
+        a.seconds,
+        a.profile,
+        a.snapshot_hz,
+        a.seed
+    );
+    let rows = replay(&config, &policies, &mut |t| {
+        bar.set_position(t as u64);
+        bar.set_message(format!("{t:.0} / {total:.0} s simulated"));
+    })
+    .map_err(|e| e.to_string())?;
+    bar.finish_and_clear();
+    print!("{}", format_sweep(&rows));
+    Ok(())
 }
 
 impl RunArgs {

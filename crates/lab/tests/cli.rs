@@ -69,6 +69,9 @@ fn bad_arguments_fail_cleanly() {
         &["run", "--interpolation", "slow", "--seconds", "1"],
         &["run", "--interpolation", "fixed:-2", "--seconds", "1"],
         &["run", "--interpolation-sweep", "--seconds", "1"],
+        &["sweep-playback", "--profile", "nope", "--seconds", "1"],
+        &["sweep-playback", "--snapshot-hz", "0", "--seconds", "1"],
+        &["sweep-playback", "--policies", "fixed:x", "--seconds", "1"],
     ] {
         let out = lagless().args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?}");
@@ -78,4 +81,28 @@ fn bad_arguments_fail_cleanly() {
     }
     let out = lagless().arg("profiles").output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("snapshot-demo"));
+}
+
+#[test]
+fn sweep_playback_compares_policies_on_one_link() {
+    let out = lagless()
+        .args(["sweep-playback", "--snapshot-hz", "10", "--seconds", "60"])
+        .args(["--policies", "fixed:2,adaptive:0.5%", "--no-progress"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    // The classic buffer is added as the reference for the cuts.
+    let rows: Vec<&str> = table.lines().skip(1).collect();
+    assert_eq!(rows.len(), 3, "{table}");
+    assert!(rows[0].starts_with("fixed:3 "), "{table}");
+    assert!(rows[0].ends_with("+0%"), "{table}");
+    assert!(rows[1].starts_with("fixed:2 ") && rows[2].starts_with("adaptive:0.5%"));
+    // A shorter buffer has less delay than the classic one.
+    let delay = |row: &str| -> f64 { row.split_whitespace().nth(1).unwrap().parse().unwrap() };
+    assert!(delay(rows[1]) < delay(rows[0]) - 50.0, "{table}");
 }

@@ -454,6 +454,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         let p = self.period;
         let at = arrival.as_secs_f64();
         self.arrivals.add_offset(at - f64::from(tick.0) * p);
+        self.arrivals.add_tick(tick.0);
         match self.newest {
             Some(newest) if tick > newest => {
                 let gap = u32::try_from(tick.diff(newest)).unwrap_or(u32::MAX);
@@ -482,6 +483,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
             return None;
         }
         let pos = self.advance(now);
+        self.arrivals.add_frame(now.as_secs_f64());
         let i = self.entries.partition_point(|(t, _)| f64::from(t.0) <= pos);
         let (value, kind) = if i == 0 {
             let (to, v) = self.entries.front()?;

@@ -29,14 +29,23 @@ pub enum DelayPolicy {
     /// Choose the smallest delay at which, over the recent window, snapshots would have
     /// been missing for at most `target_underrun` of the playback time.
     ///
-    /// Each arriving snapshot records the lag it needed: its arrival time minus the server
-    /// time of the snapshot before it (the moment playback starts depending on it). A lost
-    /// snapshot lengthens that span by one send interval, and jitter, queueing and loss
-    /// all show up in the same number, so one weighted quantile covers all three: the
-    /// delay rides over exactly as many consecutive losses as the target requires. A miss
-    /// is counted as at least half a rendered frame, since a renderer locked to the tick
-    /// rate keeps sampling at the same phase. Gaps longer than `max_delay` (outages) are
-    /// left out, so they cost underruns beyond the target rather than delay.
+    /// Two estimates must both meet the target; the delay is the larger of the two:
+    ///
+    /// - **What the window saw.** Each arriving snapshot records the lag it needed: its
+    ///   arrival time minus the server time of the snapshot before it (the moment playback
+    ///   starts depending on it). A lost snapshot lengthens that span by one send interval,
+    ///   and jitter, queueing and loss all show up in the same number, so one weighted
+    ///   quantile covers all three. A miss is counted as at least half a rendered frame,
+    ///   since a renderer locked to the tick rate keeps sampling at the same phase.
+    /// - **A model of the link.** A strict target rests on events rarer than the window
+    ///   holds (two losses in a row at 5% loss happen once in 400 snapshots), so the seen
+    ///   estimate swings with whether one is in the window and undershoots when none is.
+    ///   The model builds those tails from plentiful samples instead: a two-state loss
+    ///   chain fitted over the last 2048 snapshots, the spread of arrival offsets, and the
+    ///   phases at which frames actually sample the send interval.
+    ///
+    /// Gaps longer than `max_delay` (outages) are left out of both, so they cost underruns
+    /// beyond the target rather than delay.
     ///
     /// The delay moves only as the window moves, and playback follows it by time-scaling
     /// (within [`max_time_scale`](super::InterpolationConfig::max_time_scale)), never by
@@ -86,7 +95,17 @@ impl DelayPolicy {
             } => {
                 let max_delay = max_delay.as_secs_f64();
                 let warm = if stats.needs_len() >= WARMUP_PAIRS {
-                    stats.lag_for_fraction(f64::from(target_underrun), max_delay, frame)
+                    let target = f64::from(target_underrun);
+                    let seen = stats.lag_for_fraction(target, max_delay, frame);
+                    // The window's own pairs catch what the model cannot (correlated
+                    // delay, anything but the loss chain); the model covers the rare
+                    // runs of losses the window may happen not to hold. Both must agree
+                    // the target is met.
+                    let model = stats.model_lag_for_fraction(target, max_delay, period);
+                    match (seen, model) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        (a, b) => a.or(b),
+                    }
                 } else {
                     None
                 };

@@ -53,15 +53,8 @@ struct SweepArgs {
     /// Network profile (see `lagless profiles`).
     #[arg(long, default_value = "snapshot-demo")]
     profile: String,
-    /// Override the profile's one-way delay.
-    #[arg(long)]
-    delay_ms: Option<f64>,
-    /// Override the profile's jitter (std dev, or half-range for uniform jitter).
-    #[arg(long)]
-    jitter_ms: Option<f64>,
-    /// Override the profile's loss, percent.
-    #[arg(long)]
-    loss_pct: Option<f64>,
+    #[command(flatten)]
+    net: NetArgs,
     /// Server ticks per second.
     #[arg(long, default_value_t = 60)]
     tick_hz: u32,
@@ -90,6 +83,61 @@ struct SweepArgs {
     /// Hide the progress bar.
     #[arg(long)]
     no_progress: bool,
+}
+
+/// Network options on top of a profile, shared by every command that emulates a link.
+#[derive(Args)]
+struct NetArgs {
+    /// Override: one-way delay in ms.
+    #[arg(long)]
+    delay_ms: Option<f64>,
+    /// Override: jitter in ms (std dev, or half-range for uniform profiles).
+    #[arg(long)]
+    jitter_ms: Option<f64>,
+    /// Override: loss in percent (bursty profiles keep their burst length).
+    #[arg(long)]
+    loss_pct: Option<f64>,
+    /// Override: duplication in percent.
+    #[arg(long)]
+    dup_pct: Option<f64>,
+    /// Override: reordering in percent.
+    #[arg(long)]
+    reorder_pct: Option<f64>,
+    /// Override: bandwidth cap in kbit/s.
+    #[arg(long)]
+    bandwidth_kbps: Option<u32>,
+    /// Queue size in bytes for the bandwidth cap.
+    #[arg(long)]
+    queue_bytes: Option<usize>,
+    /// Mahimahi delivery trace for the server -> client direction.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Queue limit in packets while waiting for trace opportunities.
+    #[arg(long)]
+    trace_queue: Option<usize>,
+}
+
+impl NetArgs {
+    /// The overrides, with the trace file read.
+    fn overrides(&self) -> Result<NetOverrides, String> {
+        let trace = match &self.trace {
+            Some(p) => {
+                Some(Trace::from_file(p).map_err(|e| format!("trace {}: {e}", p.display()))?)
+            }
+            None => None,
+        };
+        Ok(NetOverrides {
+            delay_ms: self.delay_ms,
+            jitter_ms: self.jitter_ms,
+            loss_pct: self.loss_pct,
+            duplicate_pct: self.dup_pct,
+            reorder_pct: self.reorder_pct,
+            bandwidth_kbps: self.bandwidth_kbps,
+            queue_bytes: self.queue_bytes,
+            trace,
+            trace_queue_packets: self.trace_queue,
+        })
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -135,33 +183,8 @@ struct RunArgs {
     /// What the server does when a client's input is missing.
     #[arg(long, value_enum, default_value = "hold")]
     missing_input: MissingInputArg,
-    /// Override: one-way delay in ms.
-    #[arg(long)]
-    delay_ms: Option<f64>,
-    /// Override: jitter in ms (std dev, or half-range for uniform profiles).
-    #[arg(long)]
-    jitter_ms: Option<f64>,
-    /// Override: loss in percent (bursty profiles keep their burst length).
-    #[arg(long)]
-    loss_pct: Option<f64>,
-    /// Override: duplication in percent.
-    #[arg(long)]
-    dup_pct: Option<f64>,
-    /// Override: reordering in percent.
-    #[arg(long)]
-    reorder_pct: Option<f64>,
-    /// Override: bandwidth cap in kbit/s.
-    #[arg(long)]
-    bandwidth_kbps: Option<u32>,
-    /// Queue size in bytes for the bandwidth cap.
-    #[arg(long)]
-    queue_bytes: Option<usize>,
-    /// Mahimahi delivery trace for the server -> client direction.
-    #[arg(long)]
-    trace: Option<PathBuf>,
-    /// Queue limit in packets while waiting for trace opportunities.
-    #[arg(long)]
-    trace_queue: Option<usize>,
+    #[command(flatten)]
+    net: NetArgs,
     /// Snapshot encoding: quantized deltas against acknowledged snapshots, or plain
     /// full-precision floats (the uncompressed baseline).
     #[arg(long, value_enum, default_value = "delta")]
@@ -268,13 +291,7 @@ fn sweep_command(a: SweepArgs) -> Result<(), String> {
             PROFILE_NAMES.join(", ")
         )
     })?;
-    let (_, link) = NetOverrides {
-        delay_ms: a.delay_ms,
-        jitter_ms: a.jitter_ms,
-        loss_pct: a.loss_pct,
-        ..NetOverrides::default()
-    }
-    .apply(&base);
+    let (_, link) = a.net.overrides()?.apply(&base);
     let mut policies = a
         .policies
         .iter()
@@ -364,10 +381,7 @@ fn loss_kind(l: &lagless_netem::Loss) -> &'static str {
 }
 
 fn run_command(a: RunArgs) -> Result<(), String> {
-    let trace = match &a.trace {
-        Some(p) => Some(Trace::from_file(p).map_err(|e| format!("trace {}: {e}", p.display()))?),
-        None => None,
-    };
+    let net = a.net.overrides()?;
     if !(0.0..=1000.0).contains(&a.input_buffer_ticks) {
         return Err("--input-buffer-ticks must be in 0..=1000".into());
     }
@@ -377,17 +391,7 @@ fn run_command(a: RunArgs) -> Result<(), String> {
     let mut config = RunConfig {
         scene: a.scene,
         profile: a.profile,
-        net: NetOverrides {
-            delay_ms: a.delay_ms,
-            jitter_ms: a.jitter_ms,
-            loss_pct: a.loss_pct,
-            duplicate_pct: a.dup_pct,
-            reorder_pct: a.reorder_pct,
-            bandwidth_kbps: a.bandwidth_kbps,
-            queue_bytes: a.queue_bytes,
-            trace,
-            trace_queue_packets: a.trace_queue,
-        },
+        net,
         seconds: a.seconds,
         seed: a.seed,
         clients: a.clients,

@@ -72,6 +72,13 @@ fn bad_arguments_fail_cleanly() {
         &["sweep-playback", "--profile", "nope", "--seconds", "1"],
         &["sweep-playback", "--snapshot-hz", "0", "--seconds", "1"],
         &["sweep-playback", "--policies", "fixed:x", "--seconds", "1"],
+        &[
+            "sweep-playback",
+            "--trace",
+            "/nonexistent/trace.txt",
+            "--seconds",
+            "1",
+        ],
     ] {
         let out = lagless().args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?}");

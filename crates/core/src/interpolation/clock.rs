@@ -221,22 +221,10 @@ impl ArrivalStats {
                 .sum::<f64>()
         };
         let usable = || sorted.iter().filter(|n| n.span <= max_span);
-        let mut hi = usable().map(|n| n.need).max_by(f64::total_cmp)?;
-        let mut lo = usable().map(|n| n.need - n.span).min_by(f64::total_cmp)?;
-        // `missed` falls monotonically from `total` at `lo` to 0 at `hi`: bisect to a
-        // hundredth of a millisecond.
-        for _ in 0..40 {
-            if hi - lo < 1e-5 {
-                break;
-            }
-            let mid = 0.5 * (lo + hi);
-            if missed(mid) <= budget {
-                hi = mid;
-            } else {
-                lo = mid;
-            }
-        }
-        Some(hi)
+        let hi = usable().map(|n| n.need).max_by(f64::total_cmp)?;
+        let lo = usable().map(|n| n.need - n.span).min_by(f64::total_cmp)?;
+        // `missed` falls monotonically from `total` at `lo` to 0 at `hi`.
+        Some(smallest_lag(lo, hi, |lag| missed(lag) <= budget))
     }
 
     /// How snapshots get lost, from the window of ticks: which of the snapshots sent over
@@ -346,24 +334,13 @@ impl ArrivalStats {
             }
         };
         let target = fraction.clamp(0.0, 1.0);
-        let mut lo = min;
-        let mut hi = min + max_span.max(0.0);
+        let lo = min;
+        let hi = min + max_span.max(0.0);
         if missed(hi) > target {
             return Some(hi);
         }
-        // `missed` falls monotonically with the lag: bisect to a hundredth of a millisecond.
-        for _ in 0..40 {
-            if hi - lo < 1e-5 {
-                break;
-            }
-            let mid = 0.5 * (lo + hi);
-            if missed(mid) <= target {
-                hi = mid;
-            } else {
-                lo = mid;
-            }
-        }
-        Some(hi)
+        // `missed` falls monotonically with the lag.
+        Some(smallest_lag(lo, hi, |lag| missed(lag) <= target))
     }
 }
 
@@ -422,6 +399,23 @@ impl ArrivalStats {
         }
         Some(bins)
     }
+}
+
+/// The smallest lag in `[lo, hi]` that is `enough`, to a hundredth of a millisecond, for
+/// an `enough` that holds at `hi` and, once it holds, holds for every longer lag.
+fn smallest_lag(mut lo: f64, mut hi: f64, enough: impl Fn(f64) -> bool) -> f64 {
+    for _ in 0..40 {
+        if hi - lo < 1e-5 {
+            break;
+        }
+        let mid = 0.5 * (lo + hi);
+        if enough(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
 }
 
 fn push_bounded<T>(q: &mut VecDeque<T>, value: T, cap: usize) {

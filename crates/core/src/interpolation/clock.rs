@@ -56,7 +56,7 @@ pub(crate) struct ArrivalStats {
     needs_sorted: Vec<Need>,
     gaps: VecDeque<u32>,
     interval: Option<u32>,
-    /// Ticks of the last `history` accepted snapshots, for the loss rate.
+    /// Ticks of the last `max(history, LOSS_WINDOW)` accepted snapshots, for the loss model.
     ticks: VecDeque<u32>,
     /// Local times of the last rendered frames: where in the send interval frames fall.
     frames: VecDeque<f64>,

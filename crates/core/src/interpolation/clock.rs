@@ -199,20 +199,7 @@ impl ArrivalStats {
     /// the tick rate samples the same phase every time: when the needs cluster tightly
     /// (a steady link) and the lag sits just inside the cluster, a miss of a fraction of
     /// a millisecond costs a whole frame, every time.
-    ///
-    /// Once frames have been recorded, misses are counted in frames instead: a pair's
-    /// missed span starts at a send, so which frames fall in it follows from where in the
-    /// send interval the recent frames fell (the worst point of each phase bin). A
-    /// renderer locked to the send rate then costs a whole frame exactly when its phase
-    /// falls in the missed span, and nothing when it does not; `min_miss` is not needed.
-    /// `period` is the tick length in seconds.
-    pub fn lag_for_fraction(
-        &self,
-        fraction: f64,
-        max_span: f64,
-        min_miss: f64,
-        period: f64,
-    ) -> Option<f64> {
+    pub fn lag_for_fraction(&self, fraction: f64, max_span: f64, min_miss: f64) -> Option<f64> {
         let sorted = &self.needs_sorted;
         let total: f64 = sorted
             .iter()
@@ -223,29 +210,15 @@ impl ArrivalStats {
             return None;
         }
         let budget = fraction.clamp(0.0, 1.0) * total;
-        let interval = self.interval.map(|i| f64::from(i) * period);
-        let phases = interval.and_then(|i| Some((i, self.frame_phases(i)?)));
         // Only pairs needing more than `lag` miss anything: walk down from the top.
         let missed = |lag: f64| -> f64 {
-            let late = sorted
+            sorted
                 .iter()
                 .rev()
                 .take_while(|n| n.need > lag)
-                .filter(|n| n.span <= max_span);
-            match &phases {
-                Some((interval, bins)) => {
-                    let frames = FramesBefore::new(bins, *interval, lag);
-                    late.map(|n| {
-                        let w = (n.need - lag).min(n.span);
-                        let whole = (w / interval).floor();
-                        (whole + frames.fraction(w - whole * interval)) * interval
-                    })
-                    .sum::<f64>()
-                }
-                None => late
-                    .map(|n| (n.need - lag).max(min_miss).min(n.span))
-                    .sum::<f64>(),
-            }
+                .filter(|n| n.span <= max_span)
+                .map(|n| (n.need - lag).max(min_miss).min(n.span))
+                .sum::<f64>()
         };
         let usable = || sorted.iter().filter(|n| n.span <= max_span);
         let hi = usable().map(|n| n.need).max_by(f64::total_cmp)?;
@@ -445,42 +418,6 @@ fn smallest_lag(mut lo: f64, mut hi: f64, enough: impl Fn(f64) -> bool) -> f64 {
     hi
 }
 
-/// Where frames fall in the send interval at a given lag, for counting the frames in a
-/// span that starts at a send: each phase bin, at the earliest shown time it may hold
-/// (a bin straddling a send counts from the send).
-struct FramesBefore {
-    /// (earliest shown time after a send, share of frames), sorted by time.
-    starts: [(f64, f64); PHASE_BINS],
-}
-
-impl FramesBefore {
-    fn new(bins: &[u32; PHASE_BINS], interval: f64, lag: f64) -> Self {
-        let width = interval / PHASE_BINS as f64;
-        let total: f64 = bins.iter().map(|c| f64::from(*c)).sum::<f64>().max(1.0);
-        let mut starts = [(0.0, 0.0); PHASE_BINS];
-        for (b, (slot, count)) in starts.iter_mut().zip(bins).enumerate() {
-            let shown = (b as f64 * width - lag).rem_euclid(interval);
-            let earliest = if shown + width > interval { 0.0 } else { shown };
-            *slot = (earliest, f64::from(*count) / total);
-        }
-        starts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut sum = 0.0;
-        for slot in &mut starts {
-            sum += slot.1;
-            slot.1 = sum;
-        }
-        Self { starts }
-    }
-
-    /// The share of frames shown within `r` seconds after a send.
-    fn fraction(&self, r: f64) -> f64 {
-        match self.starts.partition_point(|(t, _)| *t < r) {
-            0 => 0.0,
-            i => self.starts[i - 1].1,
-        }
-    }
-}
-
 fn push_bounded<T>(q: &mut VecDeque<T>, value: T, cap: usize) {
     if q.len() >= cap {
         q.pop_front();
@@ -532,20 +469,17 @@ mod tests {
             need: 0.2,
             span: 0.1,
         });
-        let full = s.lag_for_fraction(0.0, 1.0, 0.0, 0.01).unwrap();
+        let full = s.lag_for_fraction(0.0, 1.0, 0.0).unwrap();
         assert!((full - 0.2).abs() < 1e-4, "{full}");
         // Missing 0.5% of 10 s = 0.05 s of the late pair's 0.1 s.
-        let half = s.lag_for_fraction(0.005, 1.0, 0.0, 0.01).unwrap();
+        let half = s.lag_for_fraction(0.005, 1.0, 0.0).unwrap();
         assert!((half - 0.15).abs() < 1e-4, "{half}");
         // 1% can be missed by skipping the late pair entirely.
-        let most = s.lag_for_fraction(0.01, 1.0, 0.0, 0.01).unwrap();
+        let most = s.lag_for_fraction(0.01, 1.0, 0.0).unwrap();
         assert!((most - 0.1).abs() < 1e-4, "{most}");
         // Outages are ignored.
-        assert_eq!(s.lag_for_fraction(0.0, 0.05, 0.0, 0.01), None);
-        assert_eq!(
-            ArrivalStats::new(3).lag_for_fraction(0.01, 1.0, 0.0, 0.01),
-            None
-        );
+        assert_eq!(s.lag_for_fraction(0.0, 0.05, 0.0), None);
+        assert_eq!(ArrivalStats::new(3).lag_for_fraction(0.01, 1.0, 0.0), None);
     }
 
     /// A fixed scramble of `t`, standing in for a random draw per tick.
@@ -626,7 +560,7 @@ mod tests {
         };
         let s = stream(6 * 3000, lost, jitter);
         let target = 0.0005;
-        let seen = s.lag_for_fraction(target, 0.5, 0.0, period).unwrap();
+        let seen = s.lag_for_fraction(target, 0.5, 0.0).unwrap();
         let model = s.model_lag_for_fraction(target, 0.5, period).unwrap();
         // Two losses in a row happen to one pair in 400 at this loss rate; the model,
         // fitted over four times as many snapshots, keeps enough delay to ride over most
@@ -650,32 +584,5 @@ mod tests {
         }
         let locked = s.model_lag_for_fraction(0.001, 0.5, period).unwrap();
         assert!(locked > 0.054 && locked < 0.0546, "{locked}");
-    }
-
-    #[test]
-    fn seen_misses_count_in_frames_once_frames_are_known() {
-        let period = 1.0 / 60.0;
-        let mut s = stream(600, |_| false, |_| 0.0);
-        // Every pair needs 50 ms plus an interval; with unknown frames a miss costs at
-        // least half a frame, so the lag covers every need.
-        let unknown = s
-            .lag_for_fraction(0.001, 0.5, 0.5 * period, period)
-            .unwrap();
-        assert!((unknown - (0.05 + period)).abs() < 1e-4, "{unknown}");
-        // Frames 4 ms after each send: no frame falls in the missed span of any pair
-        // until the lag drops below 4 ms past the link delay.
-        for f in 0..256 {
-            s.add_frame(f64::from(f) * period + 0.004);
-        }
-        let locked = s
-            .lag_for_fraction(0.001, 0.5, 0.5 * period, period)
-            .unwrap();
-        assert!(locked > 0.054 && locked < 0.0546, "{locked}");
-        // Frames spread evenly over the interval: misses cost their length again.
-        for f in 0..256 {
-            s.add_frame(f64::from(f) * period * 1.25);
-        }
-        let spread = s.lag_for_fraction(0.01, 0.5, 0.5 * period, period).unwrap();
-        assert!(spread > 0.05 + 0.95 * period, "{spread}");
     }
 }

@@ -96,7 +96,7 @@ impl DelayPolicy {
                 let max_delay = max_delay.as_secs_f64();
                 let warm = if stats.needs_len() >= WARMUP_PAIRS {
                     let target = f64::from(target_underrun);
-                    let seen = stats.lag_for_fraction(target, max_delay, frame, period);
+                    let seen = stats.lag_for_fraction(target, max_delay, frame);
                     // The window's own pairs catch what the model cannot (correlated
                     // delay, anything but the loss chain); the model covers the rare
                     // runs of losses the window may happen not to hold. Both must agree

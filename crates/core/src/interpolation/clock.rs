@@ -269,7 +269,17 @@ impl ArrivalStats {
     /// happens to be in the window swings the delay, and when none is, the target is
     /// overshot. The model builds those tails from the plentiful samples (the loss rate and
     /// the spread of offsets) instead. `None` until the loss rate and interval are known.
-    pub fn model_lag_for_fraction(&self, fraction: f64, max_span: f64, period: f64) -> Option<f64> {
+    ///
+    /// Lags below `at_least` are not searched (the answer is then `at_least`): the caller
+    /// takes the larger of this and another estimate, and when the other one already
+    /// meets the target here one evaluation settles it instead of a bisection.
+    pub fn model_lag_for_fraction(
+        &self,
+        fraction: f64,
+        max_span: f64,
+        period: f64,
+        at_least: f64,
+    ) -> Option<f64> {
         let loss = self.loss_model(period, max_span)?;
         let interval = f64::from(self.interval?) * period;
         let min = self.min_offset()?;
@@ -334,8 +344,11 @@ impl ArrivalStats {
             }
         };
         let target = fraction.clamp(0.0, 1.0);
-        let lo = min;
         let hi = min + max_span.max(0.0);
+        let lo = at_least.max(min).min(hi);
+        if missed(lo) <= target {
+            return Some(lo);
+        }
         if missed(hi) > target {
             return Some(hi);
         }
@@ -561,7 +574,7 @@ mod tests {
         let s = stream(6 * 3000, lost, jitter);
         let target = 0.0005;
         let seen = s.lag_for_fraction(target, 0.5, 0.0).unwrap();
-        let model = s.model_lag_for_fraction(target, 0.5, period).unwrap();
+        let model = s.model_lag_for_fraction(target, 0.5, period, 0.0).unwrap();
         // Two losses in a row happen to one pair in 400 at this loss rate; the model,
         // fitted over four times as many snapshots, keeps enough delay to ride over most
         // of them: about one interval more.
@@ -574,7 +587,7 @@ mod tests {
         let period = 1.0 / 60.0;
         // A steady link: every snapshot 50 ms on the way, none lost.
         let mut s = stream(600, |_| false, |_| 0.0);
-        let evenly = s.model_lag_for_fraction(0.001, 0.5, period).unwrap();
+        let evenly = s.model_lag_for_fraction(0.001, 0.5, period, 0.0).unwrap();
         // Shown times anywhere in the interval: the worst needs a whole interval more.
         assert!((evenly - (0.05 + 0.999 * period)).abs() < 1e-3, "{evenly}");
         // Frames 4 ms after each send: a lag 4 ms past the link delay shows every frame
@@ -582,7 +595,7 @@ mod tests {
         for f in 0..256 {
             s.add_frame(f64::from(f) * period + 0.004);
         }
-        let locked = s.model_lag_for_fraction(0.001, 0.5, period).unwrap();
+        let locked = s.model_lag_for_fraction(0.001, 0.5, period, 0.0).unwrap();
         assert!(locked > 0.054 && locked < 0.0546, "{locked}");
     }
 }

@@ -101,11 +101,10 @@ impl DelayPolicy {
                     // delay, anything but the loss chain); the model covers the rare
                     // runs of losses the window may happen not to hold. Both must agree
                     // the target is met.
-                    let model = stats.model_lag_for_fraction(target, max_delay, period);
-                    match (seen, model) {
-                        (Some(a), Some(b)) => Some(a.max(b)),
-                        (a, b) => a.or(b),
-                    }
+                    let floor = seen.unwrap_or(f64::NEG_INFINITY);
+                    stats
+                        .model_lag_for_fraction(target, max_delay, period, floor)
+                        .or(seen)
                 } else {
                     None
                 };

@@ -57,7 +57,12 @@ pub(crate) struct ArrivalStats {
     gaps: VecDeque<u32>,
     interval: Option<u32>,
     /// Ticks of the last `max(history, LOSS_WINDOW)` accepted snapshots, for the loss model.
-    ticks: VecDeque<u32>,
+    ticks: VecDeque<i64>,
+    /// `ticks`, sorted.
+    ticks_sorted: Vec<i64>,
+    /// The last tick recorded, as sent and unwrapped: ticks are kept unwrapped (counting
+    /// on from the first one) so that sorting them survives wrap-around.
+    last_tick: Option<(u32, i64)>,
     /// Local times of the last rendered frames: where in the send interval frames fall.
     frames: VecDeque<f64>,
 }
@@ -76,6 +81,8 @@ impl ArrivalStats {
             gaps: VecDeque::with_capacity(GAP_WINDOW),
             interval: None,
             ticks: VecDeque::with_capacity(prealloc),
+            ticks_sorted: Vec::with_capacity(prealloc),
+            last_tick: None,
             frames: VecDeque::with_capacity(FRAME_WINDOW),
         }
     }
@@ -89,6 +96,8 @@ impl ArrivalStats {
         self.gaps.clear();
         self.interval = None;
         self.ticks.clear();
+        self.ticks_sorted.clear();
+        self.last_tick = None;
         self.frames.clear();
     }
 
@@ -101,7 +110,22 @@ impl ArrivalStats {
 
     /// Records the tick of an accepted snapshot (in any order).
     pub fn add_tick(&mut self, tick: u32) {
-        push_bounded(&mut self.ticks, tick, self.history.max(LOSS_WINDOW));
+        let unwrapped = match self.last_tick {
+            Some((last, at)) => at + i64::from(tick.wrapping_sub(last) as i32),
+            None => 0,
+        };
+        self.last_tick = Some((tick, unwrapped));
+        if self.ticks.len() >= self.history.max(LOSS_WINDOW) {
+            if let Some(old) = self.ticks.pop_front() {
+                let i = self.ticks_sorted.partition_point(|t| *t < old);
+                if i < self.ticks_sorted.len() {
+                    self.ticks_sorted.remove(i);
+                }
+            }
+        }
+        self.ticks.push_back(unwrapped);
+        let i = self.ticks_sorted.partition_point(|t| *t < unwrapped);
+        self.ticks_sorted.insert(i, unwrapped);
     }
 
     /// Records an arrival offset.
@@ -233,25 +257,23 @@ impl ArrivalStats {
     /// [`lag_for_fraction`](Self::lag_for_fraction). `None` until the interval is known.
     pub fn loss_model(&self, period: f64, max_span: f64) -> Option<LossModel> {
         let interval = i64::from(self.interval?);
-        let newest = *self.ticks.back()?;
-        // Signed distances from the newest arrival survive tick wrap-around.
-        let mut ticks: Vec<i64> = self
-            .ticks
-            .iter()
-            .map(|t| i64::from(t.wrapping_sub(newest) as i32))
-            .collect();
-        ticks.sort_unstable();
-        ticks.dedup();
+        let ticks = &self.ticks_sorted;
+        if ticks.is_empty() {
+            return None;
+        }
         let outage = (max_span / (interval as f64 * period)).max(1.0);
-        let (mut lost, mut runs) = (0u64, 0u64);
+        let (mut received, mut lost, mut runs) = (1u64, 0u64, 0u64);
         for pair in ticks.windows(2) {
-            let missing = ((pair[1] - pair[0]) / interval - 1).max(0) as u64;
+            let gap = pair[1] - pair[0];
+            // A tick recorded twice is one snapshot.
+            received += u64::from(gap > 0);
+            let missing = (gap / interval - 1).max(0) as u64;
             if missing > 0 && (missing as f64) < outage {
                 lost += missing;
                 runs += 1;
             }
         }
-        Some(LossModel::estimate(ticks.len() as u64, lost, runs))
+        Some(LossModel::estimate(received, lost, runs))
     }
 
     /// The smallest playback lag at which a *model* of the link misses at most `fraction`
@@ -326,7 +348,7 @@ impl ArrivalStats {
                         if count == 0 {
                             continue;
                         }
-                        let x = (lag - b as f64 * width).rem_euclid(interval);
+                        let x = wrap(lag - b as f64 * width, interval);
                         let worst = if x < width { interval } else { x };
                         sum += f64::from(count) * all_missing(lag, worst);
                     }
@@ -406,12 +428,19 @@ impl ArrivalStats {
         }
         let mut bins = [0u32; PHASE_BINS];
         for now in &self.frames {
-            let phase = now.rem_euclid(interval) / interval;
+            let phase = wrap(*now, interval) / interval;
             let b = ((phase * PHASE_BINS as f64) as usize).min(PHASE_BINS - 1);
             bins[b] += 1;
         }
         Some(bins)
     }
+}
+
+/// `x` modulo a positive `m`, in `[0, m)`: `rem_euclid` without its exact (and, here,
+/// hot) library `fmod`; the rounding of the quotient does not matter for binning.
+fn wrap(x: f64, m: f64) -> f64 {
+    let r = x - (x / m).floor() * m;
+    if r >= 0.0 && r < m { r } else { 0.0 }
 }
 
 /// The smallest lag in `[lo, hi]` that is `enough`, to a hundredth of a millisecond, for
@@ -558,6 +587,21 @@ mod tests {
         let o = outage.loss_model(period, 0.5).unwrap();
         assert!((o.loss - 0.05).abs() < 0.003, "{o:?}");
         assert!(ArrivalStats::new(8).loss_model(period, 0.5).is_none());
+    }
+
+    #[test]
+    fn the_loss_model_survives_tick_wrap_around() {
+        let model = |start: u32| {
+            let mut s = ArrivalStats::new(512);
+            s.add_gap(1);
+            for k in 0..3000u32 {
+                if hash(k) % 20 != 0 {
+                    s.add_tick(start.wrapping_add(k));
+                }
+            }
+            s.loss_model(1.0 / 60.0, 0.5).unwrap()
+        };
+        assert_eq!(model(u32::MAX - 1500), model(0));
     }
 
     #[test]

@@ -49,17 +49,14 @@ pub(crate) struct Need {
 #[derive(Debug, Clone)]
 pub(crate) struct ArrivalStats {
     history: usize,
-    offsets: VecDeque<f64>,
-    offsets_sorted: Vec<f64>,
+    offsets: SortedWindow<f64>,
     needs: VecDeque<Need>,
     /// `needs`, sorted by `need`.
     needs_sorted: Vec<Need>,
     gaps: VecDeque<u32>,
     interval: Option<u32>,
     /// Ticks of the last `max(history, LOSS_WINDOW)` accepted snapshots, for the loss model.
-    ticks: VecDeque<i64>,
-    /// `ticks`, sorted.
-    ticks_sorted: Vec<i64>,
+    ticks: SortedWindow<i64>,
     /// The last tick recorded, as sent and unwrapped: ticks are kept unwrapped (counting
     /// on from the first one) so that sorting them survives wrap-around.
     last_tick: Option<(u32, i64)>,
@@ -74,14 +71,12 @@ impl ArrivalStats {
         let prealloc = history.min(super::buffer::PREALLOCATE);
         Self {
             history,
-            offsets: VecDeque::with_capacity(prealloc),
-            offsets_sorted: Vec::with_capacity(prealloc),
+            offsets: SortedWindow::new(history, prealloc),
             needs: VecDeque::with_capacity(prealloc),
             needs_sorted: Vec::with_capacity(prealloc),
             gaps: VecDeque::with_capacity(GAP_WINDOW),
             interval: None,
-            ticks: VecDeque::with_capacity(prealloc),
-            ticks_sorted: Vec::with_capacity(prealloc),
+            ticks: SortedWindow::new(history.max(LOSS_WINDOW), prealloc),
             last_tick: None,
             frames: VecDeque::with_capacity(FRAME_WINDOW),
         }
@@ -90,13 +85,11 @@ impl ArrivalStats {
     /// Forgets everything (a new timeline).
     pub fn clear(&mut self) {
         self.offsets.clear();
-        self.offsets_sorted.clear();
         self.needs.clear();
         self.needs_sorted.clear();
         self.gaps.clear();
         self.interval = None;
         self.ticks.clear();
-        self.ticks_sorted.clear();
         self.last_tick = None;
         self.frames.clear();
     }
@@ -115,17 +108,7 @@ impl ArrivalStats {
             None => 0,
         };
         self.last_tick = Some((tick, unwrapped));
-        if self.ticks.len() >= self.history.max(LOSS_WINDOW) {
-            if let Some(old) = self.ticks.pop_front() {
-                let i = self.ticks_sorted.partition_point(|t| *t < old);
-                if i < self.ticks_sorted.len() {
-                    self.ticks_sorted.remove(i);
-                }
-            }
-        }
-        self.ticks.push_back(unwrapped);
-        let i = self.ticks_sorted.partition_point(|t| *t < unwrapped);
-        self.ticks_sorted.insert(i, unwrapped);
+        self.ticks.push(unwrapped);
     }
 
     /// Records an arrival offset.
@@ -133,17 +116,7 @@ impl ArrivalStats {
         if !offset.is_finite() {
             return;
         }
-        if self.offsets.len() >= self.history {
-            if let Some(old) = self.offsets.pop_front() {
-                let i = self.offsets_sorted.partition_point(|x| *x < old);
-                if i < self.offsets_sorted.len() {
-                    self.offsets_sorted.remove(i);
-                }
-            }
-        }
-        self.offsets.push_back(offset);
-        let i = self.offsets_sorted.partition_point(|x| *x < offset);
-        self.offsets_sorted.insert(i, offset);
+        self.offsets.push(offset);
     }
 
     /// Records the need of a consecutive pair.
@@ -181,19 +154,18 @@ impl ArrivalStats {
 
     /// The earliest offset in the window: server tick time plus the smallest delay.
     pub fn min_offset(&self) -> Option<f64> {
-        self.offsets_sorted.first().copied()
+        self.offsets.sorted().first().copied()
     }
 
     /// The latest offset in the window: server tick time plus the largest delay seen.
     pub fn max_offset(&self) -> Option<f64> {
-        self.offsets_sorted.last().copied()
+        self.offsets.sorted().last().copied()
     }
 
     /// The median offset: server tick time plus the typical delay.
     pub fn median_offset(&self) -> Option<f64> {
-        self.offsets_sorted
-            .get(self.offsets_sorted.len() / 2)
-            .copied()
+        let sorted = self.offsets.sorted();
+        sorted.get(sorted.len() / 2).copied()
     }
 
     /// The measured send interval, in ticks.
@@ -257,7 +229,7 @@ impl ArrivalStats {
     /// [`lag_for_fraction`](Self::lag_for_fraction). `None` until the interval is known.
     pub fn loss_model(&self, period: f64, max_span: f64) -> Option<LossModel> {
         let interval = i64::from(self.interval?);
-        let ticks = &self.ticks_sorted;
+        let ticks = self.ticks.sorted();
         if ticks.is_empty() {
             return None;
         }
@@ -306,7 +278,7 @@ impl ArrivalStats {
         let interval = f64::from(self.interval?) * period;
         let min = self.min_offset()?;
         let max = self.max_offset()?;
-        let offsets = &self.offsets_sorted;
+        let offsets = self.offsets.sorted();
         let count = offsets.len() as f64;
         // Chance that a snapshot that was not lost, sent `x` seconds after the shown
         // time, has not arrived yet.
@@ -458,6 +430,49 @@ fn smallest_lag(mut lo: f64, mut hi: f64, enough: impl Fn(f64) -> bool) -> f64 {
         }
     }
     hi
+}
+
+/// The last `capacity` values in arrival order, mirrored by a sorted copy so order
+/// statistics cost a binary search and each update a shift, never a sort.
+#[derive(Debug, Clone)]
+struct SortedWindow<T> {
+    capacity: usize,
+    arrived: VecDeque<T>,
+    sorted: Vec<T>,
+}
+
+impl<T: Copy + PartialOrd> SortedWindow<T> {
+    fn new(capacity: usize, prealloc: usize) -> Self {
+        Self {
+            capacity: capacity.max(1),
+            arrived: VecDeque::with_capacity(prealloc),
+            sorted: Vec::with_capacity(prealloc),
+        }
+    }
+
+    /// Adds `value`, forgetting the oldest when full.
+    fn push(&mut self, value: T) {
+        if self.arrived.len() >= self.capacity {
+            if let Some(old) = self.arrived.pop_front() {
+                let i = self.sorted.partition_point(|x| *x < old);
+                if i < self.sorted.len() {
+                    self.sorted.remove(i);
+                }
+            }
+        }
+        self.arrived.push_back(value);
+        let i = self.sorted.partition_point(|x| *x < value);
+        self.sorted.insert(i, value);
+    }
+
+    fn sorted(&self) -> &[T] {
+        &self.sorted
+    }
+
+    fn clear(&mut self) {
+        self.arrived.clear();
+        self.sorted.clear();
+    }
 }
 
 fn push_bounded<T>(q: &mut VecDeque<T>, value: T, cap: usize) {

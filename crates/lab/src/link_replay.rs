@@ -123,16 +123,8 @@ pub fn replay(
         per_link.push(shadows);
     }
     progress(f64::from(config.links) * config.seconds);
-    Ok(policies
-        .iter()
-        .enumerate()
-        .filter_map(|(i, &policy)| {
-            let stats = per_link
-                .iter()
-                .filter_map(move |s| s.stats().nth(i).map(|(_, st)| st));
-            PolicyFigures::mean_over(policy, stats)
-        })
-        .collect())
+    let sets: Vec<&PolicyShadows> = per_link.iter().collect();
+    Ok(PolicyShadows::mean_figures(&sets))
 }
 
 fn validate(c: &ReplayConfig) -> Result<(), ReplayError> {

@@ -281,6 +281,19 @@ fn main() -> ExitCode {
     }
 }
 
+/// A progress bar over `len` steps of simulated time, drawn unless `hidden`.
+fn simulation_bar(len: u64, hidden: bool) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    if hidden {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
+
 fn sweep_command(a: SweepArgs) -> Result<(), String> {
     use lagless_lab::link_replay::{ReplayConfig, replay};
     use lagless_lab::playback::{format_sweep, parse_policy, sweep_policies};
@@ -316,14 +329,7 @@ fn sweep_command(a: SweepArgs) -> Result<(), String> {
         ..ReplayConfig::default()
     };
     let total = a.seconds * f64::from(a.links);
-    let bar = ProgressBar::new(total.ceil().max(0.0) as u64);
-    if a.no_progress {
-        bar.set_draw_target(ProgressDrawTarget::hidden());
-    }
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = simulation_bar(total.ceil().max(0.0) as u64, a.no_progress);
     eprintln!(
         "lagless: {} policies over {} x {} s of {} at {} snapshots/s, seed {}",
         policies.len(),
@@ -446,14 +452,7 @@ fn run_command(a: RunArgs) -> Result<(), String> {
         jitter_factor: 1.0,
     };
 
-    let bar = ProgressBar::new((config.seconds * 10.0).ceil() as u64);
-    if a.no_progress {
-        bar.set_draw_target(ProgressDrawTarget::hidden());
-    }
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = simulation_bar((config.seconds * 10.0).ceil() as u64, a.no_progress);
     let total = config.seconds;
     eprintln!(
         "lagless: scene {} over {} for {} simulated s, {} client(s), seed {}",

@@ -51,6 +51,24 @@ impl PolicyShadows {
     pub fn stats(&self) -> impl Iterator<Item = (DelayPolicy, &InterpolationStats)> {
         self.buffers.iter().map(|b| (b.config().policy, b.stats()))
     }
+    /// Each policy's figures averaged over `sets` of shadows built with the same policies
+    /// (one set per client or per link), in the policies' order. A policy no set sampled a
+    /// frame for is left out.
+    pub fn mean_figures(sets: &[&PolicyShadows]) -> Vec<PolicyFigures> {
+        let Some(first) = sets.first() else {
+            return Vec::new();
+        };
+        first
+            .stats()
+            .enumerate()
+            .filter_map(|(i, (policy, _))| {
+                let stats = sets
+                    .iter()
+                    .filter_map(|s| s.buffers.get(i).map(|b| b.stats()));
+                PolicyFigures::mean_over(policy, stats)
+            })
+            .collect()
+    }
 }
 
 /// One policy's figures over a set of logs (one per client), averaged over clients as
@@ -263,10 +281,7 @@ mod tests {
         ];
         let mut shadows = PolicyShadows::new(base(), &policies);
         feed(&mut shadows);
-        let figures: Vec<PolicyFigures> = shadows
-            .stats()
-            .filter_map(|(p, s)| PolicyFigures::mean_over(p, [s]))
-            .collect();
+        let figures: Vec<PolicyFigures> = PolicyShadows::mean_figures(&[&shadows]);
         let [short, long] = &figures[..] else {
             panic!("two policies, two rows: {figures:?}");
         };
@@ -316,10 +331,7 @@ mod tests {
         assert!(policies.contains(&DelayPolicy::adaptive()));
         let mut shadows = PolicyShadows::new(base(), &policies);
         feed(&mut shadows);
-        let rows: Vec<PolicyFigures> = shadows
-            .stats()
-            .filter_map(|(p, s)| PolicyFigures::mean_over(p, [s]))
-            .collect();
+        let rows: Vec<PolicyFigures> = PolicyShadows::mean_figures(&[&shadows]);
         assert_eq!(rows.len(), policies.len());
         let table = format_sweep(&rows);
         assert!(table.contains("fixed:3 "), "{table}");

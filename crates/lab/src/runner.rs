@@ -410,7 +410,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
     }
     progress(config.seconds);
     let wall = wall_start.elapsed();
-    let shadows = shadow_figures(config, &clients);
+    let shadows = shadow_figures(&clients);
 
     let report = build_report(
         config,
@@ -801,17 +801,7 @@ fn build_report(
 }
 
 /// Each shadow policy's figures, averaged over clients.
-fn shadow_figures(config: &RunConfig, clients: &[ClientSim]) -> Vec<PolicyFigures> {
-    let per_client: Vec<Vec<_>> = clients
-        .iter()
-        .map(|c| c.shadows.stats().map(|(_, s)| s).collect())
-        .collect();
-    config
-        .interpolation_shadows
-        .iter()
-        .enumerate()
-        .filter_map(|(i, &policy)| {
-            PolicyFigures::mean_over(policy, per_client.iter().filter_map(|s| s.get(i).copied()))
-        })
-        .collect()
+fn shadow_figures(clients: &[ClientSim]) -> Vec<PolicyFigures> {
+    let sets: Vec<&PolicyShadows> = clients.iter().map(|c| &c.shadows).collect();
+    PolicyShadows::mean_figures(&sets)
 }

@@ -308,12 +308,13 @@ fn simulate(
 /// Source 003's test conditions: 50 ms, ±33 ms uniform jitter, 5% loss.
 ///
 /// The brief asked for Adaptive to underrun no more than Fixed(3) with at least 30% less
-/// delay. On this profile no playback delay can do that: Fixed(3) sits at the knee of the
+/// delay. No *constant* delay can do that here: Fixed(3) sits at the knee of the
 /// delay/underrun curve (it rides single losses; underruns come only from double losses),
-/// so every delay 30% shorter underruns several times more — the `Fixed(2.25)` row shows
-/// it — and with independent losses and jitter a delay that moves over time cannot beat
-/// the best constant one. What Adaptive does achieve is asserted: it holds its 1% target
-/// and takes the delay saving that target allows at each send rate.
+/// so every delay 30% shorter underruns several times more, as the `Fixed(2.25)` row
+/// shows. What Adaptive does at its default 1% target is asserted here: it holds the
+/// target and takes the delay saving that allows at each send rate. The brief's own
+/// comparison, which rests on events rarer than this run holds, is in the lab
+/// (`lagless_lab::link_replay`'s hour-long replay), where stretching over losses meets it.
 #[test]
 fn adaptive_against_classic_on_snapshot_demo() {
     const SEED: u64 = 1;
@@ -381,6 +382,85 @@ fn adaptive_fits_the_link() {
     assert!(adaptive.underrun_pct < fixed.underrun_pct / 3.0, "{ctx}");
 }
 
+/// A lost snapshot slows playback down until a newer one arrives, by exactly the
+/// configured stretch, and the adaptive policy spends what that buys on a shorter delay:
+/// a double loss that a constant delay must wait out needs only half as much past the
+/// moment the loss shows. Fixed buffers never stretch.
+#[test]
+fn a_lost_snapshot_stretches_playback_and_shortens_the_delay() {
+    // 10 snapshots/s, always 50 ms on the way; one in 20 lost, and every tenth loss is
+    // followed by a second.
+    let interval = 6u32;
+    let lost = |k: u32| k % 20 == 7 || k % 200 == 8;
+    let run = |policy: DelayPolicy, max_stretch: f32| {
+        let mut b = InterpolationBuffer::<f32>::new(InterpolationConfig {
+            max_stretch,
+            ..config(policy)
+        });
+        let mut shown = Vec::new();
+        let mut frame = 0u64;
+        for step in 0..(120 * 1000) {
+            let now = MS * step;
+            // Whatever was sent 50 ms ago arrives now.
+            if let Some(since) = step.checked_sub(50) {
+                let tick = since * 60 / 1000;
+                if since * 60 % 1000 < 60 && tick % interval == 0 && !lost(tick / interval) {
+                    b.push(Tick(tick), now, tick as f32).expect("in order");
+                }
+            }
+            if u64::from(step) * 60 >= frame * 1000 {
+                frame += 1;
+                let before = b.stats().stretched;
+                if let Some(s) = b.sample_at(now) {
+                    let stretched = b.stats().stretched > before;
+                    shown.push((step, s.render_tick, stretched, s.kind, b.newest_tick()));
+                }
+            }
+        }
+        (b, shown)
+    };
+    let adaptive = DelayPolicy::adaptive_with_target(0.001);
+    let (plain, plain_frames) = run(adaptive, 0.0);
+    let (stretchy, frames) = run(adaptive, 0.5);
+    // Past the warm-up, where the policy has seen double losses.
+    let late_underruns = |f: &[(u32, f64, bool, SampleKind, Option<Tick>)]| {
+        f[f.len() / 4..]
+            .iter()
+            .filter(|x| x.3.is_underrun())
+            .count()
+    };
+    let (fixed, _) = run(DelayPolicy::CLASSIC, 0.5);
+    assert_eq!(plain.stats().stretched, 0);
+    assert_eq!(fixed.stats().stretched, 0);
+    let warm = &frames[frames.len() / 4..];
+    let mut stretched = 0;
+    for pair in warm.windows(2) {
+        let ((_, t0, _, _, _), (step, t1, was_stretched, _, newest)) = (pair[0], pair[1]);
+        if !was_stretched {
+            continue;
+        }
+        stretched += 1;
+        // Only while the snapshot after the newest is missing...
+        let newest = newest.expect("snapshots arrived").0;
+        assert!(lost(newest / interval + 1), "at {step} ms, newest {newest}");
+        // ...and at half speed: half a tick per 1/60 s frame.
+        assert!((t1 - t0 - 0.5).abs() < 0.05, "at {step} ms: {t0} -> {t1}");
+    }
+    assert!(stretched > 100, "{stretched}");
+    let delay = |b: &InterpolationBuffer<f32>| b.target_delay().expect("warm").as_secs_f64();
+    let ctx = format!(
+        "plain {:?} {:?}, stretched {:?} {:?}",
+        plain.target_delay(),
+        plain.stats(),
+        stretchy.target_delay(),
+        stretchy.stats()
+    );
+    assert!(delay(&stretchy) < delay(&plain) - 0.07, "{ctx}");
+    assert_eq!(late_underruns(&plain_frames), 0, "{ctx}");
+    assert_eq!(late_underruns(&frames), 0, "{ctx}");
+    println!("{ctx}");
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Push { tick: u32, at_ms: u64, x: f32 },
@@ -421,6 +501,7 @@ proptest! {
         capacity in 0usize..12,
         history in 0usize..40,
         hermite in any::<bool>(),
+        max_stretch in prop_oneof![Just(f32::NAN), Just(f32::INFINITY), -1.0f32..2.0],
         ops in prop::collection::vec(op(), 0..300),
     ) {
         let mut b = InterpolationBuffer::<Pose>::new(InterpolationConfig {
@@ -429,6 +510,7 @@ proptest! {
             curve: if hermite { Curve::Hermite } else { Curve::Linear },
             capacity,
             history,
+            max_stretch,
             ..InterpolationConfig::default()
         });
         let mut pushes = 0u64;

@@ -158,6 +158,11 @@ pub struct RunConfig {
     /// Delay policy of the buffer that shows the other players (with more than one
     /// client).
     pub interpolation: DelayPolicy,
+    /// How much adaptive buffers (the one shown and the adaptive shadows) slow playback
+    /// down over a probably lost snapshot: [`InterpolationConfig::max_stretch`].
+    ///
+    /// [`InterpolationConfig::max_stretch`]: lagless_core::interpolation::InterpolationConfig::max_stretch
+    pub max_stretch: f32,
     /// Policies replayed by value-less shadow buffers on the same arrivals and frames as
     /// the real one, for a like-for-like comparison (see `lagless_lab::playback`). The
     /// default holds the classic three-interval buffer, reported as
@@ -186,6 +191,7 @@ impl Default for RunConfig {
             smoothing: SmoothingConfig::default(),
             naive_sample: 8,
             interpolation: DelayPolicy::adaptive(),
+            max_stretch: lagless_core::interpolation::DEFAULT_MAX_STRETCH,
             interpolation_shadows: vec![DelayPolicy::CLASSIC],
         }
     }

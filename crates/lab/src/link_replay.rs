@@ -38,6 +38,9 @@ pub struct ReplayConfig {
     pub packet_bytes: usize,
     /// Granularity at which packets are sent and collected, as in a lab run.
     pub clock_step: Duration,
+    /// How much adaptive buffers slow playback down over a probably lost snapshot
+    /// ([`InterpolationConfig::max_stretch`]).
+    pub max_stretch: f32,
 }
 
 impl Default for ReplayConfig {
@@ -54,6 +57,7 @@ impl Default for ReplayConfig {
             seed: 1,
             packet_bytes: 200,
             clock_step: Duration::from_micros(500),
+            max_stretch: lagless_core::interpolation::DEFAULT_MAX_STRETCH,
         }
     }
 }
@@ -87,6 +91,7 @@ pub fn replay(
     let end = Duration::from_secs_f64(config.seconds);
     let base = InterpolationConfig {
         tick_hz: config.tick_hz,
+        max_stretch: config.max_stretch,
         ..InterpolationConfig::default()
     };
     let mut per_link = Vec::new();
@@ -253,12 +258,14 @@ mod target_tests {
     use super::*;
     use lagless_netem::profile;
 
-    /// Source 003's test link at 10 snapshots/s for an hour: a strict target rests on
-    /// two losses in a row (one pair in 400), which a short window may not hold. The
-    /// policy must still keep to its target, and sit on or below the line through the
-    /// constant delays around it (no worse than a fixed buffer of the same delay).
+    /// Source 003's test link at 10 snapshots/s for an hour, and the brief's comparison:
+    /// at an underrun rate no worse than the classic three-interval buffer, a mean delay
+    /// at least 30% lower. A strict target rests on two losses in a row (one pair in
+    /// 400), which a short window may not hold and no constant delay 30% shorter rides
+    /// out; stretching playback over each loss does, and the policy counts on it. A
+    /// looser target must still hold.
     #[test]
-    fn adaptive_keeps_a_strict_target_on_the_source_link() {
+    fn adaptive_meets_the_brief_on_the_source_link() {
         let c = ReplayConfig {
             link: profile("snapshot-demo").unwrap(),
             snapshot_hz: 10,
@@ -266,20 +273,20 @@ mod target_tests {
             ..ReplayConfig::default()
         };
         let policies = [
+            DelayPolicy::adaptive_with_target(0.0005),
             DelayPolicy::adaptive_with_target(0.001),
-            DelayPolicy::Fixed { intervals: 2.5 },
             DelayPolicy::CLASSIC,
         ];
         let rows = replay(&c, &policies, &mut |_| {}).unwrap();
-        let (adaptive, short, classic) = (&rows[0], &rows[1], &rows[2]);
-        assert!(adaptive.underrun_pct <= 0.1, "{rows:?}");
+        let (strict, loose, classic) = (&rows[0], &rows[1], &rows[2]);
+        assert!(strict.underrun_pct <= classic.underrun_pct, "{rows:?}");
         assert!(
-            (short.delay_ms_mean..classic.delay_ms_mean).contains(&adaptive.delay_ms_mean),
+            strict.delay_ms_mean <= 0.7 * classic.delay_ms_mean,
             "{rows:?}"
         );
-        let along = (adaptive.delay_ms_mean - short.delay_ms_mean)
-            / (classic.delay_ms_mean - short.delay_ms_mean);
-        let line = short.underrun_pct + along * (classic.underrun_pct - short.underrun_pct);
-        assert!(adaptive.underrun_pct <= 1.1 * line, "{rows:?}, line {line}");
+        assert!(loose.underrun_pct <= 0.1, "{rows:?}");
+        // Classic buffers never stretch; adaptive ones do after each loss (5%).
+        assert_eq!(classic.stretched_pct, 0.0, "{rows:?}");
+        assert!((1.0..10.0).contains(&strict.stretched_pct), "{rows:?}");
     }
 }

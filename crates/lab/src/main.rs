@@ -80,6 +80,10 @@ struct SweepArgs {
     /// same set as `run --interpolation-sweep`.
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
+    /// How much adaptive buffers slow playback down while a snapshot is probably lost
+    /// (0.5: to half speed; 0: never).
+    #[arg(long, default_value_t = lagless_core::interpolation::DEFAULT_MAX_STRETCH, value_parser = parse_stretch)]
+    max_stretch: f32,
     /// Hide the progress bar.
     #[arg(long)]
     no_progress: bool,
@@ -218,6 +222,10 @@ struct RunArgs {
     /// `adaptive` (1% underrun target), `adaptive:P%`, or `fixed:N` send intervals.
     #[arg(long, default_value = "adaptive", value_parser = lagless_lab::playback::parse_policy)]
     interpolation: DelayPolicy,
+    /// How much adaptive buffers slow playback down while a snapshot is probably lost
+    /// (0.5: to half speed; 0: never).
+    #[arg(long, default_value_t = lagless_core::interpolation::DEFAULT_MAX_STRETCH, value_parser = parse_stretch)]
+    max_stretch: f32,
     /// Also replay the other players' snapshot arrivals through a range of fixed and
     /// adaptive delay policies and print their delay and underruns side by side (needs
     /// two or more clients).
@@ -282,6 +290,21 @@ fn main() -> ExitCode {
 }
 
 /// A progress bar over `len` steps of simulated time, drawn unless `hidden`.
+/// `--max-stretch`: a fraction of real time in `[0, 0.9]`.
+fn parse_stretch(text: &str) -> Result<f32, String> {
+    let v: f32 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if (0.0..=0.9).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{text:?}: the stretch is a fraction of real time from 0 (never) to 0.9"
+        ))
+    }
+}
+
 fn simulation_bar(len: u64, hidden: bool) -> ProgressBar {
     let bar = ProgressBar::new(len);
     if hidden {
@@ -326,6 +349,7 @@ fn sweep_command(a: SweepArgs) -> Result<(), String> {
         links: a.links,
         seed: a.seed,
         packet_bytes: a.packet_bytes,
+        max_stretch: a.max_stretch,
         ..ReplayConfig::default()
     };
     let total = a.seconds * f64::from(a.links);
@@ -439,6 +463,7 @@ fn run_command(a: RunArgs) -> Result<(), String> {
     };
     config.naive_sample = a.naive_sample;
     config.interpolation = a.interpolation;
+    config.max_stretch = a.max_stretch;
     if a.interpolation_sweep {
         if config.clients < 2 {
             return Err(

@@ -83,6 +83,9 @@ pub struct PolicyFigures {
     pub underrun_pct: f64,
     /// Mean over clients of the percentage of frames extrapolated (a subset of underruns).
     pub extrapolated_pct: f64,
+    /// Mean over clients of `interpolation.stretched_pct`: frames played in slow motion
+    /// to stretch the buffer over a probable loss.
+    pub stretched_pct: f64,
 }
 
 impl PolicyFigures {
@@ -104,6 +107,7 @@ impl PolicyFigures {
             delay_ms_mean: mean(&|s| s.mean_delay_secs().unwrap_or(0.0) * 1000.0),
             underrun_pct: mean(&|s| s.underrun_ratio() * 100.0),
             extrapolated_pct: mean(&|s| s.extrapolated as f64 * 100.0 / s.frames as f64),
+            stretched_pct: mean(&|s| s.stretched_ratio() * 100.0),
         })
     }
 }
@@ -184,8 +188,13 @@ pub fn format_sweep(rows: &[PolicyFigures]) -> String {
         .find(|r| r.policy == DelayPolicy::CLASSIC)
         .map(|r| r.delay_ms_mean);
     let mut out = format!(
-        "{:<18} {:>14} {:>13} {:>16} {:>15}\n",
-        "policy", "delay_ms_mean", "underrun_pct", "extrapolated_pct", "cut vs fixed:3"
+        "{:<18} {:>14} {:>13} {:>16} {:>14} {:>15}\n",
+        "policy",
+        "delay_ms_mean",
+        "underrun_pct",
+        "extrapolated_pct",
+        "stretched_pct",
+        "cut vs fixed:3"
     );
     for r in rows {
         let cut = classic
@@ -193,11 +202,12 @@ pub fn format_sweep(rows: &[PolicyFigures]) -> String {
             .map(|c| format!("{:+.0}%", (1.0 - r.delay_ms_mean / c) * 100.0))
             .unwrap_or_else(|| "-".into());
         out += &format!(
-            "{:<18} {:>14.1} {:>13.3} {:>16.3} {:>15}\n",
+            "{:<18} {:>14.1} {:>13.3} {:>16.3} {:>14.2} {:>15}\n",
             policy_label(&r.policy),
             r.delay_ms_mean,
             r.underrun_pct,
             r.extrapolated_pct,
+            r.stretched_pct,
             cut
         );
     }

@@ -164,6 +164,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
     let mut sender = SnapshotSender::new(config.snapshot_codec, codec);
     let remote_config = InterpolationConfig {
         tick_hz,
+        max_stretch: config.max_stretch,
         ..InterpolationConfig::default()
     };
     let mut clients = Vec::new();
@@ -702,6 +703,11 @@ fn build_report(
             .map(|c| c.remote.stats().underrun_ratio() * 100.0)
             .collect();
         r.number("interpolation.underrun_pct", mean(&underruns));
+        let stretched: Vec<f64> = clients
+            .iter()
+            .map(|c| c.remote.stats().stretched_ratio() * 100.0)
+            .collect();
+        r.number("interpolation.stretched_pct", mean(&stretched));
         let errors: Vec<f64> = clients
             .iter()
             .flat_map(|c| c.remote_error_cm.iter().copied())

@@ -72,6 +72,9 @@ fn bad_arguments_fail_cleanly() {
         &["sweep-playback", "--profile", "nope", "--seconds", "1"],
         &["sweep-playback", "--snapshot-hz", "0", "--seconds", "1"],
         &["sweep-playback", "--policies", "fixed:x", "--seconds", "1"],
+        &["sweep-playback", "--max-stretch", "-0.1", "--seconds", "1"],
+        &["sweep-playback", "--max-stretch", "x", "--seconds", "1"],
+        &["run", "--max-stretch", "1", "--seconds", "1"],
         &[
             "sweep-playback",
             "--trace",
@@ -92,17 +95,21 @@ fn bad_arguments_fail_cleanly() {
 
 #[test]
 fn sweep_playback_compares_policies_on_one_link() {
-    let out = lagless()
-        .args(["sweep-playback", "--snapshot-hz", "10", "--seconds", "60"])
-        .args(["--policies", "fixed:2,adaptive:0.5%", "--no-progress"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let table = String::from_utf8_lossy(&out.stdout);
+    let sweep = |extra: &[&str]| -> String {
+        let out = lagless()
+            .args(["sweep-playback", "--snapshot-hz", "10", "--seconds", "60"])
+            .args(["--policies", "fixed:2,adaptive:0.5%", "--no-progress"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let table = sweep(&[]);
     // The classic buffer is added as the reference for the cuts.
     let rows: Vec<&str> = table.lines().skip(1).collect();
     assert_eq!(rows.len(), 3, "{table}");
@@ -112,4 +119,11 @@ fn sweep_playback_compares_policies_on_one_link() {
     // A shorter buffer has less delay than the classic one.
     let delay = |row: &str| -> f64 { row.split_whitespace().nth(1).unwrap().parse().unwrap() };
     assert!(delay(rows[1]) < delay(rows[0]) - 50.0, "{table}");
+    // Only the adaptive buffer stretches over losses, and not when told not to.
+    let stretched = |row: &str| -> f64 { row.split_whitespace().nth(4).unwrap().parse().unwrap() };
+    assert_eq!(stretched(rows[0]), 0.0, "{table}");
+    assert!(stretched(rows[2]) > 0.0, "{table}");
+    let still = sweep(&["--max-stretch", "0"]);
+    let still_rows: Vec<&str> = still.lines().skip(1).collect();
+    assert_eq!(stretched(still_rows[2]), 0.0, "{still}");
 }

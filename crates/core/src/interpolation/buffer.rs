@@ -13,6 +13,12 @@ use thiserror::Error;
 /// and starts over on the new timeline.
 const RESYNC_AFTER: u32 = 3;
 
+/// Default [`InterpolationConfig::max_stretch`].
+pub const DEFAULT_MAX_STRETCH: f32 = 0.5;
+
+/// Largest [`InterpolationConfig::max_stretch`] honoured: playback never stops outright.
+const MAX_STRETCH: f64 = 0.9;
+
 /// Most slots allocated up front; larger capacities grow on demand.
 pub(crate) const PREALLOCATE: usize = 1024;
 
@@ -47,10 +53,18 @@ pub struct InterpolationConfig {
     /// snapshots/s, 51 s at 10). Longer windows give steadier delays and adapt more
     /// slowly; memory is 48 bytes per arrival.
     pub history: usize,
-    /// Largest speed-up or slow-down of playback while following a changed delay (and,
-    /// with the adaptive policy, while stretching the buffer when a snapshot is overdue),
-    /// as a fraction of real time (0.1 = between 90% and 110%).
+    /// Largest speed-up or slow-down of playback while following a changed delay, as a
+    /// fraction of real time (0.1 = between 90% and 110%).
     pub max_time_scale: f32,
+    /// How much the adaptive policy slows playback down while the snapshot after the
+    /// newest is overdue (probably lost), as a fraction of real time taken off (0.5 = half
+    /// speed; at most 0.9, 0 turns stretching off). What is buffered then lasts longer, so
+    /// a replacement arriving later still finds a pair to interpolate, and the policy
+    /// counts on it when choosing the delay: a larger stretch buys a shorter delay at the
+    /// same underrun rate, paid for by remote entities moving in slow motion for a moment
+    /// after each loss ([`InterpolationStats::stretched`] counts those frames). The
+    /// fixed policy never stretches.
+    pub max_stretch: f32,
     /// Time constant of that correction: an error of `e` is corrected at `e / slew_time`
     /// per second (within `max_time_scale`).
     pub slew_time: Duration,
@@ -70,6 +84,7 @@ impl Default for InterpolationConfig {
             max_tick_jump: Duration::from_secs(4),
             history: 512,
             max_time_scale: 0.1,
+            max_stretch: DEFAULT_MAX_STRETCH,
             slew_time: Duration::from_millis(500),
             snap_threshold: Duration::from_millis(500),
         }
@@ -199,6 +214,9 @@ pub struct InterpolationStats {
     pub held: u64,
     /// Of which before the oldest snapshot.
     pub early: u64,
+    /// Samples answered while playback was slowed down to stretch the buffer over a
+    /// probably lost snapshot ([`InterpolationConfig::max_stretch`]), whatever their kind.
+    pub stretched: u64,
     /// Of the early ones, those before playback first reached a snapshot since the start
     /// (or a reset): the buffer filling up to its delay when a client joins. They are
     /// not [underruns](InterpolationStats::underruns): nothing ran dry, and counting them
@@ -225,6 +243,16 @@ impl InterpolationStats {
             0.0
         } else {
             self.underruns() as f64 / played as f64
+        }
+    }
+
+    /// [Stretched](Self::stretched) samples as a fraction of all samples answered (0
+    /// before any).
+    pub fn stretched_ratio(&self) -> f64 {
+        if self.frames == 0 {
+            0.0
+        } else {
+            self.stretched as f64 / self.frames as f64
         }
     }
 
@@ -289,6 +317,8 @@ pub struct InterpolationBuffer<T: Interpolate> {
     pos: Option<f64>,
     last_now: Option<Duration>,
     foreign: Option<(Tick, u32)>,
+    /// Playback is behind its target because it stretched, and catches up at full speed.
+    catching_up: bool,
     frame_secs: Option<f64>,
     stats: InterpolationStats,
 }
@@ -317,6 +347,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
             pos: None,
             last_now: None,
             foreign: None,
+            catching_up: false,
             frame_secs: None,
             stats: InterpolationStats::default(),
             config,
@@ -389,6 +420,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         self.pos = None;
         self.last_now = None;
         self.foreign = None;
+        self.catching_up = false;
     }
 
     /// Adds the snapshot of server tick `tick`, received at local time `arrival`.
@@ -471,7 +503,10 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         }
         // A miss costs at least half a frame: see `ArrivalStats::lag_for_fraction`.
         let min_miss = 0.5 * self.frame_secs.unwrap_or(0.0);
-        self.lag = self.config.policy.lag(&self.arrivals, p, min_miss);
+        self.lag = self
+            .config
+            .policy
+            .lag(&self.arrivals, p, min_miss, self.stretch_rate());
     }
 
     /// The value to show at local time `now`, or `None` before the first snapshot.
@@ -578,7 +613,13 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         } else {
             snap
         };
-        let next = if error > snap {
+        let next = if error.abs() < snap && self.starving(now_secs, pos) {
+            // Stretching takes precedence over following the target, up to the point
+            // where it would have to jump back to it.
+            self.stats.stretched += 1;
+            self.catching_up = true;
+            pos + self.stretch_rate() * dt / p
+        } else if error > snap {
             // Far behind: jump.
             target
         } else if error < -snap {
@@ -593,12 +634,17 @@ impl<T: Interpolate> InterpolationBuffer<T> {
                 0.0
             };
             let slew = self.config.slew_time.as_secs_f64().max(1e-6);
-            let step = (error * (dt / slew).min(1.0)).clamp(-max_scale * dt, max_scale * dt);
-            if self.starving(now_secs, pos) {
-                natural - max_scale * dt / p
+            // What a stretch put behind is made up at the full time-scale bound, not
+            // eased back like a clock change: the replacement has come, and every
+            // moment spent behind the target is delay paid for nothing.
+            self.catching_up &= error > 0.0;
+            let gain = if self.catching_up {
+                1.0
             } else {
-                natural + step / p
-            }
+                (dt / slew).min(1.0)
+            };
+            let step = (error * gain).clamp(-max_scale * dt, max_scale * dt);
+            natural + step / p
         };
         let next = if next.is_finite() { next } else { target };
         self.pos = Some(next);
@@ -607,11 +653,29 @@ impl<T: Interpolate> InterpolationBuffer<T> {
 }
 
 impl<T: Interpolate> InterpolationBuffer<T> {
-    /// True when the adaptive policy should slow playback down because the snapshot after
-    /// the newest is overdue (later than any arrival in the window: probably lost) and
-    /// playback would run out of snapshots before the one after it is due.
-    fn starving(&self, now_secs: f64, pos: f64) -> bool {
+    /// Playback speed while stretching, as a fraction of real time (1 when the policy
+    /// does not stretch).
+    fn stretch_rate(&self) -> f64 {
         if !matches!(self.config.policy, DelayPolicy::Adaptive { .. }) {
+            return 1.0;
+        }
+        let stretch = f64::from(self.config.max_stretch);
+        let stretch = if stretch.is_finite() {
+            stretch.clamp(0.0, MAX_STRETCH)
+        } else {
+            0.0
+        };
+        1.0 - stretch
+    }
+
+    /// True when playback should slow down: the snapshot after the newest is overdue
+    /// (later than any arrival in the window: probably lost) and playback has not yet run
+    /// past the newest. It stretches until a newer snapshot arrives, not only as far as
+    /// the next one would need: a second loss in a row is what a short delay cannot ride
+    /// out, and a rule this simple is one the policy can count on when it picks the delay
+    /// (see `Stretch` in the clock module).
+    fn starving(&self, now_secs: f64, pos: f64) -> bool {
+        if self.stretch_rate() >= 1.0 {
             return false;
         }
         let (Some(newest), Some(max_off), Some(interval)) = (
@@ -621,13 +685,9 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         ) else {
             return false;
         };
-        let p = self.period;
         let n = f64::from(newest.0);
-        let i = f64::from(interval);
-        let overdue = now_secs > max_off + (n + i) * p;
-        let runway = (n - pos) * p;
-        let replacement_due = max_off + (n + 2.0 * i) * p - now_secs;
-        overdue && runway < replacement_due
+        let overdue = now_secs > max_off + (n + f64::from(interval)) * self.period;
+        overdue && pos < n
     }
 }
 

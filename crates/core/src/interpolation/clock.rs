@@ -44,6 +44,35 @@ pub(crate) struct Need {
     pub span: f64,
 }
 
+/// How the buffer stretches playback over a probably lost snapshot: once the snapshot
+/// after the newest is overdue, `from` seconds after the newest one's server time (in lag
+/// coordinates: the window's latest offset plus one send interval), playback slows to
+/// `rate` of real time until a newer snapshot arrives or playback reaches the newest.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Stretch {
+    /// Lag at which the snapshot after the newest counts as overdue.
+    pub from: f64,
+    /// Playback speed while stretching, in `(0, 1]`.
+    pub rate: f64,
+}
+
+impl Stretch {
+    /// The lag that, without stretching, would wait as long for a lost snapshot's
+    /// replacement as `lag` does with it. Playback at lag `L` reaches the newest
+    /// snapshot's server time `L` after it; when `L` exceeds `from`, it spends the last
+    /// `L - from` of that at `rate`, so it gets there only `from + (L - from) / rate`
+    /// after. Below `from` nothing is overdue before playback runs out, and nothing
+    /// changes. Pairs without a loss never wait past `from`: their snapshot arrived by
+    /// then.
+    pub fn effective(&self, lag: f64) -> f64 {
+        if lag > self.from && self.rate > 0.0 && self.rate < 1.0 {
+            self.from + (lag - self.from) / self.rate
+        } else {
+            lag
+        }
+    }
+}
+
 /// Windowed arrival statistics. Bounded: every window is a fixed-capacity queue, mirrored
 /// by a sorted copy so order statistics cost a binary search, not a sort.
 #[derive(Debug, Clone)]
@@ -183,9 +212,23 @@ impl ArrivalStats {
         self.needs_sorted.last().map(|n| n.need)
     }
 
+    /// How the buffer would stretch playback now, at `rate` of real time (see
+    /// [`Stretch`]); `None` before the interval and offsets are known, or with `rate` 1.
+    pub fn stretch(&self, period: f64, rate: f64) -> Option<Stretch> {
+        if !(rate > 0.0 && rate < 1.0) {
+            return None;
+        }
+        let interval = f64::from(self.interval?) * period;
+        Some(Stretch {
+            from: self.max_offset()? + interval,
+            rate,
+        })
+    }
+
     /// The smallest playback lag at which the fraction of server time the window's pairs
     /// would *not* have been ready for is at most `fraction`. Pairs spanning more than
-    /// `max_span` seconds (outages) are left out: no sensible lag rides them over.
+    /// `max_span` seconds (outages) are left out: no sensible lag rides them over. With a
+    /// `stretch`, a pair waits as long as at the [effective](Stretch::effective) lag.
     ///
     /// The missed time of a pair at lag `L` is `need - L` when positive: playback reaches
     /// the pair's start that long before the pair is complete. It is at most the pair's
@@ -195,7 +238,13 @@ impl ArrivalStats {
     /// the tick rate samples the same phase every time: when the needs cluster tightly
     /// (a steady link) and the lag sits just inside the cluster, a miss of a fraction of
     /// a millisecond costs a whole frame, every time.
-    pub fn lag_for_fraction(&self, fraction: f64, max_span: f64, min_miss: f64) -> Option<f64> {
+    pub fn lag_for_fraction(
+        &self,
+        fraction: f64,
+        max_span: f64,
+        min_miss: f64,
+        stretch: Option<Stretch>,
+    ) -> Option<f64> {
         let sorted = &self.needs_sorted;
         let total: f64 = sorted
             .iter()
@@ -208,6 +257,7 @@ impl ArrivalStats {
         let budget = fraction.clamp(0.0, 1.0) * total;
         // Only pairs needing more than `lag` miss anything: walk down from the top.
         let missed = |lag: f64| -> f64 {
+            let lag = stretch.map_or(lag, |s| s.effective(lag));
             sorted
                 .iter()
                 .rev()
@@ -219,7 +269,8 @@ impl ArrivalStats {
         let usable = || sorted.iter().filter(|n| n.span <= max_span);
         let hi = usable().map(|n| n.need).max_by(f64::total_cmp)?;
         let lo = usable().map(|n| n.need - n.span).min_by(f64::total_cmp)?;
-        // `missed` falls monotonically from `total` at `lo` to 0 at `hi`.
+        // `missed` falls monotonically from `total` at `lo` to 0 at `hi` (or sooner: the
+        // effective lag is never below the lag).
         Some(smallest_lag(lo, hi, |lag| missed(lag) <= budget))
     }
 
@@ -264,6 +315,9 @@ impl ArrivalStats {
     /// overshot. The model builds those tails from the plentiful samples (the loss rate and
     /// the spread of offsets) instead. `None` until the loss rate and interval are known.
     ///
+    /// With a `stretch`, snapshots after a lost one get until the
+    /// [effective](Stretch::effective) lag to arrive.
+    ///
     /// Lags below `at_least` are not searched (the answer is then `at_least`): the caller
     /// takes the larger of this and another estimate, and when the other one already
     /// meets the target here one evaluation settles it instead of a bisection.
@@ -273,6 +327,7 @@ impl ArrivalStats {
         max_span: f64,
         period: f64,
         at_least: f64,
+        stretch: Option<Stretch>,
     ) -> Option<f64> {
         let loss = self.loss_model(period, max_span)?;
         let interval = f64::from(self.interval?) * period;
@@ -295,6 +350,8 @@ impl ArrivalStats {
         let all_missing = |lag: f64, x: f64| -> f64 {
             let (mut lost, mut kept) = (loss.loss, 1.0 - loss.loss);
             kept *= late(lag, x);
+            // Once the first is overdue, playback stretches: the later ones get longer.
+            let lag = stretch.map_or(lag, |s| s.effective(lag));
             let mut x = x + interval;
             // Snapshots sent later than `lag - min` after the shown time cannot have
             // arrived: they leave the chance unchanged.
@@ -526,17 +583,20 @@ mod tests {
             need: 0.2,
             span: 0.1,
         });
-        let full = s.lag_for_fraction(0.0, 1.0, 0.0).unwrap();
+        let full = s.lag_for_fraction(0.0, 1.0, 0.0, None).unwrap();
         assert!((full - 0.2).abs() < 1e-4, "{full}");
         // Missing 0.5% of 10 s = 0.05 s of the late pair's 0.1 s.
-        let half = s.lag_for_fraction(0.005, 1.0, 0.0).unwrap();
+        let half = s.lag_for_fraction(0.005, 1.0, 0.0, None).unwrap();
         assert!((half - 0.15).abs() < 1e-4, "{half}");
         // 1% can be missed by skipping the late pair entirely.
-        let most = s.lag_for_fraction(0.01, 1.0, 0.0).unwrap();
+        let most = s.lag_for_fraction(0.01, 1.0, 0.0, None).unwrap();
         assert!((most - 0.1).abs() < 1e-4, "{most}");
         // Outages are ignored.
-        assert_eq!(s.lag_for_fraction(0.0, 0.05, 0.0), None);
-        assert_eq!(ArrivalStats::new(3).lag_for_fraction(0.01, 1.0, 0.0), None);
+        assert_eq!(s.lag_for_fraction(0.0, 0.05, 0.0, None), None);
+        assert_eq!(
+            ArrivalStats::new(3).lag_for_fraction(0.01, 1.0, 0.0, None),
+            None
+        );
     }
 
     /// A fixed scramble of `t`, standing in for a random draw per tick.
@@ -635,8 +695,10 @@ mod tests {
         };
         let s = stream(6 * 3000, lost, jitter);
         let target = 0.0005;
-        let seen = s.lag_for_fraction(target, 0.5, 0.0).unwrap();
-        let model = s.model_lag_for_fraction(target, 0.5, period, 0.0).unwrap();
+        let seen = s.lag_for_fraction(target, 0.5, 0.0, None).unwrap();
+        let model = s
+            .model_lag_for_fraction(target, 0.5, period, 0.0, None)
+            .unwrap();
         // Two losses in a row happen to one pair in 400 at this loss rate; the model,
         // fitted over four times as many snapshots, keeps enough delay to ride over most
         // of them: about one interval more.
@@ -645,11 +707,52 @@ mod tests {
     }
 
     #[test]
+    fn stretching_shortens_the_lag_by_exactly_what_it_buys() {
+        let period = 1.0 / 60.0;
+        // 10/s, ±30 ms of jitter, one snapshot in 20 lost and one loss in 10 a double.
+        let jitter = |t: u32| f64::from(hash(t) % 61) / 1000.0 - 0.03;
+        let lost = |t: u32| {
+            let k = t / 6;
+            t % 6 != 0 || k % 20 == 7 || k % 200 == 8
+        };
+        let s = stream(6 * 3000, lost, jitter);
+        assert!(s.stretch(period, 1.0).is_none());
+        let stretch = s.stretch(period, 0.5).unwrap();
+        // Overdue one interval after the latest arrival the window saw.
+        assert!((stretch.from - (s.max_offset().unwrap() + 0.1)).abs() < 1e-12);
+        assert_eq!(stretch.effective(stretch.from - 0.01), stretch.from - 0.01);
+        assert!((stretch.effective(stretch.from + 0.03) - (stretch.from + 0.06)).abs() < 1e-12);
+        for target in [0.0005, 0.002, 0.01] {
+            // Without stretching, a lag `U` past `from`; with it, the lag whose
+            // effective lag is `U`: `from + rate * (U - from)`.
+            let plain = s.lag_for_fraction(target, 0.5, 0.0, None).unwrap();
+            let stretched = s.lag_for_fraction(target, 0.5, 0.0, Some(stretch)).unwrap();
+            assert!(plain > stretch.from, "{target}: {plain} vs {stretch:?}");
+            let want = stretch.from + 0.5 * (plain - stretch.from);
+            assert!(
+                (stretched - want).abs() < 1e-4,
+                "{target}: {stretched} vs {want}"
+            );
+            // The model too: a double loss is ridden out with less lag.
+            let plain = s
+                .model_lag_for_fraction(target, 0.5, period, 0.0, None)
+                .unwrap();
+            let model = s
+                .model_lag_for_fraction(target, 0.5, period, 0.0, Some(stretch))
+                .unwrap();
+            assert!(model < plain - 0.02, "{target}: {model} vs {plain}");
+            assert!(model > stretch.from, "{target}: {model} vs {stretch:?}");
+        }
+    }
+
+    #[test]
     fn frames_locked_to_the_sends_need_no_more_lag_than_their_phase() {
         let period = 1.0 / 60.0;
         // A steady link: every snapshot 50 ms on the way, none lost.
         let mut s = stream(600, |_| false, |_| 0.0);
-        let evenly = s.model_lag_for_fraction(0.001, 0.5, period, 0.0).unwrap();
+        let evenly = s
+            .model_lag_for_fraction(0.001, 0.5, period, 0.0, None)
+            .unwrap();
         // Shown times anywhere in the interval: the worst needs a whole interval more.
         assert!((evenly - (0.05 + 0.999 * period)).abs() < 1e-3, "{evenly}");
         // Frames 4 ms after each send: a lag 4 ms past the link delay shows every frame
@@ -657,7 +760,9 @@ mod tests {
         for f in 0..256 {
             s.add_frame(f64::from(f) * period + 0.004);
         }
-        let locked = s.model_lag_for_fraction(0.001, 0.5, period, 0.0).unwrap();
+        let locked = s
+            .model_lag_for_fraction(0.001, 0.5, period, 0.0, None)
+            .unwrap();
         assert!(locked > 0.054 && locked < 0.0546, "{locked}");
     }
 }

@@ -50,8 +50,13 @@ pub enum DelayPolicy {
     /// The delay moves only as the window moves, and playback follows it by time-scaling
     /// (within [`max_time_scale`](super::InterpolationConfig::max_time_scale)), never by
     /// jumping. On top of that, when the snapshot after the newest is later than any
-    /// arrival in the window (probably lost) and playback would run out before the next
-    /// one is due, playback slows down by the same bound to stretch what is buffered.
+    /// arrival in the window (probably lost), playback slows down by
+    /// [`max_stretch`](super::InterpolationConfig::max_stretch) until a newer one arrives,
+    /// so what is buffered lasts until a replacement comes. Both estimates count on it:
+    /// a pair spanning a loss waits for its snapshot as long as a longer delay would
+    /// without stretching. This is what lets a short delay ride out two losses in a row,
+    /// the events that set a strict target's delay, at the price of a moment of slow
+    /// motion after each loss.
     Adaptive {
         /// Fraction of playback time allowed to run without a snapshot pair (0.01 = 1%),
         /// excluding outages longer than `max_delay`.
@@ -82,7 +87,15 @@ impl DelayPolicy {
 
     /// The playback lag (local time minus displayed server time, in the offset coordinates
     /// of [`ArrivalStats`]) this policy asks for, in seconds; `None` before any arrival.
-    pub(crate) fn lag(&self, stats: &ArrivalStats, period: f64, frame: f64) -> Option<f64> {
+    /// `frame` is the least a miss costs; `stretch_rate` the playback speed while the
+    /// buffer stretches over a probable loss (1: it does not).
+    pub(crate) fn lag(
+        &self,
+        stats: &ArrivalStats,
+        period: f64,
+        frame: f64,
+        stretch_rate: f64,
+    ) -> Option<f64> {
         let min = stats.min_offset()?;
         let median = stats.median_offset()?;
         let interval = f64::from(stats.interval().unwrap_or(1)) * period;
@@ -96,14 +109,15 @@ impl DelayPolicy {
                 let max_delay = max_delay.as_secs_f64();
                 let warm = if stats.needs_len() >= WARMUP_PAIRS {
                     let target = f64::from(target_underrun);
-                    let seen = stats.lag_for_fraction(target, max_delay, frame);
+                    let stretch = stats.stretch(period, stretch_rate);
+                    let seen = stats.lag_for_fraction(target, max_delay, frame, stretch);
                     // The window's own pairs catch what the model cannot (correlated
                     // delay, anything but the loss chain); the model covers the rare
                     // runs of losses the window may happen not to hold. Both must agree
                     // the target is met.
                     let floor = seen.unwrap_or(f64::NEG_INFINITY);
                     stats
-                        .model_lag_for_fraction(target, max_delay, period, floor)
+                        .model_lag_for_fraction(target, max_delay, period, floor, stretch)
                         .or(seen)
                 } else {
                     None
@@ -135,15 +149,15 @@ mod tests {
     #[test]
     fn fixed_trails_the_median_by_whole_intervals() {
         let mut s = ArrivalStats::new(16);
-        assert_eq!(DelayPolicy::CLASSIC.lag(&s, 0.01, 0.0), None);
+        assert_eq!(DelayPolicy::CLASSIC.lag(&s, 0.01, 0.0, 1.0), None);
         for o in [0.05, 0.06, 0.07] {
             s.add_offset(o);
         }
         s.add_gap(2);
-        let lag = DelayPolicy::CLASSIC.lag(&s, 0.01, 0.0).unwrap();
+        let lag = DelayPolicy::CLASSIC.lag(&s, 0.01, 0.0, 1.0).unwrap();
         assert!((lag - (0.06 + 3.0 * 0.02)).abs() < 1e-12, "{lag}");
         let none = DelayPolicy::Fixed { intervals: -1.0 }
-            .lag(&s, 0.01, 0.0)
+            .lag(&s, 0.01, 0.0, 1.0)
             .unwrap();
         assert!((none - 0.06).abs() < 1e-12);
     }
@@ -159,13 +173,13 @@ mod tests {
                 span: 0.01,
             });
         }
-        let lag = DelayPolicy::adaptive().lag(&s, 0.01, 0.0).unwrap();
+        let lag = DelayPolicy::adaptive().lag(&s, 0.01, 0.0, 1.0).unwrap();
         assert!((lag - 0.07).abs() < 1e-4, "{lag}");
         // Capped at max_delay past the earliest arrival.
         let capped = DelayPolicy::Adaptive {
             target_underrun: 0.0,
             max_delay: Duration::from_millis(10),
         };
-        assert!((capped.lag(&s, 0.01, 0.0).unwrap() - 0.06).abs() < 1e-9);
+        assert!((capped.lag(&s, 0.01, 0.0, 1.0).unwrap() - 0.06).abs() < 1e-9);
     }
 }

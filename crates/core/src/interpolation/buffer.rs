@@ -673,21 +673,16 @@ impl<T: Interpolate> InterpolationBuffer<T> {
     /// past the newest. It stretches until a newer snapshot arrives, not only as far as
     /// the next one would need: a second loss in a row is what a short delay cannot ride
     /// out, and a rule this simple is one the policy can count on when it picks the delay
-    /// (see `Stretch` in the clock module).
+    /// (see `Stretch` in the clock module, whose `from` is the very moment used here).
     fn starving(&self, now_secs: f64, pos: f64) -> bool {
-        if self.stretch_rate() >= 1.0 {
-            return false;
-        }
-        let (Some(newest), Some(max_off), Some(interval)) = (
+        let (Some(newest), Some(stretch)) = (
             self.newest,
-            self.arrivals.max_offset(),
-            self.arrivals.interval(),
+            self.arrivals.stretch(self.period, self.stretch_rate()),
         ) else {
             return false;
         };
         let n = f64::from(newest.0);
-        let overdue = now_secs > max_off + (n + f64::from(interval)) * self.period;
-        overdue && pos < n
+        now_secs - n * self.period > stretch.from && pos < n
     }
 }
 

@@ -48,11 +48,13 @@ pub(crate) struct Need {
 /// after the newest is overdue, `from` seconds after the newest one's server time (in lag
 /// coordinates: the window's latest offset plus one send interval), playback slows to
 /// `rate` of real time until a newer snapshot arrives or playback reaches the newest.
+/// Made by [`ArrivalStats::stretch`], which the buffer asks both when to stretch and,
+/// through the policy, what stretching buys.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Stretch {
     /// Lag at which the snapshot after the newest counts as overdue.
     pub from: f64,
-    /// Playback speed while stretching, in `(0, 1]`.
+    /// Playback speed while stretching, in `(0, 1)`.
     pub rate: f64,
 }
 
@@ -65,7 +67,7 @@ impl Stretch {
     /// changes. Pairs without a loss never wait past `from`: their snapshot arrived by
     /// then.
     pub fn effective(&self, lag: f64) -> f64 {
-        if lag > self.from && self.rate > 0.0 && self.rate < 1.0 {
+        if lag > self.from {
             self.from + (lag - self.from) / self.rate
         } else {
             lag

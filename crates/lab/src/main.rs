@@ -3,7 +3,7 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use lagless_core::interpolation::DelayPolicy;
+use lagless_core::interpolation::{DEFAULT_MAX_STRETCH, DelayPolicy, MAX_STRETCH};
 use lagless_core::{LeadPolicy, MissingInput};
 use lagless_lab::{NetOverrides, RunConfig, ScriptChoice, SnapshotCodecChoice, run};
 use lagless_netem::{PROFILE_NAMES, Trace, profile};
@@ -80,13 +80,20 @@ struct SweepArgs {
     /// same set as `run --interpolation-sweep`.
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
-    /// How much adaptive buffers slow playback down while a snapshot is probably lost
-    /// (0.5: to half speed; 0: never).
-    #[arg(long, default_value_t = lagless_core::interpolation::DEFAULT_MAX_STRETCH, value_parser = parse_stretch)]
-    max_stretch: f32,
+    #[command(flatten)]
+    playback: PlaybackArgs,
     /// Hide the progress bar.
     #[arg(long)]
     no_progress: bool,
+}
+
+/// Playback options shared by every command that runs interpolation buffers.
+#[derive(Args)]
+struct PlaybackArgs {
+    /// How much adaptive buffers slow playback down while a snapshot is probably lost
+    /// (0.5: to half speed; 0: never).
+    #[arg(long, default_value_t = DEFAULT_MAX_STRETCH, value_parser = parse_stretch)]
+    max_stretch: f32,
 }
 
 /// Network options on top of a profile, shared by every command that emulates a link.
@@ -222,10 +229,8 @@ struct RunArgs {
     /// `adaptive` (1% underrun target), `adaptive:P%`, or `fixed:N` send intervals.
     #[arg(long, default_value = "adaptive", value_parser = lagless_lab::playback::parse_policy)]
     interpolation: DelayPolicy,
-    /// How much adaptive buffers slow playback down while a snapshot is probably lost
-    /// (0.5: to half speed; 0: never).
-    #[arg(long, default_value_t = lagless_core::interpolation::DEFAULT_MAX_STRETCH, value_parser = parse_stretch)]
-    max_stretch: f32,
+    #[command(flatten)]
+    playback: PlaybackArgs,
     /// Also replay the other players' snapshot arrivals through a range of fixed and
     /// adaptive delay policies and print their delay and underruns side by side (needs
     /// two or more clients).
@@ -290,17 +295,17 @@ fn main() -> ExitCode {
 }
 
 /// A progress bar over `len` steps of simulated time, drawn unless `hidden`.
-/// `--max-stretch`: a fraction of real time in `[0, 0.9]`.
+/// `--max-stretch`: a fraction of real time from 0 to the core's [`MAX_STRETCH`].
 fn parse_stretch(text: &str) -> Result<f32, String> {
     let v: f32 = text
         .trim()
         .parse()
         .map_err(|_| format!("{text:?} is not a number"))?;
-    if (0.0..=0.9).contains(&v) {
+    if (0.0..=MAX_STRETCH).contains(&v) {
         Ok(v)
     } else {
         Err(format!(
-            "{text:?}: the stretch is a fraction of real time from 0 (never) to 0.9"
+            "{text:?}: the stretch is a fraction of real time from 0 (never) to {MAX_STRETCH}"
         ))
     }
 }
@@ -349,7 +354,7 @@ fn sweep_command(a: SweepArgs) -> Result<(), String> {
         links: a.links,
         seed: a.seed,
         packet_bytes: a.packet_bytes,
-        max_stretch: a.max_stretch,
+        max_stretch: a.playback.max_stretch,
         ..ReplayConfig::default()
     };
     let total = a.seconds * f64::from(a.links);
@@ -463,7 +468,7 @@ fn run_command(a: RunArgs) -> Result<(), String> {
     };
     config.naive_sample = a.naive_sample;
     config.interpolation = a.interpolation;
-    config.max_stretch = a.max_stretch;
+    config.max_stretch = a.playback.max_stretch;
     if a.interpolation_sweep {
         if config.clients < 2 {
             return Err(

@@ -16,8 +16,9 @@ const RESYNC_AFTER: u32 = 3;
 /// Default [`InterpolationConfig::max_stretch`].
 pub const DEFAULT_MAX_STRETCH: f32 = 0.5;
 
-/// Largest [`InterpolationConfig::max_stretch`] honoured: playback never stops outright.
-const MAX_STRETCH: f64 = 0.9;
+/// Largest [`InterpolationConfig::max_stretch`] honoured (larger values are clamped to
+/// it): playback never stops outright.
+pub const MAX_STRETCH: f32 = 0.9;
 
 /// Most slots allocated up front; larger capacities grow on demand.
 pub(crate) const PREALLOCATE: usize = 1024;
@@ -661,7 +662,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         }
         let stretch = f64::from(self.config.max_stretch);
         let stretch = if stretch.is_finite() {
-            stretch.clamp(0.0, MAX_STRETCH)
+            stretch.clamp(0.0, f64::from(MAX_STRETCH))
         } else {
             0.0
         };

@@ -57,7 +57,7 @@ mod sample;
 
 pub use buffer::{
     Curve, DEFAULT_MAX_STRETCH, InterpolationBuffer, InterpolationConfig, InterpolationStats,
-    PushError, SampleKind, Sampled,
+    MAX_STRETCH, PushError, SampleKind, Sampled,
 };
 pub use policy::DelayPolicy;
 pub use pose::Pose;

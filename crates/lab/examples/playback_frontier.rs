@@ -2,11 +2,11 @@
 //! interpolation target ("at an underrun rate no worse than a fixed 3-interval buffer, a
 //! mean delay at least 30% lower").
 //!
-//! One emulated downlink of a profile carries tick-stamped snapshots as
-//! `lagless sweep-playback` sends them (200-byte packets, a 0.5 ms clock). Instead of the
-//! library's buffer, which must learn the link as it goes, playback here runs at a
-//! *constant* lag chosen with hindsight (the link's arrivals over the whole trace are
-//! known), and slows down by a stretch rule:
+//! One emulated downlink of a profile carries tick-stamped snapshots exactly as
+//! `lagless sweep-playback` sends them (the same link and seed as its first link, through
+//! `link_replay::replay_link`). Instead of the library's buffer, which must learn the link
+//! as it goes, playback here runs at a *constant* lag chosen with hindsight (the link's
+//! arrivals over the whole trace are known), and slows down by a stretch rule:
 //!
 //! - `none`: never;
 //! - `overdue T`: while the newest snapshot is older than `T` past the fastest arrival
@@ -32,12 +32,10 @@
 //! ```
 //! Defaults: `snapshot-demo 60 1800 59.7 0.5 1`. Ticks run at 60 Hz.
 
-use lagless_netem::{Link, profile as link_profile};
-use std::time::Duration;
+use lagless_lab::link_replay::{LinkEvent, ReplayConfig, replay_link};
+use lagless_netem::profile as link_profile;
 
-const TICK_HZ: f64 = 60.0;
-/// Bytes per snapshot packet, as `lagless sweep-playback` sends by default.
-const PACKET_BYTES: usize = 200;
+const TICK_HZ: u32 = 60;
 
 /// A stretch rule: when playback slows down.
 #[derive(Debug, Clone, Copy)]
@@ -71,81 +69,62 @@ struct Figures {
 struct Trace {
     frame_secs: f64,
     frames: Vec<(f64, f64)>,
-    /// Smallest, median and largest arrival offset (arrival minus tick time), seconds.
-    min_offset: f64,
-    median_offset: f64,
-    max_offset: f64,
     /// Every arrival offset (arrival minus tick time), sorted, seconds.
     offsets: Vec<f64>,
 }
 
-fn trace(profile: &str, snapshot_hz: u32, seconds: f64, frame_hz: f64, seed: u64) -> Trace {
-    let config = link_profile(profile).unwrap_or_else(|| {
-        eprintln!("unknown profile {profile}");
-        std::process::exit(2)
+impl Trace {
+    /// The `q` quantile of arrival offsets (0: the fastest arrival, 1: the slowest).
+    fn offset(&self, q: f64) -> f64 {
+        let i = (q * self.offsets.len().saturating_sub(1) as f64).round() as usize;
+        self.offsets.get(i).copied().unwrap_or(0.0)
+    }
+}
+
+fn trace(config: &ReplayConfig) -> Trace {
+    let period = 1.0 / f64::from(config.tick_hz);
+    let mut newest: Option<u32> = None;
+    let (mut offsets, mut frames) = (Vec::new(), Vec::new());
+    let replayed = replay_link(config, 0, &mut |event| match event {
+        LinkEvent::Arrival { tick, at } => {
+            offsets.push(at.as_secs_f64() - f64::from(tick.0) * period);
+            newest = Some(newest.map_or(tick.0, |n| n.max(tick.0)));
+        }
+        // Frames before the first arrival have nothing to show and are not counted.
+        LinkEvent::Frame { at } => {
+            if let Some(n) = newest {
+                frames.push((at.as_secs_f64(), f64::from(n)));
+            }
+        }
     });
-    let mut link = Link::new(config, seed).unwrap_or_else(|e| {
+    if let Err(e) = replayed {
         eprintln!("{e}");
         std::process::exit(2)
-    });
-    let interval = (TICK_HZ / f64::from(snapshot_hz)).round().max(1.0) as u32;
-    let step = Duration::from_micros(500);
-    let mut now = Duration::ZERO;
-    let (mut tick, mut frame) = (0u32, 0u64);
-    let mut newest: Option<u32> = None;
-    let mut offsets = Vec::new();
-    let mut frames = Vec::new();
-    while now.as_secs_f64() <= seconds {
-        let t = now.as_secs_f64();
-        while f64::from(tick) / TICK_HZ <= t {
-            if tick % interval == 0 {
-                let mut packet = vec![0; PACKET_BYTES];
-                packet[..4].copy_from_slice(&tick.to_le_bytes());
-                link.send(now, packet);
-            }
-            tick += 1;
-        }
-        while let Some(p) = link.poll(now) {
-            if let Some(k) = p.first_chunk::<4>().map(|b| u32::from_le_bytes(*b)) {
-                offsets.push(t - f64::from(k) / TICK_HZ);
-                newest = Some(newest.map_or(k, |n| n.max(k)));
-            }
-        }
-        while frame as f64 / frame_hz <= t {
-            // Frames before the first arrival have nothing to show and are not counted.
-            if let Some(n) = newest {
-                frames.push((t, f64::from(n)));
-            }
-            frame += 1;
-        }
-        now += step;
     }
     offsets.sort_by(f64::total_cmp);
     Trace {
-        frame_secs: 1.0 / frame_hz,
+        frame_secs: 1.0 / config.frame_hz,
         frames,
-        min_offset: offsets.first().copied().unwrap_or(0.0),
-        median_offset: offsets.get(offsets.len() / 2).copied().unwrap_or(0.0),
-        max_offset: offsets.last().copied().unwrap_or(0.0),
         offsets,
     }
 }
 
 /// Plays the trace back `lag` seconds past the fastest arrival under `rule`.
 fn play(trace: &Trace, lag: f64, rule: Rule, rate: f64) -> Figures {
-    let p = 1.0 / TICK_HZ;
+    let p = 1.0 / f64::from(TICK_HZ);
+    let min_offset = trace.offset(0.0);
     let dt = trace.frame_secs;
     let (mut pos, mut catching_up) = (None::<f64>, false);
     let (mut under, mut stretched, mut delay) = (0u64, 0u64, 0.0);
     for &(now, newest) in &trace.frames {
-        let target = (now - trace.min_offset - lag) / p;
+        let target = (now - min_offset - lag) / p;
         let next = match pos {
             None => target,
             Some(pos) => {
                 let starving = pos < newest
                     && match rule {
                         Rule::None => false,
-                        Rule::Overdue(t) => now - trace.min_offset - newest * p > t,
+                        Rule::Overdue(t) => now - min_offset - newest * p > t,
                         Rule::Runway(t) => (newest - pos) * p < t,
                     };
                 if starving {
@@ -187,13 +166,27 @@ fn main() {
     let snapshot_hz = number(1, "60") as u32;
     let (seconds, frame_hz, max_stretch) = (number(2, "1800"), number(3, "59.7"), number(4, "0.5"));
     let seed = number(5, "1") as u64;
-    if !(1..=60).contains(&snapshot_hz) || frame_hz <= 0.0 || !(0.0..1.0).contains(&max_stretch) {
-        eprintln!("need 1 <= SNAPSHOT_HZ <= 60, FRAME_HZ > 0, 0 <= MAX_STRETCH < 1");
+    // Rates and duration are checked by the replay; the stretch is this study's own.
+    if !(0.0..1.0).contains(&max_stretch) {
+        eprintln!("need 0 <= MAX_STRETCH < 1");
         std::process::exit(2)
     }
-    let trace = trace(&profile, snapshot_hz, seconds, frame_hz, seed);
-    let interval = (TICK_HZ / f64::from(snapshot_hz)).round() / TICK_HZ;
-    let classic_lag = trace.median_offset - trace.min_offset + 3.0 * interval;
+    let link = link_profile(&profile).unwrap_or_else(|| {
+        eprintln!("unknown profile {profile}");
+        std::process::exit(2)
+    });
+    let trace = trace(&ReplayConfig {
+        link,
+        tick_hz: TICK_HZ,
+        snapshot_hz,
+        frame_hz,
+        seconds,
+        seed,
+        ..ReplayConfig::default()
+    });
+    let tick_hz = f64::from(TICK_HZ);
+    let interval = (tick_hz / f64::from(snapshot_hz)).round() / tick_hz;
+    let classic_lag = trace.offset(0.5) - trace.offset(0.0) + 3.0 * interval;
     let classic = play(&trace, classic_lag, Rule::None, 1.0);
     println!(
         "{profile}, {snapshot_hz} snapshots/s, {seconds} s, frames at {frame_hz} Hz, \
@@ -216,9 +209,9 @@ fn main() {
     // the share `q` of snapshots that are merely late.
     let mut rules = vec![Rule::None];
     for q in [0.0, 0.02, 0.05, 0.1, 0.2] {
-        let i = ((1.0 - q) * (trace.offsets.len().saturating_sub(1)) as f64).round() as usize;
-        let at = trace.offsets.get(i).copied().unwrap_or(trace.max_offset);
-        rules.push(Rule::Overdue(at - trace.min_offset + interval));
+        rules.push(Rule::Overdue(
+            trace.offset(1.0 - q) - trace.offset(0.0) + interval,
+        ));
     }
     for ms in [10.0, 20.0, 30.0, 60.0] {
         rules.push(Rule::Runway(ms / 1e3));

@@ -73,6 +73,23 @@ pub enum ReplayError {
     Invalid(String),
 }
 
+/// What a replayed link delivers, in time order.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LinkEvent {
+    /// The snapshot of `tick` arrived at `at`.
+    Arrival {
+        /// The snapshot's server tick.
+        tick: Tick,
+        /// When it came out of the link.
+        at: Duration,
+    },
+    /// A frame is rendered at `at`.
+    Frame {
+        /// When.
+        at: Duration,
+    },
+}
+
 /// Replays `policies` over `config.links` links of `config.seconds` each and returns each
 /// policy's figures averaged over links, in the order given. `progress` receives the
 /// simulated seconds done so far, over all links.
@@ -83,12 +100,6 @@ pub fn replay(
 ) -> Result<Vec<PolicyFigures>, ReplayError> {
     validate(config)?;
     config.link.validate()?;
-    let interval = (f64::from(config.tick_hz) / f64::from(config.snapshot_hz))
-        .round()
-        .max(1.0) as u64;
-    let tick_nanos = 1e9 / f64::from(config.tick_hz);
-    let frame_nanos = 1e9 / config.frame_hz;
-    let end = Duration::from_secs_f64(config.seconds);
     let base = InterpolationConfig {
         tick_hz: config.tick_hz,
         max_stretch: config.max_stretch,
@@ -96,40 +107,77 @@ pub fn replay(
     };
     let mut per_link = Vec::new();
     for k in 0..config.links {
-        let mut link = Link::new(config.link.clone(), derive_seed(config.seed, u64::from(k)))?;
         let mut shadows = PolicyShadows::new(base, policies);
-        let mut tick: u64 = 0;
-        let mut frame: u64 = 0;
-        let mut now = Duration::ZERO;
+        let done = f64::from(k) * config.seconds;
         let mut next_progress = Duration::ZERO;
-        while now <= end {
-            // Every server tick due by now; a snapshot on each `interval`-th.
-            while Duration::from_nanos((tick as f64 * tick_nanos) as u64) <= now {
-                if tick % interval == 0 {
-                    link.send(now, packet(tick as u32, config.packet_bytes));
-                }
-                tick += 1;
-            }
-            while let Some(p) = link.poll(now) {
-                if let Some(t) = p.first_chunk::<4>() {
-                    shadows.push(Tick(u32::from_le_bytes(*t)), now);
+        drive(config, k, &mut |event| match event {
+            LinkEvent::Arrival { tick, at } => shadows.push(tick, at),
+            LinkEvent::Frame { at } => {
+                shadows.sample(at);
+                if at >= next_progress {
+                    progress(done + at.as_secs_f64());
+                    next_progress += Duration::from_secs(1);
                 }
             }
-            while Duration::from_nanos((frame as f64 * frame_nanos) as u64) <= now {
-                shadows.sample(now);
-                frame += 1;
-            }
-            if now >= next_progress {
-                progress(f64::from(k) * config.seconds + now.as_secs_f64());
-                next_progress += Duration::from_secs(1);
-            }
-            now += config.clock_step;
-        }
+        })?;
         per_link.push(shadows);
     }
     progress(f64::from(config.links) * config.seconds);
     let sets: Vec<&PolicyShadows> = per_link.iter().collect();
     Ok(PolicyShadows::mean_figures(&sets))
+}
+
+/// Sends `config.seconds` of tick-stamped snapshots through link number `index` (seeded
+/// as [`replay`] seeds it) and hands `on_event` each arrival and each frame, in time
+/// order: the raw material of a replay, for studies that play it back their own way.
+pub fn replay_link(
+    config: &ReplayConfig,
+    index: u32,
+    on_event: &mut dyn FnMut(LinkEvent),
+) -> Result<(), ReplayError> {
+    validate(config)?;
+    config.link.validate()?;
+    drive(config, index, on_event)
+}
+
+/// [`replay_link`] on a validated configuration.
+fn drive(
+    config: &ReplayConfig,
+    index: u32,
+    on_event: &mut dyn FnMut(LinkEvent),
+) -> Result<(), ReplayError> {
+    let interval = (f64::from(config.tick_hz) / f64::from(config.snapshot_hz))
+        .round()
+        .max(1.0) as u64;
+    let tick_nanos = 1e9 / f64::from(config.tick_hz);
+    let frame_nanos = 1e9 / config.frame_hz;
+    let end = Duration::from_secs_f64(config.seconds);
+    let seed = derive_seed(config.seed, u64::from(index));
+    let mut link = Link::new(config.link.clone(), seed)?;
+    let mut tick: u64 = 0;
+    let mut frame: u64 = 0;
+    let mut now = Duration::ZERO;
+    while now <= end {
+        // Every server tick due by now; a snapshot on each `interval`-th.
+        while Duration::from_nanos((tick as f64 * tick_nanos) as u64) <= now {
+            if tick % interval == 0 {
+                link.send(now, packet(tick as u32, config.packet_bytes));
+            }
+            tick += 1;
+        }
+        while let Some(p) = link.poll(now) {
+            if let Some(t) = p.first_chunk::<4>() {
+                let tick = Tick(u32::from_le_bytes(*t));
+                on_event(LinkEvent::Arrival { tick, at: now });
+            }
+        }
+        while Duration::from_nanos((frame as f64 * frame_nanos) as u64) <= now {
+            on_event(LinkEvent::Frame { at: now });
+            frame += 1;
+        }
+        now += config.clock_step;
+    }
+    Ok(())
 }
 
 fn validate(c: &ReplayConfig) -> Result<(), ReplayError> {

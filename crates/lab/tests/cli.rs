@@ -8,34 +8,39 @@ fn lagless() -> Command {
     Command::new(env!("CARGO_BIN_EXE_lagless"))
 }
 
-#[test]
-fn run_writes_json_and_a_table() {
-    let dir = std::env::temp_dir().join(format!("lagless-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let json = dir.join("m.json");
-    let out = lagless()
-        .args([
-            "run",
-            "--scene",
-            "cubes",
-            "--profile",
-            "broadband",
-            "--seconds",
-            "2",
-            "--seed",
-            "5",
-        ])
-        .args(["--clients", "2", "--no-progress", "--interpolation-sweep"])
-        .args(["--interpolation", "adaptive:0.5%", "--json"])
-        .arg(&json)
-        .output()
-        .unwrap();
+/// Runs `command`, asserts it succeeded (showing its stderr if not) and returns its stdout.
+fn stdout_of(command: &mut Command) -> String {
+    let out = command.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let table = String::from_utf8(out.stdout).unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn run_writes_json_and_a_table() {
+    let dir = std::env::temp_dir().join(format!("lagless-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("m.json");
+    let table = stdout_of(
+        lagless()
+            .args([
+                "run",
+                "--scene",
+                "cubes",
+                "--profile",
+                "broadband",
+                "--seconds",
+                "2",
+                "--seed",
+                "5",
+            ])
+            .args(["--clients", "2", "--no-progress", "--interpolation-sweep"])
+            .args(["--interpolation", "adaptive:0.5%", "--json"])
+            .arg(&json),
+    );
     assert!(table.contains("net.down_kbps_mean") && table.contains("server.input_starved_pct"));
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -96,18 +101,12 @@ fn bad_arguments_fail_cleanly() {
 #[test]
 fn sweep_playback_compares_policies_on_one_link() {
     let sweep = |extra: &[&str]| -> String {
-        let out = lagless()
-            .args(["sweep-playback", "--snapshot-hz", "10", "--seconds", "60"])
-            .args(["--policies", "fixed:2,adaptive:0.5%", "--no-progress"])
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        stdout_of(
+            lagless()
+                .args(["sweep-playback", "--snapshot-hz", "10", "--seconds", "60"])
+                .args(["--policies", "fixed:2,adaptive:0.5%", "--no-progress"])
+                .args(extra),
+        )
     };
     let table = sweep(&[]);
     // The classic buffer is added as the reference for the cuts.

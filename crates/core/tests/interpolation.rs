@@ -461,6 +461,45 @@ fn a_lost_snapshot_stretches_playback_and_shortens_the_delay() {
     println!("{ctx}");
 }
 
+/// Stretching must never run away with the delay. Here the snapshot after the newest is
+/// overdue every fourth one (each fourth is lost), and a stretch over each would put
+/// playback behind faster than catching up at 110% makes good: the delay would grow until
+/// playback jumped. A stretch starts only when playback is about to reach the newest, so
+/// the delay stays where the policy puts it.
+#[test]
+fn frequent_stretches_do_not_pile_up_delay() {
+    let mut b = InterpolationBuffer::<f32>::new(config(DelayPolicy::adaptive()));
+    let (mut delays, mut frame) = (Vec::new(), 0u64);
+    for step in 0..(60 * 1000) {
+        let now = MS * step;
+        // Whatever was sent 50 ms ago arrives now.
+        if let Some(since) = step.checked_sub(50) {
+            let tick = since * 60 / 1000;
+            if since * 60 % 1000 < 60 && tick % 4 != 3 {
+                b.push(Tick(tick), now, tick as f32).expect("in order");
+            }
+        }
+        // Frames at 50 Hz, so they fall at every phase of the sends.
+        if u64::from(step) * 50 >= frame * 1000 {
+            frame += 1;
+            if let Some(s) = b.sample_at(now) {
+                let newest = b.newest_tick().expect("arrived").0;
+                delays.push((f64::from(newest) - s.render_tick) * 1000.0 / 60.0);
+            }
+        }
+    }
+    let stats = b.stats();
+    let late = &delays[delays.len() / 2..];
+    let mean = late.iter().sum::<f64>() / late.len() as f64;
+    let max = late.iter().copied().fold(0.0, f64::max);
+    let ctx = format!("mean {mean:.1} ms, max {max:.1} ms, {stats:?}");
+    // Riding out one lost snapshot takes about two intervals (33 ms) behind the newest.
+    assert!(mean < 45.0 && max < 70.0, "{ctx}");
+    assert!(stats.stretched > 0, "{ctx}");
+    assert!(stats.stretched_ratio() < 1.0 / 6.0, "{ctx}");
+    println!("{ctx}");
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Push { tick: u32, at_ms: u64, x: f32 },

@@ -9,9 +9,9 @@
 //! arrivals over the whole trace are known), and slows down by a stretch rule:
 //!
 //! - `none`: never;
-//! - `overdue T`: while the newest snapshot is older than `T` past the fastest arrival
-//!   (the library's rule has `T` = the slowest arrival plus one interval; earlier moments,
-//!   a quantile of arrivals plus one interval, are tried too);
+//! - `overdue T`: while the newest snapshot is older than `T` past the fastest arrival,
+//!   for `T` = a quantile of arrivals plus one interval, from the slowest arrival (the
+//!   library's first rule) to the 80th percentile (the library now uses the 90th);
 //! - `runway T`: while less than `T` of snapshots is left ahead of the render position
 //!   (a buffer-level controller).
 //!
@@ -204,9 +204,9 @@ fn main() {
         "{:<16} {:>8} {:>9} {:>6} {:>9} {:>10}",
         "rule", "lag_ms", "delay_ms", "cut", "underrun", "stretched"
     );
-    // The library's moment (the slowest arrival plus an interval), then earlier ones:
-    // the `1 - q` quantile of arrivals plus an interval, which also fires, briefly, on
-    // the share `q` of snapshots that are merely late.
+    // The slowest arrival plus an interval (the library's first moment), then earlier
+    // ones: the `1 - q` quantile of arrivals plus an interval, which also fires, briefly,
+    // on the share `q` of snapshots that are merely late (the library uses q = 0.1).
     let mut rules = vec![Rule::None];
     for q in [0.0, 0.02, 0.05, 0.1, 0.2] {
         rules.push(Rule::Overdue(

@@ -159,7 +159,7 @@ pub struct RunConfig {
     /// client).
     pub interpolation: DelayPolicy,
     /// How much adaptive buffers (the one shown and the adaptive shadows) slow playback
-    /// down over a probably lost snapshot: [`InterpolationConfig::max_stretch`].
+    /// down over an overdue snapshot: [`InterpolationConfig::max_stretch`].
     ///
     /// [`InterpolationConfig::max_stretch`]: lagless_core::interpolation::InterpolationConfig::max_stretch
     pub max_stretch: f32,

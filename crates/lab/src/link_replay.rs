@@ -38,7 +38,7 @@ pub struct ReplayConfig {
     pub packet_bytes: usize,
     /// Granularity at which packets are sent and collected, as in a lab run.
     pub clock_step: Duration,
-    /// How much adaptive buffers slow playback down over a probably lost snapshot
+    /// How much adaptive buffers slow playback down over an overdue snapshot
     /// ([`InterpolationConfig::max_stretch`]).
     pub max_stretch: f32,
 }
@@ -312,6 +312,10 @@ mod target_tests {
     /// 400), which a short window may not hold and no constant delay 30% shorter rides
     /// out; stretching playback over each loss does, and the policy counts on it. A
     /// looser target must still hold.
+    ///
+    /// The strict target is 0.04%: the policy keeps under its target with some room (at
+    /// 0.05% it underruns 0.035% here, against the classic buffer's 0.032%), so the
+    /// target that matches the classic buffer's rate sits a little above that rate.
     #[test]
     fn adaptive_meets_the_brief_on_the_source_link() {
         let c = ReplayConfig {
@@ -321,7 +325,7 @@ mod target_tests {
             ..ReplayConfig::default()
         };
         let policies = [
-            DelayPolicy::adaptive_with_target(0.0005),
+            DelayPolicy::adaptive_with_target(0.0004),
             DelayPolicy::adaptive_with_target(0.001),
             DelayPolicy::CLASSIC,
         ];

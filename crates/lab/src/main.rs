@@ -90,7 +90,7 @@ struct SweepArgs {
 /// Playback options shared by every command that runs interpolation buffers.
 #[derive(Args)]
 struct PlaybackArgs {
-    /// How much adaptive buffers slow playback down while a snapshot is probably lost
+    /// How much adaptive buffers slow playback down while a snapshot is overdue
     /// (0.5: to half speed; 0: never).
     #[arg(long, default_value_t = DEFAULT_MAX_STRETCH, value_parser = parse_stretch)]
     max_stretch: f32,

@@ -84,7 +84,7 @@ pub struct PolicyFigures {
     /// Mean over clients of the percentage of frames extrapolated (a subset of underruns).
     pub extrapolated_pct: f64,
     /// Mean over clients of `interpolation.stretched_pct`: frames played in slow motion
-    /// to stretch the buffer over a probable loss.
+    /// to stretch the buffer over an overdue snapshot.
     pub stretched_pct: f64,
 }
 

@@ -1,6 +1,6 @@
 //! The [`InterpolationBuffer`]: snapshots in, smooth past states out.
 
-use super::clock::{ArrivalStats, Need};
+use super::clock::{ArrivalStats, Need, Stretch};
 use super::policy::WARMUP_PAIRS;
 use super::{DelayPolicy, Interpolate};
 use crate::{Tick, TickRate};
@@ -58,13 +58,14 @@ pub struct InterpolationConfig {
     /// fraction of real time (0.1 = between 90% and 110%).
     pub max_time_scale: f32,
     /// How much the adaptive policy slows playback down while the snapshot after the
-    /// newest is overdue (probably lost), as a fraction of real time taken off (0.5 = half
-    /// speed; at most 0.9, 0 turns stretching off). What is buffered then lasts longer, so
-    /// a replacement arriving later still finds a pair to interpolate, and the policy
-    /// counts on it when choosing the delay: a larger stretch buys a shorter delay at the
-    /// same underrun rate, paid for by remote entities moving in slow motion for a moment
-    /// after each loss ([`InterpolationStats::stretched`] counts those frames). The
-    /// fixed policy never stretches.
+    /// newest is overdue (later than nine arrivals in ten: late, or lost) and playback is
+    /// about to reach the newest, as a fraction of real time taken off (0.5 = half speed;
+    /// at most 0.9, 0 turns stretching off). What is buffered then lasts longer, so a
+    /// snapshot arriving later still finds a pair to interpolate, and the policy counts on
+    /// it when choosing the delay: a larger stretch buys a shorter delay at the same
+    /// underrun rate, paid for by remote entities moving in slow motion for a moment after
+    /// each late or lost snapshot ([`InterpolationStats::stretched`] counts those frames).
+    /// The fixed policy never stretches.
     pub max_stretch: f32,
     /// Time constant of that correction: an error of `e` is corrected at `e / slew_time`
     /// per second (within `max_time_scale`).
@@ -315,6 +316,8 @@ pub struct InterpolationBuffer<T: Interpolate> {
     floor: Option<Tick>,
     arrivals: ArrivalStats,
     lag: Option<f64>,
+    /// The policy's window estimate at the last arrival, where its next search starts.
+    seen_hint: Option<f64>,
     pos: Option<f64>,
     last_now: Option<Duration>,
     foreign: Option<(Tick, u32)>,
@@ -345,6 +348,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
             floor: None,
             arrivals: ArrivalStats::new(config.history),
             lag: None,
+            seen_hint: None,
             pos: None,
             last_now: None,
             foreign: None,
@@ -418,6 +422,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         self.floor = None;
         self.arrivals.clear();
         self.lag = None;
+        self.seen_hint = None;
         self.pos = None;
         self.last_now = None;
         self.foreign = None;
@@ -504,10 +509,11 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         }
         // A miss costs at least half a frame: see `ArrivalStats::lag_for_fraction`.
         let min_miss = 0.5 * self.frame_secs.unwrap_or(0.0);
-        self.lag = self
-            .config
-            .policy
-            .lag(&self.arrivals, p, min_miss, self.stretch_rate());
+        let stretch = self.stretch();
+        self.lag =
+            self.config
+                .policy
+                .lag(&self.arrivals, p, min_miss, stretch, &mut self.seen_hint);
     }
 
     /// The value to show at local time `now`, or `None` before the first snapshot.
@@ -628,12 +634,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
             // would also step back before snapshots already played out (and dropped).
             pos.max(target)
         } else {
-            let max_scale = f64::from(self.config.max_time_scale);
-            let max_scale = if max_scale.is_finite() {
-                max_scale.clamp(0.0, 1.0)
-            } else {
-                0.0
-            };
+            let max_scale = self.max_time_scale();
             let slew = self.config.slew_time.as_secs_f64().max(1e-6);
             // What a stretch put behind is made up at the full time-scale bound, not
             // eased back like a clock change: the replacement has come, and every
@@ -654,6 +655,24 @@ impl<T: Interpolate> InterpolationBuffer<T> {
 }
 
 impl<T: Interpolate> InterpolationBuffer<T> {
+    /// The time-scale bound as a fraction of real time, sanitized.
+    fn max_time_scale(&self) -> f64 {
+        let max_scale = f64::from(self.config.max_time_scale);
+        if max_scale.is_finite() {
+            max_scale.clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    }
+
+    /// How playback stretches now (`None` when the policy does not stretch): the very
+    /// rule [`starving`](Self::starving) applies, handed to the policy so the delay
+    /// counts on it.
+    fn stretch(&self) -> Option<Stretch> {
+        self.arrivals
+            .stretch(self.period, self.stretch_rate(), self.max_time_scale())
+    }
+
     /// Playback speed while stretching, as a fraction of real time (1 when the policy
     /// does not stretch).
     fn stretch_rate(&self) -> f64 {
@@ -670,20 +689,23 @@ impl<T: Interpolate> InterpolationBuffer<T> {
     }
 
     /// True when playback should slow down: the snapshot after the newest is overdue
-    /// (later than any arrival in the window: probably lost) and playback has not yet run
-    /// past the newest. It stretches until a newer snapshot arrives, not only as far as
-    /// the next one would need: a second loss in a row is what a short delay cannot ride
-    /// out, and a rule this simple is one the policy can count on when it picks the delay
-    /// (see `Stretch` in the clock module, whose `from` is the very moment used here).
+    /// (later than nine arrivals in ten in the window: late, or lost) and playback is about
+    /// to run past the newest. It stretches until a newer snapshot arrives, not only as
+    /// far as the next one would need: a second loss in a row is what a short delay cannot
+    /// ride out, and a rule this simple is one the policy can count on when it picks the
+    /// delay (see `Stretch` in the clock module, whose `from` is the very moment used
+    /// here).
     fn starving(&self, now_secs: f64, pos: f64) -> bool {
-        let (Some(newest), Some(stretch)) = (
-            self.newest,
-            self.arrivals.stretch(self.period, self.stretch_rate()),
-        ) else {
+        let (Some(newest), Some(stretch)) = (self.newest, self.stretch()) else {
             return false;
         };
-        let n = f64::from(newest.0);
-        now_secs - n * self.period > stretch.from && pos < n
+        let (Some(lag), n) = (self.lag, f64::from(newest.0)) else {
+            return false;
+        };
+        // About to reach the newest: see `Stretch::slack` for why not whenever short of it.
+        let runway = (n - pos) * self.period;
+        let close = runway < lag - stretch.from + stretch.slack;
+        now_secs - n * self.period > stretch.from && runway > 0.0 && close
     }
 }
 

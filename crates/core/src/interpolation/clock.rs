@@ -44,28 +44,49 @@ pub(crate) struct Need {
     pub span: f64,
 }
 
-/// How the buffer stretches playback over a probably lost snapshot: once the snapshot
-/// after the newest is overdue, `from` seconds after the newest one's server time (in lag
-/// coordinates: the window's latest offset plus one send interval), playback slows to
-/// `rate` of real time until a newer snapshot arrives or playback reaches the newest.
-/// Made by [`ArrivalStats::stretch`], which the buffer asks both when to stretch and,
-/// through the policy, what stretching buys.
+/// The share of the window's arrivals that come before the moment the snapshot after the
+/// newest counts as overdue (one send interval later). Not the slowest arrival: when
+/// snapshots come faster than jitter spreads them, a late one holds back those sent after
+/// it (links deliver in order), and the underruns come from such runs of late snapshots
+/// rather than from losses. Waiting for the slowest arrival before stretching spends the
+/// delay those runs need (`examples/playback_frontier` in the lab: at 60 snapshots/s and
+/// the best constant lag, stretching from the slowest arrival buys 13% of delay, from the
+/// 90th percentile 32%; at 10/s both buy 35%). The price is a brief stretch for the tenth
+/// of snapshots that are merely late.
+pub(crate) const OVERDUE_QUANTILE: f64 = 0.9;
+
+/// How the buffer stretches playback while the snapshot after the newest is overdue: from
+/// `from` seconds after the newest one's server time (in lag coordinates: the window's
+/// [`OVERDUE_QUANTILE`] of offsets plus one send interval), playback slows to `rate` of
+/// real time until a newer snapshot arrives or playback reaches the newest, and afterwards
+/// catches up with its target lag at `1 + catch_up` of real time. Made by
+/// [`ArrivalStats::stretch`], which the buffer asks both when to stretch and, through the
+/// policy, what stretching buys.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Stretch {
     /// Lag at which the snapshot after the newest counts as overdue.
     pub from: f64,
     /// Playback speed while stretching, in `(0, 1)`.
     pub rate: f64,
+    /// How much faster than real time playback catches up afterwards (0.1: 110%).
+    pub catch_up: f64,
+    /// How much further behind than usual playback may be for a stretch to start (one
+    /// send interval). Stretching begins only when playback is about to reach the newest:
+    /// at the target lag, `lag - from` short of it when it turns overdue; still behind
+    /// from the last stretch, it has more in hand and waits until that has run down to
+    /// within `slack`. Without a bound, a link where the next snapshot is often overdue
+    /// would stretch faster than catching up makes good, and the delay would grow
+    /// without end; with none at all, a playback a hair behind its target would never
+    /// stretch.
+    pub slack: f64,
 }
 
 impl Stretch {
-    /// The lag that, without stretching, would wait as long for a lost snapshot's
-    /// replacement as `lag` does with it. Playback at lag `L` reaches the newest
-    /// snapshot's server time `L` after it; when `L` exceeds `from`, it spends the last
-    /// `L - from` of that at `rate`, so it gets there only `from + (L - from) / rate`
-    /// after. Below `from` nothing is overdue before playback runs out, and nothing
-    /// changes. Pairs without a loss never wait past `from`: their snapshot arrived by
-    /// then.
+    /// The lag that, without stretching, would wait as long for the snapshot after the
+    /// newest as `lag` does with it. Playback at lag `L` reaches the newest snapshot's
+    /// server time `L` after it; when `L` exceeds `from`, it spends the last `L - from`
+    /// of that at `rate`, so it gets there only `from + (L - from) / rate` after. Below
+    /// `from` nothing is overdue before playback runs out, and nothing changes.
     pub fn effective(&self, lag: f64) -> f64 {
         if lag > self.from {
             self.from + (lag - self.from) / self.rate
@@ -214,66 +235,126 @@ impl ArrivalStats {
         self.needs_sorted.last().map(|n| n.need)
     }
 
-    /// How the buffer would stretch playback now, at `rate` of real time (see
-    /// [`Stretch`]); `None` before the interval and offsets are known, or with `rate` 1.
-    pub fn stretch(&self, period: f64, rate: f64) -> Option<Stretch> {
+    /// The `q` quantile of the window's offsets (0: the earliest, 1: the latest).
+    pub fn offset_quantile(&self, q: f64) -> Option<f64> {
+        let sorted = self.offsets.sorted();
+        let last = sorted.len().checked_sub(1)?;
+        let i = (q.clamp(0.0, 1.0) * last as f64).round() as usize;
+        sorted.get(i.min(last)).copied()
+    }
+
+    /// How the buffer would stretch playback now, at `rate` of real time, catching up at
+    /// `1 + catch_up` (see [`Stretch`]); `None` before the interval and offsets are known,
+    /// or with `rate` 1.
+    pub fn stretch(&self, period: f64, rate: f64, catch_up: f64) -> Option<Stretch> {
         if !(rate > 0.0 && rate < 1.0) {
             return None;
         }
         let interval = f64::from(self.interval?) * period;
         Some(Stretch {
-            from: self.max_offset()? + interval,
+            from: self.offset_quantile(OVERDUE_QUANTILE)? + interval,
             rate,
+            catch_up: if catch_up.is_finite() {
+                catch_up.clamp(0.0, 1.0)
+            } else {
+                0.0
+            },
+            slack: interval,
         })
     }
 
     /// The smallest playback lag at which the fraction of server time the window's pairs
     /// would *not* have been ready for is at most `fraction`. Pairs spanning more than
-    /// `max_span` seconds (outages) are left out: no sensible lag rides them over. With a
-    /// `stretch`, a pair waits as long as at the [effective](Stretch::effective) lag.
+    /// `max_span` seconds (outages) are left out: no sensible lag rides them over.
     ///
-    /// The missed time of a pair at lag `L` is `need - L` when positive: playback reaches
-    /// the pair's start that long before the pair is complete. It is at most the pair's
-    /// span (after that the next pair's own need takes over) and at least `min_miss`
-    /// (the caller passes half a rendered frame). With frames at random phases a miss
-    /// of `d` costs `d` of frames on average, but a renderer whose frame rate is locked to
-    /// the tick rate samples the same phase every time: when the needs cluster tightly
-    /// (a steady link) and the lag sits just inside the cluster, a miss of a fraction of
-    /// a millisecond costs a whole frame, every time.
+    /// Playback is replayed over the window's pairs in arrival order at that lag
+    /// ([`replay_missed`](Self::replay_missed)), so a `stretch` is credited as the buffer
+    /// does it: a pair whose snapshot is overdue waits as long as at the
+    /// [effective](Stretch::effective) lag, and the lag a stretch adds carries over to
+    /// the pairs after it until playback has caught up. That matters when snapshots come
+    /// faster than jitter spreads them: a late snapshot holds back the ones sent after
+    /// it, and the stretch over the first of them covers the rest of the run.
+    ///
+    /// A miss costs at least `min_miss` (the caller passes half a rendered frame): with
+    /// frames at random phases a miss of `d` costs `d` of frames on average, but a
+    /// renderer whose frame rate is locked to the tick rate samples the same phase every
+    /// time, and when the lag sits just inside a tight cluster of needs, a miss of a
+    /// fraction of a millisecond costs a whole frame, every time.
+    ///
+    /// `hint`, the last answer, only makes the search faster.
     pub fn lag_for_fraction(
         &self,
         fraction: f64,
         max_span: f64,
         min_miss: f64,
         stretch: Option<Stretch>,
+        hint: Option<f64>,
     ) -> Option<f64> {
-        let sorted = &self.needs_sorted;
-        let total: f64 = sorted
-            .iter()
-            .filter(|n| n.span <= max_span)
-            .map(|n| n.span)
-            .sum();
+        let usable = || self.needs_sorted.iter().filter(|n| n.span <= max_span);
+        let total: f64 = usable().map(|n| n.span).sum();
         if total <= 0.0 {
             return None;
         }
         let budget = fraction.clamp(0.0, 1.0) * total;
-        // Only pairs needing more than `lag` miss anything: walk down from the top.
-        let missed = |lag: f64| -> f64 {
-            let lag = stretch.map_or(lag, |s| s.effective(lag));
-            sorted
-                .iter()
-                .rev()
-                .take_while(|n| n.need > lag)
-                .filter(|n| n.span <= max_span)
-                .map(|n| (n.need - lag).max(min_miss).min(n.span))
-                .sum::<f64>()
-        };
-        let usable = || sorted.iter().filter(|n| n.span <= max_span);
         let hi = usable().map(|n| n.need).max_by(f64::total_cmp)?;
         let lo = usable().map(|n| n.need - n.span).min_by(f64::total_cmp)?;
-        // `missed` falls monotonically from `total` at `lo` to 0 at `hi` (or sooner: the
-        // effective lag is never below the lag).
-        Some(smallest_lag(lo, hi, |lag| missed(lag) <= budget))
+        // At `hi` every pair is ready before playback reaches it; the missed time falls
+        // monotonically with the lag (a longer lag is at least as long at every moment
+        // of the replay).
+        Some(smallest_lag_near(lo, hi, hint, |lag| {
+            self.replay_missed(lag, max_span, min_miss, stretch, budget) <= budget
+        }))
+    }
+
+    /// Server time playback at a target `lag` would have run past the newest snapshot,
+    /// over the window's pairs in arrival order; the sum stops growing past `enough`
+    /// (the caller only asks whether it is within a budget).
+    ///
+    /// Each pair starts when its first snapshot arrived (then the newest), at the lag
+    /// playback had then, and follows the buffer's rules: playback catches up with `lag`
+    /// after a stretch, stretches while the snapshot after the newest is overdue and
+    /// playback has not reached the newest, and runs past the newest (misses) from the
+    /// moment it reaches it until the pair's second snapshot arrives.
+    pub fn replay_missed(
+        &self,
+        lag: f64,
+        max_span: f64,
+        min_miss: f64,
+        stretch: Option<Stretch>,
+        enough: f64,
+    ) -> f64 {
+        let mut missed = 0.0;
+        // The current playback lag, and the newest snapshot's offset (its age when it
+        // arrived).
+        let mut current = lag;
+        let mut newest_offset = None;
+        for pair in &self.needs {
+            let offset = pair.need - pair.span;
+            if pair.span > max_span {
+                // An outage: the buffer starts over at its target.
+                current = lag;
+                newest_offset = Some(offset);
+                continue;
+            }
+            // Most pairs are quiet: playback at its target, the snapshot in before it is
+            // overdue or due. They change nothing.
+            let quiet = stretch.map_or(lag, |s| s.from.min(lag));
+            if current <= lag && pair.need <= quiet {
+                newest_offset = Some(offset);
+                continue;
+            }
+            let start = newest_offset.unwrap_or(offset).min(pair.need);
+            let (miss, after) = replay_pair(lag, current, start, pair.need, stretch);
+            if miss > 0.0 {
+                missed += miss.max(min_miss);
+                if missed > enough {
+                    return missed;
+                }
+            }
+            current = after;
+            newest_offset = Some(offset);
+        }
+        missed
     }
 
     /// How snapshots get lost, from the window of ticks: which of the snapshots sent over
@@ -317,8 +398,10 @@ impl ArrivalStats {
     /// overshot. The model builds those tails from the plentiful samples (the loss rate and
     /// the spread of offsets) instead. `None` until the loss rate and interval are known.
     ///
-    /// With a `stretch`, snapshots after a lost one get until the
-    /// [effective](Stretch::effective) lag to arrive.
+    /// With a `stretch`, snapshots get until the [effective](Stretch::effective) lag to
+    /// arrive: playback reaches the shown time that much later when the snapshot after
+    /// the newest is overdue, whether it was lost or is late. (The lag a stretch adds to
+    /// later pairs is not counted: the model stays on the safe side.)
     ///
     /// Lags below `at_least` are not searched (the answer is then `at_least`): the caller
     /// takes the larger of this and another estimate, and when the other one already
@@ -350,10 +433,11 @@ impl ArrivalStats {
         // Chance that nothing sent at or after the shown time has arrived, when the next
         // send is `x` after it: a forward pass over the loss chain, one send at a time.
         let all_missing = |lag: f64, x: f64| -> f64 {
+            // Once the snapshot after the newest is overdue, playback stretches: every
+            // one sent after the shown time gets until the effective lag.
+            let lag = stretch.map_or(lag, |s| s.effective(lag));
             let (mut lost, mut kept) = (loss.loss, 1.0 - loss.loss);
             kept *= late(lag, x);
-            // Once the first is overdue, playback stretches: the later ones get longer.
-            let lag = stretch.map_or(lag, |s| s.effective(lag));
             let mut x = x + interval;
             // Snapshots sent later than `lag - min` after the shown time cannot have
             // arrived: they leave the chance unchanged.
@@ -474,9 +558,106 @@ fn wrap(x: f64, m: f64) -> f64 {
     if r >= 0.0 && r < m { r } else { 0.0 }
 }
 
+/// One pair of [`ArrivalStats::replay_missed`], in the newest snapshot's age `u` (local
+/// time minus its server time): the pair starts at age `start` (when that snapshot
+/// arrived) with playback `current` behind real time, and its second snapshot arrives at
+/// age `need`. Playback is past the newest once its lag is below the age. Returns the
+/// time missed and the playback lag when the second snapshot arrives.
+fn replay_pair(
+    lag: f64,
+    current: f64,
+    start: f64,
+    need: f64,
+    stretch: Option<Stretch>,
+) -> (f64, f64) {
+    let catch_up = stretch.map_or(0.0, |s| s.catch_up);
+    // Playback lag at age `u` while following the target: catching up after a stretch.
+    let following = |u: f64| (current - catch_up * (u - start)).max(lag);
+    if let Some(s) = stretch {
+        // Stretching starts once the newest is overdue (`u >= from`) and playback is
+        // short of it by less than `lag - from + slack` (`u - lag(u) >= threshold`): later
+        // while it is still catching up.
+        let threshold = s.from - lag - s.slack;
+        let overdue = s.from.max(start);
+        let begin = if overdue - following(overdue) >= threshold {
+            overdue
+        } else {
+            (threshold + current + catch_up * start) / (1.0 + catch_up)
+        };
+        let at = following(begin);
+        // Before the second snapshot arrived, with playback still short of the newest:
+        // it slows to `rate` until the snapshot comes or playback reaches the newest (at
+        // age `reach`).
+        if begin < need && at > begin {
+            let reach = begin + (at - begin) / s.rate;
+            return if need <= reach {
+                (0.0, at + (1.0 - s.rate) * (need - begin))
+            } else {
+                (need - reach, (reach - catch_up * (need - reach)).max(lag))
+            };
+        }
+    }
+    // Playback reaches the newest where its lag meets the age: during the catch-up if
+    // it is steep enough, else once back at `lag`.
+    let reach = if current <= start {
+        start
+    } else {
+        let during = (current + catch_up * start) / (1.0 + catch_up);
+        if current - catch_up * (during - start) >= lag {
+            during
+        } else {
+            lag.max(start)
+        }
+    };
+    ((need - reach).max(0.0), following(need))
+}
+
 /// The smallest lag in `[lo, hi]` that is `enough`, to a hundredth of a millisecond, for
 /// an `enough` that holds at `hi` and, once it holds, holds for every longer lag.
-fn smallest_lag(mut lo: f64, mut hi: f64, enough: impl Fn(f64) -> bool) -> f64 {
+fn smallest_lag(lo: f64, hi: f64, enough: impl Fn(f64) -> bool) -> f64 {
+    smallest_lag_near(lo, hi, None, enough)
+}
+
+/// First step of the search outward from a hint, seconds.
+const GALLOP_STEP: f64 = 2e-4;
+
+/// [`smallest_lag`], searching outward from `hint` first (in steps that double) when it
+/// lies in `(lo, hi)`: the answer moves little from one arrival to the next, so a few
+/// evaluations near the last one bracket it far tighter than the whole range.
+fn smallest_lag_near(
+    mut lo: f64,
+    mut hi: f64,
+    hint: Option<f64>,
+    enough: impl Fn(f64) -> bool,
+) -> f64 {
+    if let Some(hint) = hint.filter(|h| *h > lo && *h < hi) {
+        let below = enough(hint);
+        if below {
+            hi = hint;
+        } else {
+            lo = hint;
+        }
+        let mut step = GALLOP_STEP;
+        loop {
+            let x = if below { hint - step } else { hint + step };
+            if x <= lo || x >= hi {
+                break;
+            }
+            match (enough(x), below) {
+                (true, true) => hi = x,
+                (false, false) => lo = x,
+                (true, false) => {
+                    hi = x;
+                    break;
+                }
+                (false, true) => {
+                    lo = x;
+                    break;
+                }
+            }
+            step *= 2.0;
+        }
+    }
     for _ in 0..40 {
         if hi - lo < 1e-5 {
             break;
@@ -572,6 +753,33 @@ mod tests {
     }
 
     #[test]
+    fn a_hint_finds_the_same_lag_sooner() {
+        for answer in [0.0123, 0.05, 0.0999] {
+            let calls = std::cell::Cell::new(0);
+            let enough = |lag: f64| {
+                calls.set(calls.get() + 1);
+                lag >= answer
+            };
+            let cold = smallest_lag(0.0, 0.1, enough);
+            let cold_calls = calls.replace(0);
+            assert!((cold - answer).abs() < 1e-5, "{cold}");
+            for hint in [answer - 3e-4, answer, answer + 1e-4, -1.0, 0.3] {
+                let warm = smallest_lag_near(0.0, 0.1, Some(hint), enough);
+                assert!((warm - answer).abs() < 1e-5, "{answer} from {hint}: {warm}");
+                assert!(warm >= answer, "{warm}");
+            }
+            // Near the answer, a handful of evaluations instead of a bisection of the range.
+            calls.set(0);
+            smallest_lag_near(0.0, 0.1, Some(answer - 5e-5), enough);
+            assert!(
+                calls.get() <= cold_calls / 2,
+                "{} vs {cold_calls}",
+                calls.get()
+            );
+        }
+    }
+
+    #[test]
     fn lag_covers_the_requested_fraction_of_time() {
         let mut s = ArrivalStats::new(100);
         // 99 pairs ready at lag 0.1, one needing 0.2; each spans 0.1 s.
@@ -585,18 +793,18 @@ mod tests {
             need: 0.2,
             span: 0.1,
         });
-        let full = s.lag_for_fraction(0.0, 1.0, 0.0, None).unwrap();
+        let full = s.lag_for_fraction(0.0, 1.0, 0.0, None, None).unwrap();
         assert!((full - 0.2).abs() < 1e-4, "{full}");
         // Missing 0.5% of 10 s = 0.05 s of the late pair's 0.1 s.
-        let half = s.lag_for_fraction(0.005, 1.0, 0.0, None).unwrap();
+        let half = s.lag_for_fraction(0.005, 1.0, 0.0, None, None).unwrap();
         assert!((half - 0.15).abs() < 1e-4, "{half}");
         // 1% can be missed by skipping the late pair entirely.
-        let most = s.lag_for_fraction(0.01, 1.0, 0.0, None).unwrap();
+        let most = s.lag_for_fraction(0.01, 1.0, 0.0, None, None).unwrap();
         assert!((most - 0.1).abs() < 1e-4, "{most}");
         // Outages are ignored.
-        assert_eq!(s.lag_for_fraction(0.0, 0.05, 0.0, None), None);
+        assert_eq!(s.lag_for_fraction(0.0, 0.05, 0.0, None, None), None);
         assert_eq!(
-            ArrivalStats::new(3).lag_for_fraction(0.01, 1.0, 0.0, None),
+            ArrivalStats::new(3).lag_for_fraction(0.01, 1.0, 0.0, None, None),
             None
         );
     }
@@ -697,7 +905,7 @@ mod tests {
         };
         let s = stream(6 * 3000, lost, jitter);
         let target = 0.0005;
-        let seen = s.lag_for_fraction(target, 0.5, 0.0, None).unwrap();
+        let seen = s.lag_for_fraction(target, 0.5, 0.0, None, None).unwrap();
         let model = s
             .model_lag_for_fraction(target, 0.5, period, 0.0, None)
             .unwrap();
@@ -708,8 +916,131 @@ mod tests {
         assert!(model < seen + 0.12, "seen {seen}, model {model}");
     }
 
+    /// Sends every tick at 60 Hz for `count` ticks, dropping those `lost` says, with a
+    /// fixed 50 ms delay plus `jitter(tick)`, delivered in order (a late packet holds
+    /// back those sent after it, as netem does). Returns the arrivals too.
+    fn fifo_stream(
+        count: u32,
+        lost: impl Fn(u32) -> bool,
+        jitter: impl Fn(u32) -> f64,
+    ) -> (ArrivalStats, Vec<(f64, u32)>) {
+        let period = 1.0 / 60.0;
+        let mut s = ArrivalStats::new(count as usize);
+        let mut newest = None;
+        let mut last = f64::NEG_INFINITY;
+        let mut arrivals = Vec::new();
+        for t in (0..count).filter(|t| !lost(*t)) {
+            last = last.max(f64::from(t) * period + 0.05 + jitter(t));
+            arrivals.push((last, t));
+            arrive(&mut s, &mut newest, t, last, period);
+        }
+        (s, arrivals)
+    }
+
+    /// Plays `arrivals` back at a target `lag` in small steps by the buffer's rules (stretch
+    /// while the snapshot after the newest is overdue and playback is about to reach the
+    /// newest, then catch up at the time-scale bound) and returns the time playback spent past the
+    /// newest snapshot: what `replay_missed` computes in closed form.
+    fn step_through(arrivals: &[(f64, u32)], period: f64, lag: f64, stretch: Stretch) -> f64 {
+        let dt = 1e-5;
+        let (mut next, mut newest) = (1, f64::from(arrivals[0].1) * period);
+        let mut now = arrivals[0].0;
+        let mut shown = now - lag;
+        let mut missed = 0.0;
+        while next < arrivals.len() {
+            now += dt;
+            while next < arrivals.len() && arrivals[next].0 <= now {
+                newest = newest.max(f64::from(arrivals[next].1) * period);
+                next += 1;
+            }
+            let runway = newest - shown;
+            let close = runway < lag - stretch.from + stretch.slack;
+            if now - newest > stretch.from && runway > 0.0 && close {
+                shown += stretch.rate * dt;
+            } else {
+                let behind = (now - lag) - (shown + dt);
+                shown += dt + behind.clamp(0.0, stretch.catch_up * dt);
+            }
+            if shown > newest {
+                missed += dt;
+            }
+        }
+        missed
+    }
+
     #[test]
-    fn stretching_shortens_the_lag_by_exactly_what_it_buys() {
+    fn the_replay_plays_back_as_the_buffer_does() {
+        let period = 1.0 / 60.0;
+        // 60/s, one in 40 held up by 20-60 ms (holding back those behind it), 2% lost.
+        let jitter = |t: u32| {
+            if hash(t) % 40 == 0 {
+                f64::from(20 + hash(t + 7) % 41) / 1000.0
+            } else {
+                f64::from(hash(t) % 6) / 1000.0
+            }
+        };
+        let (s, arrivals) = fifo_stream(3000, |t| hash(t ^ 0x55) % 50 == 0, jitter);
+        let stretch = s.stretch(period, 0.5, 0.1).unwrap();
+        // Overdue one interval after nine arrivals in ten.
+        let q90 = s.offset_quantile(0.9).unwrap();
+        assert!((stretch.from - (q90 + period)).abs() < 1e-12);
+        assert!(stretch.from < s.max_offset().unwrap());
+        let min = s.min_offset().unwrap();
+        for extra in [0.0, 0.01, 0.02, 0.03, 0.045] {
+            let lag = min + extra;
+            let closed = s.replay_missed(lag, 1.0, 0.0, Some(stretch), f64::INFINITY);
+            let stepped = step_through(&arrivals, period, lag, stretch);
+            // Each event is off by at most a step or two.
+            assert!(
+                (closed - stepped).abs() < 1e-3 + 0.02 * stepped,
+                "lag +{extra}: {closed} vs {stepped}"
+            );
+        }
+        // Without stretching, playback misses exactly what arrives after it is due.
+        let plain = s.replay_missed(min + 0.02, 1.0, 0.0, None, f64::INFINITY);
+        let none = Stretch {
+            from: f64::INFINITY,
+            rate: 0.5,
+            catch_up: 0.1,
+            slack: 0.0,
+        };
+        let stepped = step_through(&arrivals, period, min + 0.02, none);
+        assert!(
+            (plain - stepped).abs() < 1e-3 + 0.02 * stepped,
+            "{plain} vs {stepped}"
+        );
+    }
+
+    #[test]
+    fn a_stretch_carries_over_a_slow_spell() {
+        let period = 1.0 / 60.0;
+        // Every two seconds, a slow spell: six snapshots in a row each 8 ms later than the
+        // one before (a queue building up), then back to 50 ms.
+        let jitter = |t: u32| 0.008 * f64::from((t % 120).saturating_sub(113));
+        let (s, _) = fifo_stream(3000, |_| false, jitter);
+        let stretch = s.stretch(period, 0.5, 0.1).unwrap();
+        assert!((stretch.from - (0.05 + period)).abs() < 1e-9, "{stretch:?}");
+        let target = 0.001;
+        let plain = s.lag_for_fraction(target, 1.0, 0.0, None, None).unwrap();
+        let stretched = s
+            .lag_for_fraction(target, 1.0, 0.0, Some(stretch), None)
+            .unwrap();
+        // Without stretching, the lag waits for the latest of the spell, 48 ms past the
+        // others (less the budget: 0.1% of two seconds per spell).
+        assert!((plain - (0.098 + period)).abs() < 2e-3, "{plain}");
+        // Each pair of the spell needs 8 ms more than the one before. Credited alone,
+        // a pair gets `effective(lag)`, so the lag would have to bridge the last one on its
+        // own. Played back in order, the lag each stretch adds is still there for the
+        // next pair: the spell is bridged with much less.
+        let alone = stretch.from + stretch.rate * (plain - stretch.from);
+        assert!(stretched < alone - 0.01, "{stretched} vs {alone}");
+        let missed = s.replay_missed(stretched, 1.0, 0.0, Some(stretch), f64::INFINITY);
+        assert!(missed <= target * 50.0 + 1e-9, "{missed}");
+        println!("plain {plain}, alone {alone}, in order {stretched}");
+    }
+
+    #[test]
+    fn the_model_credits_stretching_over_losses() {
         let period = 1.0 / 60.0;
         // 10/s, ±30 ms of jitter, one snapshot in 20 lost and one loss in 10 a double.
         let jitter = |t: u32| f64::from(hash(t) % 61) / 1000.0 - 0.03;
@@ -718,24 +1049,19 @@ mod tests {
             t % 6 != 0 || k % 20 == 7 || k % 200 == 8
         };
         let s = stream(6 * 3000, lost, jitter);
-        assert!(s.stretch(period, 1.0).is_none());
-        let stretch = s.stretch(period, 0.5).unwrap();
-        // Overdue one interval after the latest arrival the window saw.
-        assert!((stretch.from - (s.max_offset().unwrap() + 0.1)).abs() < 1e-12);
+        assert!(s.stretch(period, 1.0, 0.1).is_none());
+        let stretch = s.stretch(period, 0.5, 0.1).unwrap();
         assert_eq!(stretch.effective(stretch.from - 0.01), stretch.from - 0.01);
         assert!((stretch.effective(stretch.from + 0.03) - (stretch.from + 0.06)).abs() < 1e-12);
         for target in [0.0005, 0.002, 0.01] {
-            // Without stretching, a lag `U` past `from`; with it, the lag whose
-            // effective lag is `U`: `from + rate * (U - from)`.
-            let plain = s.lag_for_fraction(target, 0.5, 0.0, None).unwrap();
-            let stretched = s.lag_for_fraction(target, 0.5, 0.0, Some(stretch)).unwrap();
+            // The window's pairs: a double loss is ridden out with less lag.
+            let plain = s.lag_for_fraction(target, 0.5, 0.0, None, None).unwrap();
+            let seen = s
+                .lag_for_fraction(target, 0.5, 0.0, Some(stretch), None)
+                .unwrap();
             assert!(plain > stretch.from, "{target}: {plain} vs {stretch:?}");
-            let want = stretch.from + 0.5 * (plain - stretch.from);
-            assert!(
-                (stretched - want).abs() < 1e-4,
-                "{target}: {stretched} vs {want}"
-            );
-            // The model too: a double loss is ridden out with less lag.
+            assert!(seen < plain - 0.02, "{target}: {seen} vs {plain}");
+            // The model too.
             let plain = s
                 .model_lag_for_fraction(target, 0.5, period, 0.0, None)
                 .unwrap();

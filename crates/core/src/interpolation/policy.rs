@@ -1,6 +1,6 @@
 //! How far behind the server playback runs: the [`DelayPolicy`].
 
-use super::clock::ArrivalStats;
+use super::clock::{ArrivalStats, Stretch};
 use std::time::Duration;
 
 /// Pairs needed before the adaptive policy trusts its statistics; until then it plays
@@ -34,9 +34,11 @@ pub enum DelayPolicy {
     /// - **What the window saw.** Each arriving snapshot records the lag it needed: its
     ///   arrival time minus the server time of the snapshot before it (the moment playback
     ///   starts depending on it). A lost snapshot lengthens that span by one send interval,
-    ///   and jitter, queueing and loss all show up in the same number, so one weighted
-    ///   quantile covers all three. A miss is counted as at least half a rendered frame,
-    ///   since a renderer locked to the tick rate keeps sampling at the same phase.
+    ///   and jitter, queueing and loss all show up in the same number. Playback of the
+    ///   last 512 pairs is replayed at the candidate lag, and the time it would have run
+    ///   past the newest snapshot is what counts. A miss is counted as at least half a
+    ///   rendered frame, since a renderer locked to the tick rate keeps sampling at the
+    ///   same phase.
     /// - **A model of the link.** A strict target rests on events rarer than the window
     ///   holds (two losses in a row at 5% loss happen once in 400 snapshots), so the seen
     ///   estimate swings with whether one is in the window and undershoots when none is.
@@ -49,14 +51,17 @@ pub enum DelayPolicy {
     ///
     /// The delay moves only as the window moves, and playback follows it by time-scaling
     /// (within [`max_time_scale`](super::InterpolationConfig::max_time_scale)), never by
-    /// jumping. On top of that, when the snapshot after the newest is later than any
-    /// arrival in the window (probably lost), playback slows down by
+    /// jumping. On top of that, when the snapshot after the newest is later than nine
+    /// arrivals in ten in the window (late, or lost) and playback is about to reach the
+    /// newest, playback slows down by
     /// [`max_stretch`](super::InterpolationConfig::max_stretch) until a newer one arrives,
-    /// so what is buffered lasts until a replacement comes. Both estimates count on it:
-    /// a pair spanning a loss waits for its snapshot as long as a longer delay would
-    /// without stretching. This is what lets a short delay ride out two losses in a row,
-    /// the events that set a strict target's delay, at the price of a moment of slow
-    /// motion after each loss.
+    /// so what is buffered lasts until it or a replacement comes. Both estimates count on
+    /// it: a pair waits for its snapshot as long as a longer delay would without
+    /// stretching, and the window's pairs are replayed in order, so the lag one stretch
+    /// adds carries over to the pairs right after it. This is what lets a short delay ride
+    /// out two losses in a row, or a run of snapshots held back behind a late one, the
+    /// events that set a strict target's delay, at the price of a moment of slow motion
+    /// after each.
     Adaptive {
         /// Fraction of playback time allowed to run without a snapshot pair (0.01 = 1%),
         /// excluding outages longer than `max_delay`.
@@ -87,14 +92,17 @@ impl DelayPolicy {
 
     /// The playback lag (local time minus displayed server time, in the offset coordinates
     /// of [`ArrivalStats`]) this policy asks for, in seconds; `None` before any arrival.
-    /// `frame` is the least a miss costs; `stretch_rate` the playback speed while the
-    /// buffer stretches over a probable loss (1: it does not).
+    /// `frame` is the least a miss costs; `stretch` how the buffer stretches playback
+    /// while a snapshot is overdue (`None`: it does not). `seen_hint` keeps the window
+    /// estimate from one call to the next (it moves little between arrivals), which
+    /// only speeds its search up.
     pub(crate) fn lag(
         &self,
         stats: &ArrivalStats,
         period: f64,
         frame: f64,
-        stretch_rate: f64,
+        stretch: Option<Stretch>,
+        seen_hint: &mut Option<f64>,
     ) -> Option<f64> {
         let min = stats.min_offset()?;
         let median = stats.median_offset()?;
@@ -109,8 +117,9 @@ impl DelayPolicy {
                 let max_delay = max_delay.as_secs_f64();
                 let warm = if stats.needs_len() >= WARMUP_PAIRS {
                     let target = f64::from(target_underrun);
-                    let stretch = stats.stretch(period, stretch_rate);
-                    let seen = stats.lag_for_fraction(target, max_delay, frame, stretch);
+                    let seen =
+                        stats.lag_for_fraction(target, max_delay, frame, stretch, *seen_hint);
+                    *seen_hint = seen;
                     // The window's own pairs catch what the model cannot (correlated
                     // delay, anything but the loss chain); the model covers the rare
                     // runs of losses the window may happen not to hold. Both must agree
@@ -149,15 +158,20 @@ mod tests {
     #[test]
     fn fixed_trails_the_median_by_whole_intervals() {
         let mut s = ArrivalStats::new(16);
-        assert_eq!(DelayPolicy::CLASSIC.lag(&s, 0.01, 0.0, 1.0), None);
+        assert_eq!(
+            DelayPolicy::CLASSIC.lag(&s, 0.01, 0.0, None, &mut None),
+            None
+        );
         for o in [0.05, 0.06, 0.07] {
             s.add_offset(o);
         }
         s.add_gap(2);
-        let lag = DelayPolicy::CLASSIC.lag(&s, 0.01, 0.0, 1.0).unwrap();
+        let lag = DelayPolicy::CLASSIC
+            .lag(&s, 0.01, 0.0, None, &mut None)
+            .unwrap();
         assert!((lag - (0.06 + 3.0 * 0.02)).abs() < 1e-12, "{lag}");
         let none = DelayPolicy::Fixed { intervals: -1.0 }
-            .lag(&s, 0.01, 0.0, 1.0)
+            .lag(&s, 0.01, 0.0, None, &mut None)
             .unwrap();
         assert!((none - 0.06).abs() < 1e-12);
     }
@@ -173,13 +187,15 @@ mod tests {
                 span: 0.01,
             });
         }
-        let lag = DelayPolicy::adaptive().lag(&s, 0.01, 0.0, 1.0).unwrap();
+        let lag = DelayPolicy::adaptive()
+            .lag(&s, 0.01, 0.0, None, &mut None)
+            .unwrap();
         assert!((lag - 0.07).abs() < 1e-4, "{lag}");
         // Capped at max_delay past the earliest arrival.
         let capped = DelayPolicy::Adaptive {
             target_underrun: 0.0,
             max_delay: Duration::from_millis(10),
         };
-        assert!((capped.lag(&s, 0.01, 0.0, 1.0).unwrap() - 0.06).abs() < 1e-9);
+        assert!((capped.lag(&s, 0.01, 0.0, None, &mut None).unwrap() - 0.06).abs() < 1e-9);
     }
 }

@@ -118,7 +118,7 @@ pub fn sweep_policies() -> Vec<DelayPolicy> {
     let fixed = [1.5f32, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0]
         .into_iter()
         .map(|intervals| DelayPolicy::Fixed { intervals });
-    let adaptive = [0.0005f32, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05]
+    let adaptive = [0.0004f32, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05]
         .into_iter()
         .map(DelayPolicy::adaptive_with_target);
     fixed.chain(adaptive).collect()

@@ -216,8 +216,8 @@ pub struct InterpolationStats {
     pub held: u64,
     /// Of which before the oldest snapshot.
     pub early: u64,
-    /// Samples answered while playback was slowed down to stretch the buffer over a
-    /// probably lost snapshot ([`InterpolationConfig::max_stretch`]), whatever their kind.
+    /// Samples answered while playback was slowed down to stretch the buffer over an
+    /// overdue snapshot ([`InterpolationConfig::max_stretch`]), whatever their kind.
     pub stretched: u64,
     /// Of the early ones, those before playback first reached a snapshot since the start
     /// (or a reset): the buffer filling up to its delay when a client joins. They are
@@ -696,15 +696,14 @@ impl<T: Interpolate> InterpolationBuffer<T> {
     /// delay (see `Stretch` in the clock module, whose `from` is the very moment used
     /// here).
     fn starving(&self, now_secs: f64, pos: f64) -> bool {
-        let (Some(newest), Some(stretch)) = (self.newest, self.stretch()) else {
+        let (Some(newest), Some(stretch), Some(lag)) = (self.newest, self.stretch(), self.lag)
+        else {
             return false;
         };
-        let (Some(lag), n) = (self.lag, f64::from(newest.0)) else {
-            return false;
-        };
+        let n = f64::from(newest.0);
         // About to reach the newest: see `Stretch::slack` for why not whenever short of it.
         let runway = (n - pos) * self.period;
-        let close = runway < lag - stretch.from + stretch.slack;
+        let close = runway < stretch.max_runway(lag);
         now_secs - n * self.period > stretch.from && runway > 0.0 && close
     }
 }

@@ -82,6 +82,14 @@ pub(crate) struct Stretch {
 }
 
 impl Stretch {
+    /// How little of the buffer may be left ahead of playback (server time between the
+    /// shown time and the newest snapshot) for a stretch to start, at a target `lag`:
+    /// `lag - from` as at the target lag when the newest turns overdue, plus
+    /// [`slack`](Self::slack).
+    pub fn max_runway(&self, lag: f64) -> f64 {
+        lag - self.from + self.slack
+    }
+
     /// The lag that, without stretching, would wait as long for the snapshot after the
     /// newest as `lag` does with it. Playback at lag `L` reaches the newest snapshot's
     /// server time `L` after it; when `L` exceeds `from`, it spends the last `L - from`
@@ -328,22 +336,23 @@ impl ArrivalStats {
         // arrived).
         let mut current = lag;
         let mut newest_offset = None;
+        // Most pairs are quiet: playback at its target, the snapshot in before it is
+        // overdue or due. They change nothing.
+        let quiet = stretch.map_or(lag, |s| s.from.min(lag));
         for pair in &self.needs {
             let offset = pair.need - pair.span;
+            let start = newest_offset
+                .replace(offset)
+                .unwrap_or(offset)
+                .min(pair.need);
             if pair.span > max_span {
                 // An outage: the buffer starts over at its target.
                 current = lag;
-                newest_offset = Some(offset);
                 continue;
             }
-            // Most pairs are quiet: playback at its target, the snapshot in before it is
-            // overdue or due. They change nothing.
-            let quiet = stretch.map_or(lag, |s| s.from.min(lag));
             if current <= lag && pair.need <= quiet {
-                newest_offset = Some(offset);
                 continue;
             }
-            let start = newest_offset.unwrap_or(offset).min(pair.need);
             let (miss, after) = replay_pair(lag, current, start, pair.need, stretch);
             if miss > 0.0 {
                 missed += miss.max(min_miss);
@@ -352,7 +361,6 @@ impl ArrivalStats {
                 }
             }
             current = after;
-            newest_offset = Some(offset);
         }
         missed
     }
@@ -573,17 +581,24 @@ fn replay_pair(
     let catch_up = stretch.map_or(0.0, |s| s.catch_up);
     // Playback lag at age `u` while following the target: catching up after a stretch.
     let following = |u: f64| (current - catch_up * (u - start)).max(lag);
+    // The first age from `earliest` on at which playback is short of the newest by at
+    // most `runway` (`following(u) - u <= runway`): at once, during the catch-up if it is
+    // steep enough, else once back at `lag`.
+    let within = |earliest: f64, runway: f64| -> f64 {
+        if following(earliest) - earliest <= runway {
+            return earliest;
+        }
+        let during = (current - runway + catch_up * start) / (1.0 + catch_up);
+        if current - catch_up * (during - start) >= lag {
+            during
+        } else {
+            (lag - runway).max(earliest)
+        }
+    };
     if let Some(s) = stretch {
         // Stretching starts once the newest is overdue (`u >= from`) and playback is
-        // short of it by less than `lag - from + slack` (`u - lag(u) >= threshold`): later
-        // while it is still catching up.
-        let threshold = s.from - lag - s.slack;
-        let overdue = s.from.max(start);
-        let begin = if overdue - following(overdue) >= threshold {
-            overdue
-        } else {
-            (threshold + current + catch_up * start) / (1.0 + catch_up)
-        };
+        // within `max_runway` of it: later while it is still catching up.
+        let begin = within(s.from.max(start), s.max_runway(lag));
         let at = following(begin);
         // Before the second snapshot arrived, with playback still short of the newest:
         // it slows to `rate` until the snapshot comes or playback reaches the newest (at
@@ -597,18 +612,8 @@ fn replay_pair(
             };
         }
     }
-    // Playback reaches the newest where its lag meets the age: during the catch-up if
-    // it is steep enough, else once back at `lag`.
-    let reach = if current <= start {
-        start
-    } else {
-        let during = (current + catch_up * start) / (1.0 + catch_up);
-        if current - catch_up * (during - start) >= lag {
-            during
-        } else {
-            lag.max(start)
-        }
-    };
+    // Playback reaches the newest where its lag meets the age.
+    let reach = within(start, 0.0);
     ((need - reach).max(0.0), following(need))
 }
 
@@ -954,7 +959,7 @@ mod tests {
                 next += 1;
             }
             let runway = newest - shown;
-            let close = runway < lag - stretch.from + stretch.slack;
+            let close = runway < stretch.max_runway(lag);
             if now - newest > stretch.from && runway > 0.0 && close {
                 shown += stretch.rate * dt;
             } else {

@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod bench_playback;
 pub mod bench_snapshot;
 pub mod config;
 pub mod cpu;

@@ -42,6 +42,10 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         reps: usize,
     },
+    /// Benchmark the interpolation buffer's cost per snapshot arrival and per frame, for
+    /// each delay policy, on a recorded link, with the fixed classic buffer as the
+    /// baseline.
+    BenchPlayback(Box<BenchPlaybackArgs>),
     /// Compare interpolation policies over a long stretch of one emulated link: tick-stamped
     /// packets through the profile's downlink into one value-less buffer per policy, with
     /// no game, so rare underruns (a strict target) have time to show.
@@ -85,6 +89,32 @@ struct SweepArgs {
     /// Hide the progress bar.
     #[arg(long)]
     no_progress: bool,
+}
+
+#[derive(Args)]
+struct BenchPlaybackArgs {
+    /// Network profile (see `lagless profiles`).
+    #[arg(long, default_value = "snapshot-demo")]
+    profile: String,
+    /// Snapshots per second (ticks and frames run at 60 Hz).
+    #[arg(long, default_value_t = 60)]
+    snapshot_hz: u32,
+    /// Simulated seconds timed, after a minute of warm-up.
+    #[arg(long, default_value_t = 300.0)]
+    seconds: f64,
+    /// Seed for the link's random fates.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Policies to time, comma-separated; `fixed:3` is always timed first, as the
+    /// baseline.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "adaptive:1%,adaptive:0.04%"
+    )]
+    policies: Vec<String>,
+    #[command(flatten)]
+    playback: PlaybackArgs,
 }
 
 /// Playback options shared by every command that runs interpolation buffers.
@@ -282,6 +312,7 @@ fn main() -> ExitCode {
             );
             Ok(())
         }
+        Some(Command::BenchPlayback(args)) => bench_playback_command(*args),
         Some(Command::SweepPlayback(args)) => sweep_command(*args),
         None => run_command(RunArgs::parse_from(["run"])),
     };
@@ -322,16 +353,20 @@ fn simulation_bar(len: u64, hidden: bool) -> ProgressBar {
     bar
 }
 
+/// The network profile called `name`, or an error listing the known ones.
+fn named_profile(name: &str) -> Result<lagless_netem::LinkConfig, String> {
+    profile(name).ok_or_else(|| {
+        format!(
+            "unknown network profile {name:?} (known: {})",
+            PROFILE_NAMES.join(", ")
+        )
+    })
+}
+
 fn sweep_command(a: SweepArgs) -> Result<(), String> {
     use lagless_lab::link_replay::{ReplayConfig, replay};
     use lagless_lab::playback::{format_sweep, parse_policy, sweep_policies};
-    let base = profile(&a.profile).ok_or_else(|| {
-        format!(
-            "unknown network profile {:?} (known: {})",
-            a.profile,
-            PROFILE_NAMES.join(", ")
-        )
-    })?;
+    let base = named_profile(&a.profile)?;
     let (_, link) = a.net.overrides()?.apply(&base);
     let mut policies = a
         .policies
@@ -375,6 +410,43 @@ fn sweep_command(a: SweepArgs) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     bar.finish_and_clear();
     print!("{}", format_sweep(&rows));
+    Ok(())
+}
+
+fn bench_playback_command(a: BenchPlaybackArgs) -> Result<(), String> {
+    use lagless_lab::bench_playback::{PlaybackBenchConfig, bench_playback, format_playback_rows};
+    use lagless_lab::link_replay::ReplayConfig;
+    use lagless_lab::playback::parse_policy;
+    let link = named_profile(&a.profile)?;
+    let mut policies = vec![DelayPolicy::CLASSIC];
+    for p in &a.policies {
+        let p = parse_policy(p)?;
+        if !policies.contains(&p) {
+            policies.push(p);
+        }
+    }
+    const WARM_UP_SECS: f64 = 60.0;
+    let config = PlaybackBenchConfig {
+        replay: ReplayConfig {
+            link,
+            snapshot_hz: a.snapshot_hz,
+            seconds: WARM_UP_SECS + a.seconds,
+            seed: a.seed,
+            max_stretch: a.playback.max_stretch,
+            ..ReplayConfig::default()
+        },
+        warm_up_secs: WARM_UP_SECS,
+        policies,
+    };
+    let bar = ProgressBar::new(config.policies.len() as u64);
+    let rows = bench_playback(&config, &mut |k, _| bar.set_position(k as u64))
+        .map_err(|e| e.to_string())?;
+    bar.finish_and_clear();
+    println!(
+        "interpolation buffer, {} at {} snapshots/s, {} s timed, seed {}",
+        a.profile, a.snapshot_hz, a.seconds, a.seed
+    );
+    print!("{}", format_playback_rows(&rows));
     Ok(())
 }
 

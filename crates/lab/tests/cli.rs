@@ -80,6 +80,9 @@ fn bad_arguments_fail_cleanly() {
         &["sweep-playback", "--max-stretch", "-0.1", "--seconds", "1"],
         &["sweep-playback", "--max-stretch", "x", "--seconds", "1"],
         &["run", "--max-stretch", "1", "--seconds", "1"],
+        &["bench-playback", "--profile", "nope", "--seconds", "1"],
+        &["bench-playback", "--policies", "fixed:x", "--seconds", "1"],
+        &["bench-playback", "--seconds", "-1"],
         &[
             "sweep-playback",
             "--trace",
@@ -125,4 +128,34 @@ fn sweep_playback_compares_policies_on_one_link() {
     let still = sweep(&["--max-stretch", "0"]);
     let still_rows: Vec<&str> = still.lines().skip(1).collect();
     assert_eq!(stretched(still_rows[2]), 0.0, "{still}");
+}
+
+#[test]
+fn bench_playback_times_the_classic_buffer_first() {
+    let table = stdout_of(lagless().args([
+        "bench-playback",
+        "--seconds",
+        "2",
+        "--policies",
+        "adaptive:1%",
+    ]));
+    let rows: Vec<&str> = table.lines().skip(2).collect();
+    assert_eq!(rows.len(), 5, "{table}");
+    for (row, (policy, op)) in rows.iter().zip([
+        ("fixed:3", "push"),
+        ("fixed:3", "sample"),
+        ("adaptive:1%", "push"),
+        ("adaptive:1%", "sample"),
+        ("(timer", "alone)"),
+    ]) {
+        let mut cells = row.split_whitespace();
+        assert_eq!(
+            (cells.next(), cells.next()),
+            (Some(policy), Some(op)),
+            "{table}"
+        );
+    }
+    // Two timed seconds at 60 frames/s.
+    let calls = |row: &str| -> u32 { row.split_whitespace().nth(2).unwrap().parse().unwrap() };
+    assert!((115..=125).contains(&calls(rows[1])), "{table}");
 }

@@ -1,0 +1,225 @@
+//! `lagless bench-playback`: what the interpolation buffer costs per snapshot arrival and
+//! per rendered frame, for each delay policy, with the classic fixed buffer measured in
+//! the same process as the baseline (timings on shared machines are noisy; ratios are
+//! not).
+//!
+//! An adaptive buffer re-chooses its lag on every arrival: it replays its window of
+//! snapshot pairs at candidate lags and evaluates its loss model (see
+//! `ArrivalStats::lag_for_fraction`). A fixed buffer only records the arrival. This
+//! measures the difference on a recorded link, after the windows have filled, one call
+//! at a time, so the tail (the arrivals whose search took longest) shows as well as the
+//! median.
+
+use crate::bench::median;
+use crate::cpu::CpuTimer;
+use crate::link_replay::{LinkEvent, ReplayConfig, ReplayError, replay_link};
+use crate::playback::policy_label;
+use lagless_core::interpolation::{DelayPolicy, InterpolationBuffer, InterpolationConfig};
+use std::time::Duration;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct PlaybackBenchConfig {
+    /// The link and rates; its first link is recorded (`links` is ignored).
+    pub replay: ReplayConfig,
+    /// Seconds played before timing starts, so every policy's windows are full.
+    pub warm_up_secs: f64,
+    /// The policies to time; the first is the baseline of the ratios.
+    pub policies: Vec<DelayPolicy>,
+}
+
+/// One policy's cost for one operation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlaybackBenchRow {
+    /// The policy timed, or `None` for the timer's own cost (an empty measurement).
+    pub policy: Option<DelayPolicy>,
+    /// `push` (a snapshot arrived) or `sample` (a frame was rendered).
+    pub operation: &'static str,
+    /// Calls timed.
+    pub calls: usize,
+    /// Median µs per call (CPU time, timer included).
+    pub median_us: f64,
+    /// 99th percentile µs per call.
+    pub p99_us: f64,
+    /// Median over the baseline policy's median for the same operation.
+    pub ratio: f64,
+}
+
+/// µs per call of each policy's `push` and `sample_at` over one recorded link, plus a row
+/// for the timer alone (subtract it to compare cheap calls).
+pub fn bench_playback(
+    config: &PlaybackBenchConfig,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<PlaybackBenchRow>, ReplayError> {
+    if config.policies.is_empty() {
+        return Err(ReplayError::Invalid("at least one policy".into()));
+    }
+    if !(config.warm_up_secs.is_finite()
+        && config.warm_up_secs >= 0.0
+        && config.warm_up_secs < config.replay.seconds)
+    {
+        return Err(ReplayError::Invalid(
+            "the warm-up must be shorter than the replay".into(),
+        ));
+    }
+    let mut events = Vec::new();
+    replay_link(&config.replay, 0, &mut |e| events.push(e))?;
+    let warm_up = Duration::from_secs_f64(config.warm_up_secs);
+    let base = InterpolationConfig {
+        tick_hz: config.replay.tick_hz,
+        max_stretch: config.replay.max_stretch,
+        ..InterpolationConfig::default()
+    };
+    let mut rows = Vec::new();
+    let mut baseline: Option<(f64, f64)> = None;
+    for (k, &policy) in config.policies.iter().enumerate() {
+        progress(k, config.policies.len());
+        let (push, sample) = time_policy(InterpolationConfig { policy, ..base }, &events, warm_up);
+        let (push_med, sample_med) = (median(push.clone()), median(sample.clone()));
+        let (base_push, base_sample) = *baseline.get_or_insert((push_med, sample_med));
+        rows.push(row(Some(policy), "push", push, base_push));
+        rows.push(row(Some(policy), "sample", sample, base_sample));
+    }
+    progress(config.policies.len(), config.policies.len());
+    let timer: Vec<f64> = (0..10_000)
+        .map(|_| {
+            let t = CpuTimer::start();
+            t.ms() * 1e3
+        })
+        .collect();
+    let timer_med = median(timer.clone());
+    rows.push(row(None, "timer", timer, timer_med));
+    Ok(rows)
+}
+
+/// µs of every `push` and every `sample_at` after `warm_up`, playing `events` through one
+/// buffer.
+fn time_policy(
+    config: InterpolationConfig,
+    events: &[LinkEvent],
+    warm_up: Duration,
+) -> (Vec<f64>, Vec<f64>) {
+    let mut buffer = InterpolationBuffer::<f32>::new(config);
+    let (mut push, mut sample) = (Vec::new(), Vec::new());
+    for &event in events {
+        match event {
+            LinkEvent::Arrival { tick, at } => {
+                let t = CpuTimer::start();
+                // Refusals (duplicates, stale) cost time too, and a client pays it.
+                let _ = std::hint::black_box(buffer.push(tick, at, tick.0 as f32));
+                let us = t.ms() * 1e3;
+                if at >= warm_up {
+                    push.push(us);
+                }
+            }
+            LinkEvent::Frame { at } => {
+                let t = CpuTimer::start();
+                std::hint::black_box(buffer.sample_at(at));
+                let us = t.ms() * 1e3;
+                if at >= warm_up {
+                    sample.push(us);
+                }
+            }
+        }
+    }
+    (push, sample)
+}
+
+fn row(
+    policy: Option<DelayPolicy>,
+    operation: &'static str,
+    mut us: Vec<f64>,
+    baseline_median: f64,
+) -> PlaybackBenchRow {
+    us.sort_by(f64::total_cmp);
+    let calls = us.len();
+    let p99 = us
+        .get((calls.saturating_sub(1) as f64 * 0.99).round() as usize)
+        .copied()
+        .unwrap_or(f64::NAN);
+    let median_us = median(us);
+    PlaybackBenchRow {
+        policy,
+        operation,
+        calls,
+        median_us,
+        p99_us: p99,
+        ratio: median_us / baseline_median,
+    }
+}
+
+/// The rows as a table.
+pub fn format_playback_rows(rows: &[PlaybackBenchRow]) -> String {
+    let mut out = format!(
+        "{:<18} {:<7} {:>8} {:>10} {:>10} {:>12}\n",
+        "policy", "op", "calls", "median_us", "p99_us", "vs_baseline"
+    );
+    for r in rows {
+        let policy = r
+            .policy
+            .map_or_else(|| "(timer alone)".to_string(), |p| policy_label(&p));
+        out += &format!(
+            "{:<18} {:<7} {:>8} {:>10.2} {:>10.2} {:>11.1}x\n",
+            policy, r.operation, r.calls, r.median_us, r.p99_us, r.ratio
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lagless_netem::profile;
+
+    fn config(seconds: f64, warm_up_secs: f64) -> PlaybackBenchConfig {
+        PlaybackBenchConfig {
+            replay: ReplayConfig {
+                link: profile("snapshot-demo").unwrap(),
+                seconds,
+                ..ReplayConfig::default()
+            },
+            warm_up_secs,
+            policies: vec![DelayPolicy::CLASSIC, DelayPolicy::adaptive()],
+        }
+    }
+
+    #[test]
+    fn times_every_call_after_the_warm_up_for_each_policy() {
+        let rows = bench_playback(&config(20.0, 10.0), &mut |_, _| {}).unwrap();
+        let ops: Vec<_> = rows.iter().map(|r| (r.policy, r.operation)).collect();
+        assert_eq!(
+            ops,
+            [
+                (Some(DelayPolicy::CLASSIC), "push"),
+                (Some(DelayPolicy::CLASSIC), "sample"),
+                (Some(DelayPolicy::adaptive()), "push"),
+                (Some(DelayPolicy::adaptive()), "sample"),
+                (None, "timer"),
+            ]
+        );
+        // 10 timed seconds at 60 frames/s; ~5% of 600 snapshots lost on the way.
+        for r in &rows[..4] {
+            let expected = if r.operation == "sample" {
+                600.0
+            } else {
+                570.0
+            };
+            assert!(
+                (r.calls as f64 - expected).abs() < 40.0,
+                "{r:?} expected about {expected} calls"
+            );
+            assert!(r.median_us.is_finite() && r.p99_us >= r.median_us, "{r:?}");
+        }
+        assert_eq!(rows[0].ratio, 1.0);
+        assert_eq!(rows[1].ratio, 1.0);
+    }
+
+    #[test]
+    fn bad_settings_are_errors() {
+        let mut c = config(10.0, 10.0);
+        assert!(bench_playback(&c, &mut |_, _| {}).is_err());
+        c.warm_up_secs = 1.0;
+        c.policies.clear();
+        assert!(bench_playback(&c, &mut |_, _| {}).is_err());
+    }
+}

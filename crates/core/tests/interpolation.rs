@@ -461,6 +461,66 @@ fn a_lost_snapshot_stretches_playback_and_shortens_the_delay() {
     println!("{ctx}");
 }
 
+/// How early a snapshot counts as overdue is the developer's choice. Here one snapshot in
+/// 13 is 30 ms late, holding back the one behind it, and none is lost. Counted overdue
+/// only past the 95th percentile of arrivals, a late snapshot is expected, and the policy
+/// waits for it with delay; past the 80th, it is overdue, playback stretches while it is
+/// awaited, and the policy spends what that buys on a shorter delay. Neither underruns.
+#[test]
+fn an_earlier_overdue_moment_stretches_more_for_less_delay() {
+    let late = |tick: u32| tick % 13 == 5;
+    // Ticks run at 60 Hz and each is sent: arrival in ms, in order (a late snapshot
+    // holds back those behind it).
+    let mut arrivals = Vec::new();
+    let mut last = 0u32;
+    for tick in 0..60 * 60 {
+        let sent = tick * 1000 / 60;
+        last = last.max(sent + 50 + if late(tick) { 30 } else { 0 });
+        arrivals.push((last, tick));
+    }
+    let run = |overdue_quantile: f32| {
+        let mut b = InterpolationBuffer::<f32>::new(InterpolationConfig {
+            overdue_quantile,
+            ..config(DelayPolicy::adaptive_with_target(0.001))
+        });
+        let (mut next, mut frame) = (0, 0u64);
+        for step in 0..(60 * 1000) {
+            // Judged once the window has seen late snapshots.
+            if step == 20_000 {
+                b.reset_stats();
+            }
+            while let Some(&(at, tick)) = arrivals.get(next).filter(|(at, _)| *at <= step) {
+                b.push(Tick(tick), MS * at, tick as f32).expect("in order");
+                next += 1;
+            }
+            if u64::from(step) * 60 >= frame * 1000 {
+                frame += 1;
+                b.sample_at(MS * step);
+            }
+        }
+        b
+    };
+    let (patient, eager) = (run(0.95), run(0.8));
+    let ctx = format!(
+        "0.95: {:?} {:?}; 0.8: {:?} {:?}",
+        patient.target_delay(),
+        patient.stats(),
+        eager.target_delay(),
+        eager.stats()
+    );
+    assert_eq!(patient.stats().stretched, 0, "{ctx}");
+    // About one late snapshot a quarter second, each a few frames of stretch.
+    assert!(eager.stats().stretched > 200, "{ctx}");
+    let delay = |b: &InterpolationBuffer<f32>| b.target_delay().expect("warm").as_secs_f64();
+    assert!(delay(&eager) < delay(&patient) - 0.005, "{ctx}");
+    assert_eq!(
+        patient.stats().underruns() + eager.stats().underruns(),
+        0,
+        "{ctx}"
+    );
+    println!("{ctx}");
+}
+
 /// Stretching must never run away with the delay. Here the snapshot after the newest is
 /// overdue every fourth one (each fourth is lost), and a stretch over each would put
 /// playback behind faster than catching up at 110% makes good: the delay would grow until
@@ -541,6 +601,7 @@ proptest! {
         history in 0usize..40,
         hermite in any::<bool>(),
         max_stretch in prop_oneof![Just(f32::NAN), Just(f32::INFINITY), -1.0f32..2.0],
+        overdue_quantile in prop_oneof![Just(f32::NAN), Just(f32::NEG_INFINITY), -1.0f32..2.0],
         ops in prop::collection::vec(op(), 0..300),
     ) {
         let mut b = InterpolationBuffer::<Pose>::new(InterpolationConfig {
@@ -550,6 +611,7 @@ proptest! {
             capacity,
             history,
             max_stretch,
+            overdue_quantile,
             ..InterpolationConfig::default()
         });
         let mut pushes = 0u64;

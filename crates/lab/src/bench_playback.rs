@@ -68,6 +68,7 @@ pub fn bench_playback(
     let base = InterpolationConfig {
         tick_hz: config.replay.tick_hz,
         max_stretch: config.replay.max_stretch,
+        overdue_quantile: config.replay.overdue_quantile,
         ..InterpolationConfig::default()
     };
     let mut rows = Vec::new();

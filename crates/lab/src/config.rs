@@ -163,6 +163,11 @@ pub struct RunConfig {
     ///
     /// [`InterpolationConfig::max_stretch`]: lagless_core::interpolation::InterpolationConfig::max_stretch
     pub max_stretch: f32,
+    /// When a snapshot counts as overdue for those buffers, so that they may stretch:
+    /// [`InterpolationConfig::overdue_quantile`].
+    ///
+    /// [`InterpolationConfig::overdue_quantile`]: lagless_core::interpolation::InterpolationConfig::overdue_quantile
+    pub overdue_quantile: f32,
     /// Policies replayed by value-less shadow buffers on the same arrivals and frames as
     /// the real one, for a like-for-like comparison (see `lagless_lab::playback`). The
     /// default holds the classic three-interval buffer, reported as
@@ -192,6 +197,7 @@ impl Default for RunConfig {
             naive_sample: 8,
             interpolation: DelayPolicy::adaptive(),
             max_stretch: lagless_core::interpolation::DEFAULT_MAX_STRETCH,
+            overdue_quantile: lagless_core::interpolation::DEFAULT_OVERDUE_QUANTILE,
             interpolation_shadows: vec![DelayPolicy::CLASSIC],
         }
     }

@@ -41,6 +41,9 @@ pub struct ReplayConfig {
     /// How much adaptive buffers slow playback down over an overdue snapshot
     /// ([`InterpolationConfig::max_stretch`]).
     pub max_stretch: f32,
+    /// When a snapshot counts as overdue for those buffers
+    /// ([`InterpolationConfig::overdue_quantile`]).
+    pub overdue_quantile: f32,
 }
 
 impl Default for ReplayConfig {
@@ -58,6 +61,7 @@ impl Default for ReplayConfig {
             packet_bytes: 200,
             clock_step: Duration::from_micros(500),
             max_stretch: lagless_core::interpolation::DEFAULT_MAX_STRETCH,
+            overdue_quantile: lagless_core::interpolation::DEFAULT_OVERDUE_QUANTILE,
         }
     }
 }
@@ -103,6 +107,7 @@ pub fn replay(
     let base = InterpolationConfig {
         tick_hz: config.tick_hz,
         max_stretch: config.max_stretch,
+        overdue_quantile: config.overdue_quantile,
         ..InterpolationConfig::default()
     };
     let mut per_link = Vec::new();

@@ -3,7 +3,9 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use lagless_core::interpolation::{DEFAULT_MAX_STRETCH, DelayPolicy, MAX_STRETCH};
+use lagless_core::interpolation::{
+    DEFAULT_MAX_STRETCH, DEFAULT_OVERDUE_QUANTILE, DelayPolicy, MAX_STRETCH, MIN_OVERDUE_QUANTILE,
+};
 use lagless_core::{LeadPolicy, MissingInput};
 use lagless_lab::{NetOverrides, RunConfig, ScriptChoice, SnapshotCodecChoice, run};
 use lagless_netem::{PROFILE_NAMES, Trace, profile};
@@ -124,6 +126,11 @@ struct PlaybackArgs {
     /// (0.5: to half speed; 0: never).
     #[arg(long, default_value_t = DEFAULT_MAX_STRETCH, value_parser = parse_stretch)]
     max_stretch: f32,
+    /// When the next snapshot counts as overdue, so that adaptive buffers may stretch:
+    /// once it is later than this share of arrivals, plus a send interval (0.9: nine in
+    /// ten; 1: the slowest). Earlier buys less delay for more frames in slow motion.
+    #[arg(long, default_value_t = DEFAULT_OVERDUE_QUANTILE, value_parser = parse_overdue)]
+    overdue_quantile: f32,
 }
 
 /// Network options on top of a profile, shared by every command that emulates a link.
@@ -341,6 +348,21 @@ fn parse_stretch(text: &str) -> Result<f32, String> {
     }
 }
 
+/// `--overdue-quantile`: a share of arrivals from the core's [`MIN_OVERDUE_QUANTILE`] to 1.
+fn parse_overdue(text: &str) -> Result<f32, String> {
+    let v: f32 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if (MIN_OVERDUE_QUANTILE..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{text:?}: the overdue moment is a share of arrivals from {MIN_OVERDUE_QUANTILE} to 1"
+        ))
+    }
+}
+
 fn simulation_bar(len: u64, hidden: bool) -> ProgressBar {
     let bar = ProgressBar::new(len);
     if hidden {
@@ -390,6 +412,7 @@ fn sweep_command(a: SweepArgs) -> Result<(), String> {
         seed: a.seed,
         packet_bytes: a.packet_bytes,
         max_stretch: a.playback.max_stretch,
+        overdue_quantile: a.playback.overdue_quantile,
         ..ReplayConfig::default()
     };
     let total = a.seconds * f64::from(a.links);
@@ -433,6 +456,7 @@ fn bench_playback_command(a: BenchPlaybackArgs) -> Result<(), String> {
             seconds: WARM_UP_SECS + a.seconds,
             seed: a.seed,
             max_stretch: a.playback.max_stretch,
+            overdue_quantile: a.playback.overdue_quantile,
             ..ReplayConfig::default()
         },
         warm_up_secs: WARM_UP_SECS,
@@ -541,6 +565,7 @@ fn run_command(a: RunArgs) -> Result<(), String> {
     config.naive_sample = a.naive_sample;
     config.interpolation = a.interpolation;
     config.max_stretch = a.playback.max_stretch;
+    config.overdue_quantile = a.playback.overdue_quantile;
     if a.interpolation_sweep {
         if config.clients < 2 {
             return Err(

@@ -165,6 +165,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
     let remote_config = InterpolationConfig {
         tick_hz,
         max_stretch: config.max_stretch,
+        overdue_quantile: config.overdue_quantile,
         ..InterpolationConfig::default()
     };
     let mut clients = Vec::new();

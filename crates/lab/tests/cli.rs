@@ -80,6 +80,14 @@ fn bad_arguments_fail_cleanly() {
         &["sweep-playback", "--max-stretch", "-0.1", "--seconds", "1"],
         &["sweep-playback", "--max-stretch", "x", "--seconds", "1"],
         &["run", "--max-stretch", "1", "--seconds", "1"],
+        &["run", "--overdue-quantile", "0.3", "--seconds", "1"],
+        &[
+            "sweep-playback",
+            "--overdue-quantile",
+            "x",
+            "--seconds",
+            "1",
+        ],
         &["bench-playback", "--profile", "nope", "--seconds", "1"],
         &["bench-playback", "--policies", "fixed:x", "--seconds", "1"],
         &["bench-playback", "--seconds", "-1"],
@@ -128,6 +136,13 @@ fn sweep_playback_compares_policies_on_one_link() {
     let still = sweep(&["--max-stretch", "0"]);
     let still_rows: Vec<&str> = still.lines().skip(1).collect();
     assert_eq!(stretched(still_rows[2]), 0.0, "{still}");
+    // Counting snapshots overdue earlier stretches more often.
+    let eager = sweep(&["--overdue-quantile", "0.6"]);
+    let eager_rows: Vec<&str> = eager.lines().skip(1).collect();
+    assert!(
+        stretched(eager_rows[2]) > stretched(rows[2]),
+        "{table}\n{eager}"
+    );
 }
 
 #[test]

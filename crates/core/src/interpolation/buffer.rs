@@ -16,6 +16,14 @@ const RESYNC_AFTER: u32 = 3;
 /// Default [`InterpolationConfig::max_stretch`].
 pub const DEFAULT_MAX_STRETCH: f32 = 0.5;
 
+/// Default [`InterpolationConfig::overdue_quantile`].
+pub const DEFAULT_OVERDUE_QUANTILE: f32 = 0.9;
+
+/// Smallest [`InterpolationConfig::overdue_quantile`] honoured (smaller values are raised
+/// to it): a snapshot no later than the median is not overdue, and stretching for half of
+/// all snapshots would keep playback in slow motion.
+pub const MIN_OVERDUE_QUANTILE: f32 = 0.5;
+
 /// Largest [`InterpolationConfig::max_stretch`] honoured (larger values are clamped to
 /// it): playback never stops outright.
 pub const MAX_STRETCH: f32 = 0.9;
@@ -58,7 +66,8 @@ pub struct InterpolationConfig {
     /// fraction of real time (0.1 = between 90% and 110%).
     pub max_time_scale: f32,
     /// How much the adaptive policy slows playback down while the snapshot after the
-    /// newest is overdue (later than nine arrivals in ten: late, or lost) and playback is
+    /// newest is overdue (by default later than nine arrivals in ten: late, or lost; see
+    /// [`overdue_quantile`](Self::overdue_quantile)) and playback is
     /// about to reach the newest, as a fraction of real time taken off (0.5 = half speed;
     /// at most 0.9, 0 turns stretching off). What is buffered then lasts longer, so a
     /// snapshot arriving later still finds a pair to interpolate, and the policy counts on
@@ -67,6 +76,22 @@ pub struct InterpolationConfig {
     /// each late or lost snapshot ([`InterpolationStats::stretched`] counts those frames).
     /// The fixed policy never stretches.
     pub max_stretch: f32,
+    /// When the snapshot after the newest counts as overdue, so that a stretch may
+    /// start: once it is later than this share of the window's arrivals, plus one send
+    /// interval (0.9: later than nine arrivals in ten; 1: later than the slowest; at least
+    /// [`MIN_OVERDUE_QUANTILE`]).
+    ///
+    /// Not the slowest arrival by default: when snapshots come faster than jitter spreads
+    /// them, a late one holds back those sent after it (links deliver in order), and the
+    /// underruns come from such runs of late snapshots rather than from losses. Waiting
+    /// for the slowest arrival before stretching spends the delay those runs need (in the
+    /// lab's `examples/playback_frontier`, at 60 snapshots/s and the best constant lag,
+    /// stretching from the slowest arrival buys 13% of delay, from the 90th percentile
+    /// 32%; at 10/s both buy 35%). An earlier moment buys a little more delay again, and
+    /// costs a stretch for every snapshot that is merely later than it: at 0.8, about
+    /// twice as many frames in slow motion as at 0.9 (`lagless sweep-playback
+    /// --overdue-quantile`).
+    pub overdue_quantile: f32,
     /// Time constant of that correction: an error of `e` is corrected at `e / slew_time`
     /// per second (within `max_time_scale`).
     pub slew_time: Duration,
@@ -87,6 +112,7 @@ impl Default for InterpolationConfig {
             history: 512,
             max_time_scale: 0.1,
             max_stretch: DEFAULT_MAX_STRETCH,
+            overdue_quantile: DEFAULT_OVERDUE_QUANTILE,
             slew_time: Duration::from_millis(500),
             snap_threshold: Duration::from_millis(500),
         }
@@ -669,8 +695,23 @@ impl<T: Interpolate> InterpolationBuffer<T> {
     /// rule [`starving`](Self::starving) applies, handed to the policy so the delay
     /// counts on it.
     fn stretch(&self) -> Option<Stretch> {
-        self.arrivals
-            .stretch(self.period, self.stretch_rate(), self.max_time_scale())
+        self.arrivals.stretch(
+            self.period,
+            self.stretch_rate(),
+            self.overdue_quantile(),
+            self.max_time_scale(),
+        )
+    }
+
+    /// [`InterpolationConfig::overdue_quantile`], within `[MIN_OVERDUE_QUANTILE, 1]`
+    /// (the default when not a number).
+    fn overdue_quantile(&self) -> f64 {
+        let q = f64::from(self.config.overdue_quantile);
+        if q.is_nan() {
+            f64::from(DEFAULT_OVERDUE_QUANTILE)
+        } else {
+            q.clamp(f64::from(MIN_OVERDUE_QUANTILE), 1.0)
+        }
     }
 
     /// Playback speed while stretching, as a fraction of real time (1 when the policy
@@ -689,7 +730,8 @@ impl<T: Interpolate> InterpolationBuffer<T> {
     }
 
     /// True when playback should slow down: the snapshot after the newest is overdue
-    /// (later than nine arrivals in ten in the window: late, or lost) and playback is about
+    /// (later than [`InterpolationConfig::overdue_quantile`] of the window's arrivals:
+    /// late, or lost) and playback is about
     /// to run past the newest. It stretches until a newer snapshot arrives, not only as
     /// far as the next one would need: a second loss in a row is what a short delay cannot
     /// ride out, and a rule this simple is one the policy can count on when it picks the

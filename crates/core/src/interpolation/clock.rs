@@ -44,20 +44,10 @@ pub(crate) struct Need {
     pub span: f64,
 }
 
-/// The share of the window's arrivals that come before the moment the snapshot after the
-/// newest counts as overdue (one send interval later). Not the slowest arrival: when
-/// snapshots come faster than jitter spreads them, a late one holds back those sent after
-/// it (links deliver in order), and the underruns come from such runs of late snapshots
-/// rather than from losses. Waiting for the slowest arrival before stretching spends the
-/// delay those runs need (`examples/playback_frontier` in the lab: at 60 snapshots/s and
-/// the best constant lag, stretching from the slowest arrival buys 13% of delay, from the
-/// 90th percentile 32%; at 10/s both buy 35%). The price is a brief stretch for the tenth
-/// of snapshots that are merely late.
-pub(crate) const OVERDUE_QUANTILE: f64 = 0.9;
-
 /// How the buffer stretches playback while the snapshot after the newest is overdue: from
 /// `from` seconds after the newest one's server time (in lag coordinates: the window's
-/// [`OVERDUE_QUANTILE`] of offsets plus one send interval), playback slows to `rate` of
+/// `overdue_quantile` of offsets plus one send interval: see
+/// [`InterpolationConfig::overdue_quantile`](super::InterpolationConfig::overdue_quantile)), playback slows to `rate` of
 /// real time until a newer snapshot arrives or playback reaches the newest, and afterwards
 /// catches up with its target lag at `1 + catch_up` of real time. Made by
 /// [`ArrivalStats::stretch`], which the buffer asks both when to stretch and, through the
@@ -251,16 +241,22 @@ impl ArrivalStats {
         sorted.get(i.min(last)).copied()
     }
 
-    /// How the buffer would stretch playback now, at `rate` of real time, catching up at
-    /// `1 + catch_up` (see [`Stretch`]); `None` before the interval and offsets are known,
-    /// or with `rate` 1.
-    pub fn stretch(&self, period: f64, rate: f64, catch_up: f64) -> Option<Stretch> {
+    /// How the buffer would stretch playback now, at `rate` of real time, from the
+    /// `overdue_quantile` of offsets plus an interval, catching up at `1 + catch_up` (see
+    /// [`Stretch`]); `None` before the interval and offsets are known, or with `rate` 1.
+    pub fn stretch(
+        &self,
+        period: f64,
+        rate: f64,
+        overdue_quantile: f64,
+        catch_up: f64,
+    ) -> Option<Stretch> {
         if !(rate > 0.0 && rate < 1.0) {
             return None;
         }
         let interval = f64::from(self.interval?) * period;
         Some(Stretch {
-            from: self.offset_quantile(OVERDUE_QUANTILE)? + interval,
+            from: self.offset_quantile(overdue_quantile)? + interval,
             rate,
             catch_up: if catch_up.is_finite() {
                 catch_up.clamp(0.0, 1.0)
@@ -985,7 +981,7 @@ mod tests {
             }
         };
         let (s, arrivals) = fifo_stream(3000, |t| hash(t ^ 0x55) % 50 == 0, jitter);
-        let stretch = s.stretch(period, 0.5, 0.1).unwrap();
+        let stretch = s.stretch(period, 0.5, 0.9, 0.1).unwrap();
         // Overdue one interval after nine arrivals in ten.
         let q90 = s.offset_quantile(0.9).unwrap();
         assert!((stretch.from - (q90 + period)).abs() < 1e-12);
@@ -1023,7 +1019,7 @@ mod tests {
         // one before (a queue building up), then back to 50 ms.
         let jitter = |t: u32| 0.008 * f64::from((t % 120).saturating_sub(113));
         let (s, _) = fifo_stream(3000, |_| false, jitter);
-        let stretch = s.stretch(period, 0.5, 0.1).unwrap();
+        let stretch = s.stretch(period, 0.5, 0.9, 0.1).unwrap();
         assert!((stretch.from - (0.05 + period)).abs() < 1e-9, "{stretch:?}");
         let target = 0.001;
         let plain = s.lag_for_fraction(target, 1.0, 0.0, None, None).unwrap();
@@ -1054,8 +1050,8 @@ mod tests {
             t % 6 != 0 || k % 20 == 7 || k % 200 == 8
         };
         let s = stream(6 * 3000, lost, jitter);
-        assert!(s.stretch(period, 1.0, 0.1).is_none());
-        let stretch = s.stretch(period, 0.5, 0.1).unwrap();
+        assert!(s.stretch(period, 1.0, 0.9, 0.1).is_none());
+        let stretch = s.stretch(period, 0.5, 0.9, 0.1).unwrap();
         assert_eq!(stretch.effective(stretch.from - 0.01), stretch.from - 0.01);
         assert!((stretch.effective(stretch.from + 0.03) - (stretch.from + 0.06)).abs() < 1e-12);
         for target in [0.0005, 0.002, 0.01] {

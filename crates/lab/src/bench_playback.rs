@@ -17,6 +17,9 @@ use crate::playback::policy_label;
 use lagless_core::interpolation::{DelayPolicy, InterpolationBuffer, InterpolationConfig};
 use std::time::Duration;
 
+/// Longest replay [`bench_playback`] accepts, warm-up included.
+pub const MAX_SECONDS: f64 = 3600.0;
+
 /// What to measure.
 #[derive(Debug, Clone)]
 pub struct PlaybackBenchConfig {
@@ -61,6 +64,12 @@ pub fn bench_playback(
         return Err(ReplayError::Invalid(
             "the warm-up must be shorter than the replay".into(),
         ));
+    }
+    // Every event is kept, so memory grows with the replay: an hour is 15 MB at 60 Hz.
+    if config.replay.seconds > MAX_SECONDS {
+        return Err(ReplayError::Invalid(format!(
+            "replay at most {MAX_SECONDS} s: medians settle long before"
+        )));
     }
     let mut events = Vec::new();
     replay_link(&config.replay, 0, &mut |e| events.push(e))?;
@@ -220,6 +229,9 @@ mod tests {
         let mut c = config(10.0, 10.0);
         assert!(bench_playback(&c, &mut |_, _| {}).is_err());
         c.warm_up_secs = 1.0;
+        c.replay.seconds = MAX_SECONDS + 1.0;
+        assert!(bench_playback(&c, &mut |_, _| {}).is_err());
+        c.replay.seconds = 10.0;
         c.policies.clear();
         assert!(bench_playback(&c, &mut |_, _| {}).is_err());
     }

@@ -706,7 +706,9 @@ impl<T: Interpolate> InterpolationBuffer<T> {
     /// [`InterpolationConfig::overdue_quantile`], within `[MIN_OVERDUE_QUANTILE, 1]`
     /// (the default when not a number).
     fn overdue_quantile(&self) -> f64 {
-        let q = f64::from(self.config.overdue_quantile);
+        // Rounded through decimals, so 0.9 means 0.9 and not 0.8999999761581421: the
+        // quantile's index is rounded, and on a short window that would pick a neighbour.
+        let q = (f64::from(self.config.overdue_quantile) * 1e6).round() / 1e6;
         if q.is_nan() {
             f64::from(DEFAULT_OVERDUE_QUANTILE)
         } else {

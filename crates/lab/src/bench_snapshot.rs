@@ -147,7 +147,7 @@ fn time_in_sequence<C, T>(
 }
 
 /// Measures capture, delta and full encodes, decodes, and the plain codec, `reps`
-/// passes over [`RECORDED`] busy snapshots each. `progress(done, total)` after each row.
+/// passes over the recorded busy snapshots each. `progress(done, total)` after each row.
 pub fn bench_snapshot(
     reps: usize,
     progress: &mut dyn FnMut(usize, usize),

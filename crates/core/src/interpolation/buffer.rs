@@ -67,14 +67,14 @@ pub struct InterpolationConfig {
     pub max_time_scale: f32,
     /// How much the adaptive policy slows playback down while the snapshot after the
     /// newest is overdue (by default later than nine arrivals in ten: late, or lost; see
-    /// [`overdue_quantile`](Self::overdue_quantile)) and playback is
-    /// about to reach the newest, as a fraction of real time taken off (0.5 = half speed;
-    /// at most 0.9, 0 turns stretching off). What is buffered then lasts longer, so a
-    /// snapshot arriving later still finds a pair to interpolate, and the policy counts on
-    /// it when choosing the delay: a larger stretch buys a shorter delay at the same
-    /// underrun rate, paid for by remote entities moving in slow motion for a moment after
-    /// each late or lost snapshot ([`InterpolationStats::stretched`] counts those frames).
-    /// The fixed policy never stretches.
+    /// [`overdue_quantile`](Self::overdue_quantile)) and playback is about to reach the
+    /// newest, as a fraction of real time taken off (0.5 = half speed; at most 0.9, 0
+    /// turns stretching off). What is buffered then lasts longer, so a snapshot arriving
+    /// later still finds a pair to interpolate, and the policy counts on it when choosing
+    /// the delay: a larger stretch buys a shorter delay at the same underrun rate, paid
+    /// for by remote entities moving in slow motion for a moment after each late or lost
+    /// snapshot ([`InterpolationStats::stretched`] counts those frames). The fixed policy
+    /// never stretches.
     pub max_stretch: f32,
     /// When the snapshot after the newest counts as overdue, so that a stretch may
     /// start: once it is later than this share of the window's arrivals, plus one send
@@ -733,12 +733,11 @@ impl<T: Interpolate> InterpolationBuffer<T> {
 
     /// True when playback should slow down: the snapshot after the newest is overdue
     /// (later than [`InterpolationConfig::overdue_quantile`] of the window's arrivals:
-    /// late, or lost) and playback is about
-    /// to run past the newest. It stretches until a newer snapshot arrives, not only as
-    /// far as the next one would need: a second loss in a row is what a short delay cannot
-    /// ride out, and a rule this simple is one the policy can count on when it picks the
-    /// delay (see `Stretch` in the clock module, whose `from` is the very moment used
-    /// here).
+    /// late, or lost) and playback is about to run past the newest. It stretches until a
+    /// newer snapshot arrives, not only as far as the next one would need: a second loss
+    /// in a row is what a short delay cannot ride out, and a rule this simple is one the
+    /// policy can count on when it picks the delay (see `Stretch` in the clock module,
+    /// whose `from` is the very moment used here).
     fn starving(&self, now_secs: f64, pos: f64) -> bool {
         let (Some(newest), Some(stretch), Some(lag)) = (self.newest, self.stretch(), self.lag)
         else {

@@ -46,12 +46,12 @@ pub(crate) struct Need {
 
 /// How the buffer stretches playback while the snapshot after the newest is overdue: from
 /// `from` seconds after the newest one's server time (in lag coordinates: the window's
-/// `overdue_quantile` of offsets plus one send interval: see
-/// [`InterpolationConfig::overdue_quantile`](super::InterpolationConfig::overdue_quantile)), playback slows to `rate` of
-/// real time until a newer snapshot arrives or playback reaches the newest, and afterwards
-/// catches up with its target lag at `1 + catch_up` of real time. Made by
-/// [`ArrivalStats::stretch`], which the buffer asks both when to stretch and, through the
-/// policy, what stretching buys.
+/// `overdue_quantile` of offsets plus one send interval, see
+/// [`InterpolationConfig::overdue_quantile`](super::InterpolationConfig::overdue_quantile)),
+/// playback slows to `rate` of real time until a newer snapshot arrives or playback
+/// reaches the newest, and afterwards catches up with its target lag at `1 + catch_up` of
+/// real time. Made by [`ArrivalStats::stretch`], which the buffer asks both when to
+/// stretch and, through the policy, what stretching buys.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Stretch {
     /// Lag at which the snapshot after the newest counts as overdue.

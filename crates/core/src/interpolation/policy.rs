@@ -53,8 +53,8 @@ pub enum DelayPolicy {
     /// (within [`max_time_scale`](super::InterpolationConfig::max_time_scale)), never by
     /// jumping. On top of that, when the snapshot after the newest is later than nine
     /// arrivals in ten in the window (late, or lost; see
-    /// [`overdue_quantile`](super::InterpolationConfig::overdue_quantile)) and playback is about to reach the
-    /// newest, playback slows down by
+    /// [`overdue_quantile`](super::InterpolationConfig::overdue_quantile)) and playback is
+    /// about to reach the newest, playback slows down by
     /// [`max_stretch`](super::InterpolationConfig::max_stretch) until a newer one arrives,
     /// so what is buffered lasts until it or a replacement comes. Both estimates count on
     /// it: a pair waits for its snapshot as long as a longer delay would without

@@ -680,15 +680,21 @@ impl<T: Interpolate> InterpolationBuffer<T> {
     }
 }
 
+/// A setting that is a fraction of real time, within `[0, max]`; 0 (no effect) when not a
+/// number or infinite.
+fn fraction_setting(value: f32, max: f32) -> f64 {
+    let value = f64::from(value);
+    if value.is_finite() {
+        value.clamp(0.0, f64::from(max))
+    } else {
+        0.0
+    }
+}
+
 impl<T: Interpolate> InterpolationBuffer<T> {
     /// The time-scale bound as a fraction of real time, sanitized.
     fn max_time_scale(&self) -> f64 {
-        let max_scale = f64::from(self.config.max_time_scale);
-        if max_scale.is_finite() {
-            max_scale.clamp(0.0, 1.0)
-        } else {
-            0.0
-        }
+        fraction_setting(self.config.max_time_scale, 1.0)
     }
 
     /// How playback stretches now (`None` when the policy does not stretch): the very
@@ -722,13 +728,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         if !matches!(self.config.policy, DelayPolicy::Adaptive { .. }) {
             return 1.0;
         }
-        let stretch = f64::from(self.config.max_stretch);
-        let stretch = if stretch.is_finite() {
-            stretch.clamp(0.0, f64::from(MAX_STRETCH))
-        } else {
-            0.0
-        };
-        1.0 - stretch
+        1.0 - fraction_setting(self.config.max_stretch, MAX_STRETCH)
     }
 
     /// True when playback should slow down: the snapshot after the newest is overdue

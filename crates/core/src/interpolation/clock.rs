@@ -94,15 +94,15 @@ impl Stretch {
     }
 }
 
-/// Windowed arrival statistics. Bounded: every window is a fixed-capacity queue, mirrored
-/// by a sorted copy so order statistics cost a binary search, not a sort.
+/// Windowed arrival statistics. Bounded: every window is a fixed-capacity queue; those
+/// asked for order statistics (offsets, ticks) are mirrored by a sorted copy, so a quantile
+/// costs a lookup, not a sort.
 #[derive(Debug, Clone)]
 pub(crate) struct ArrivalStats {
     history: usize,
     offsets: SortedWindow<f64>,
+    /// Consecutive pairs' needs, in arrival order (the window estimate replays them).
     needs: VecDeque<Need>,
-    /// `needs`, sorted by `need`.
-    needs_sorted: Vec<Need>,
     gaps: VecDeque<u32>,
     interval: Option<u32>,
     /// Ticks of the last `max(history, LOSS_WINDOW)` accepted snapshots, for the loss model.
@@ -123,7 +123,6 @@ impl ArrivalStats {
             history,
             offsets: SortedWindow::new(history, prealloc),
             needs: VecDeque::with_capacity(prealloc),
-            needs_sorted: Vec::with_capacity(prealloc),
             gaps: VecDeque::with_capacity(GAP_WINDOW),
             interval: None,
             ticks: SortedWindow::new(history.max(LOSS_WINDOW), prealloc),
@@ -136,7 +135,6 @@ impl ArrivalStats {
     pub fn clear(&mut self) {
         self.offsets.clear();
         self.needs.clear();
-        self.needs_sorted.clear();
         self.gaps.clear();
         self.interval = None;
         self.ticks.clear();
@@ -174,21 +172,7 @@ impl ArrivalStats {
         if !(need.need.is_finite() && need.span.is_finite() && need.span > 0.0) {
             return;
         }
-        if self.needs.len() >= self.history {
-            if let Some(old) = self.needs.pop_front() {
-                let start = self.needs_sorted.partition_point(|n| n.need < old.need);
-                let found = self.needs_sorted[start..]
-                    .iter()
-                    .take_while(|n| n.need == old.need)
-                    .position(|n| n.span == old.span);
-                if let Some(k) = found {
-                    self.needs_sorted.remove(start + k);
-                }
-            }
-        }
-        self.needs.push_back(need);
-        let i = self.needs_sorted.partition_point(|n| n.need < need.need);
-        self.needs_sorted.insert(i, need);
+        push_bounded(&mut self.needs, need, self.history);
     }
 
     /// Records the tick gap between a snapshot and the newest before it.
@@ -230,7 +214,7 @@ impl ArrivalStats {
 
     /// The largest need in the window.
     pub fn max_need(&self) -> Option<f64> {
-        self.needs_sorted.last().map(|n| n.need)
+        self.needs.iter().map(|n| n.need).max_by(f64::total_cmp)
     }
 
     /// The `q` quantile of the window's offsets (0: the earliest, 1: the latest).
@@ -294,7 +278,7 @@ impl ArrivalStats {
         stretch: Option<Stretch>,
         hint: Option<f64>,
     ) -> Option<f64> {
-        let usable = || self.needs_sorted.iter().filter(|n| n.span <= max_span);
+        let usable = || self.needs.iter().filter(|n| n.span <= max_span);
         let total: f64 = usable().map(|n| n.span).sum();
         if total <= 0.0 {
             return None;

@@ -74,21 +74,13 @@ pub fn bench_playback(
     let mut events = Vec::new();
     replay_link(&config.replay, 0, &mut |e| events.push(e))?;
     let warm_up = Duration::from_secs_f64(config.warm_up_secs);
-    let base = InterpolationConfig {
-        tick_hz: config.replay.tick_hz,
-        max_stretch: config.replay.max_stretch,
-        overdue_quantile: config.replay.overdue_quantile,
-        ..InterpolationConfig::default()
-    };
+    let base = config.replay.buffer_config();
     let mut rows = Vec::new();
-    let mut baseline: Option<(f64, f64)> = None;
     for (k, &policy) in config.policies.iter().enumerate() {
         progress(k, config.policies.len());
         let (push, sample) = time_policy(InterpolationConfig { policy, ..base }, &events, warm_up);
-        let (push_med, sample_med) = (median(push.clone()), median(sample.clone()));
-        let (base_push, base_sample) = *baseline.get_or_insert((push_med, sample_med));
-        rows.push(row(Some(policy), "push", push, base_push));
-        rows.push(row(Some(policy), "sample", sample, base_sample));
+        rows.push(row(Some(policy), "push", push));
+        rows.push(row(Some(policy), "sample", sample));
     }
     progress(config.policies.len(), config.policies.len());
     let timer: Vec<f64> = (0..10_000)
@@ -97,8 +89,20 @@ pub fn bench_playback(
             t.ms() * 1e3
         })
         .collect();
-    let timer_med = median(timer.clone());
-    rows.push(row(None, "timer", timer, timer_med));
+    let mut timer = row(None, "timer", timer);
+    timer.ratio = 1.0;
+    // Each operation against the baseline policy's (the first two rows).
+    let baseline: Vec<(&'static str, f64)> = rows
+        .iter()
+        .take(2)
+        .map(|r| (r.operation, r.median_us))
+        .collect();
+    for r in &mut rows {
+        if let Some((_, base)) = baseline.iter().find(|(op, _)| *op == r.operation) {
+            r.ratio = r.median_us / base;
+        }
+    }
+    rows.push(timer);
     Ok(rows)
 }
 
@@ -135,12 +139,8 @@ fn time_policy(
     (push, sample)
 }
 
-fn row(
-    policy: Option<DelayPolicy>,
-    operation: &'static str,
-    mut us: Vec<f64>,
-    baseline_median: f64,
-) -> PlaybackBenchRow {
+/// A row of `us` per call, its ratio left for the caller.
+fn row(policy: Option<DelayPolicy>, operation: &'static str, mut us: Vec<f64>) -> PlaybackBenchRow {
     us.sort_by(f64::total_cmp);
     let calls = us.len();
     let p99 = us
@@ -154,7 +154,7 @@ fn row(
         calls,
         median_us,
         p99_us: p99,
-        ratio: median_us / baseline_median,
+        ratio: f64::NAN,
     }
 }
 

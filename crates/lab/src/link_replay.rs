@@ -66,6 +66,19 @@ impl Default for ReplayConfig {
     }
 }
 
+impl ReplayConfig {
+    /// The settings of the buffers a replay plays arrivals through, but for the policy:
+    /// the tick rate and the stretch settings, the rest the core's defaults.
+    pub fn buffer_config(&self) -> InterpolationConfig {
+        InterpolationConfig {
+            tick_hz: self.tick_hz,
+            max_stretch: self.max_stretch,
+            overdue_quantile: self.overdue_quantile,
+            ..InterpolationConfig::default()
+        }
+    }
+}
+
 /// Why a replay cannot run.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
@@ -104,12 +117,7 @@ pub fn replay(
 ) -> Result<Vec<PolicyFigures>, ReplayError> {
     validate(config)?;
     config.link.validate()?;
-    let base = InterpolationConfig {
-        tick_hz: config.tick_hz,
-        max_stretch: config.max_stretch,
-        overdue_quantile: config.overdue_quantile,
-        ..InterpolationConfig::default()
-    };
+    let base = config.buffer_config();
     let mut per_link = Vec::new();
     for k in 0..config.links {
         let mut shadows = PolicyShadows::new(base, policies);

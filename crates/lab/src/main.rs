@@ -332,37 +332,38 @@ fn main() -> ExitCode {
     }
 }
 
-/// A progress bar over `len` steps of simulated time, drawn unless `hidden`.
 /// `--max-stretch`: a fraction of real time from 0 to the core's [`MAX_STRETCH`].
 fn parse_stretch(text: &str) -> Result<f32, String> {
-    let v: f32 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a number"))?;
-    if (0.0..=MAX_STRETCH).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!(
-            "{text:?}: the stretch is a fraction of real time from 0 (never) to {MAX_STRETCH}"
-        ))
-    }
+    parse_within(text, 0.0..=MAX_STRETCH, || {
+        format!("the stretch is a fraction of real time from 0 (never) to {MAX_STRETCH}")
+    })
 }
 
 /// `--overdue-quantile`: a share of arrivals from the core's [`MIN_OVERDUE_QUANTILE`] to 1.
 fn parse_overdue(text: &str) -> Result<f32, String> {
+    parse_within(text, MIN_OVERDUE_QUANTILE..=1.0, || {
+        format!("the overdue moment is a share of arrivals from {MIN_OVERDUE_QUANTILE} to 1")
+    })
+}
+
+/// A number within `range`, or an error quoting `text` and saying what the range `means`.
+fn parse_within(
+    text: &str,
+    range: std::ops::RangeInclusive<f32>,
+    means: impl Fn() -> String,
+) -> Result<f32, String> {
     let v: f32 = text
         .trim()
         .parse()
         .map_err(|_| format!("{text:?} is not a number"))?;
-    if (MIN_OVERDUE_QUANTILE..=1.0).contains(&v) {
+    if range.contains(&v) {
         Ok(v)
     } else {
-        Err(format!(
-            "{text:?}: the overdue moment is a share of arrivals from {MIN_OVERDUE_QUANTILE} to 1"
-        ))
+        Err(format!("{text:?}: {}", means()))
     }
 }
 
+/// A progress bar over `len` steps of simulated time, drawn unless `hidden`.
 fn simulation_bar(len: u64, hidden: bool) -> ProgressBar {
     let bar = ProgressBar::new(len);
     if hidden {

@@ -511,6 +511,13 @@ fn an_earlier_overdue_moment_stretches_more_for_less_delay() {
     assert_eq!(patient.stats().stretched, 0, "{ctx}");
     // About one late snapshot a quarter second, each a few frames of stretch.
     assert!(eager.stats().stretched > 200, "{ctx}");
+    // Slow motion shows in the speed error: each stretched frame at half speed loses
+    // half a frame of shown time, which catching up then repays as much again.
+    assert!(patient.stats().speed_error() < 0.005, "{ctx}");
+    let frame = 1.0 / 60.0;
+    let stretched = eager.stats().stretched as f64 * 0.5 * frame;
+    let repaid = eager.stats().warp_secs / stretched;
+    assert!((1.8..2.2).contains(&repaid), "{repaid}: {ctx}");
     let delay = |b: &InterpolationBuffer<f32>| b.target_delay().expect("warm").as_secs_f64();
     assert!(delay(&eager) < delay(&patient) - 0.005, "{ctx}");
     assert_eq!(

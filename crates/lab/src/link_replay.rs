@@ -353,5 +353,10 @@ mod target_tests {
         // Classic buffers never stretch; adaptive ones do after each loss (5%).
         assert_eq!(classic.stretched_pct, 0.0, "{rows:?}");
         assert!((1.0..10.0).contains(&strict.stretched_pct), "{rows:?}");
+        // At half speed, each stretched frame loses half a frame and catching up repays
+        // it: the speed error matches the stretched share. The classic buffer only slews.
+        let repaid = strict.speed_error_pct / strict.stretched_pct;
+        assert!((0.8..1.3).contains(&repaid), "{rows:?}");
+        assert!(classic.speed_error_pct < 0.2, "{rows:?}");
     }
 }

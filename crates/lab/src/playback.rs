@@ -86,6 +86,10 @@ pub struct PolicyFigures {
     /// Mean over clients of `interpolation.stretched_pct`: frames played in slow motion
     /// to stretch the buffer over an overdue snapshot.
     pub stretched_pct: f64,
+    /// Mean over clients of `interpolation.speed_error_pct`: how far playback speed
+    /// strayed from real time, averaged over the time played (slow motion, catching up,
+    /// slewing and jumps alike; see [`InterpolationStats::speed_error`]).
+    pub speed_error_pct: f64,
 }
 
 impl PolicyFigures {
@@ -108,6 +112,7 @@ impl PolicyFigures {
             underrun_pct: mean(&|s| s.underrun_ratio() * 100.0),
             extrapolated_pct: mean(&|s| s.extrapolated as f64 * 100.0 / s.frames as f64),
             stretched_pct: mean(&|s| s.stretched_ratio() * 100.0),
+            speed_error_pct: mean(&|s| s.speed_error() * 100.0),
         })
     }
 }
@@ -188,12 +193,13 @@ pub fn format_sweep(rows: &[PolicyFigures]) -> String {
         .find(|r| r.policy == DelayPolicy::CLASSIC)
         .map(|r| r.delay_ms_mean);
     let mut out = format!(
-        "{:<18} {:>14} {:>13} {:>16} {:>14} {:>15}\n",
+        "{:<18} {:>14} {:>13} {:>16} {:>14} {:>16} {:>15}\n",
         "policy",
         "delay_ms_mean",
         "underrun_pct",
         "extrapolated_pct",
         "stretched_pct",
+        "speed_error_pct",
         "cut vs fixed:3"
     );
     for r in rows {
@@ -202,12 +208,13 @@ pub fn format_sweep(rows: &[PolicyFigures]) -> String {
             .map(|c| format!("{:+.0}%", (1.0 - r.delay_ms_mean / c) * 100.0))
             .unwrap_or_else(|| "-".into());
         out += &format!(
-            "{:<18} {:>14.1} {:>13.3} {:>16.3} {:>14.2} {:>15}\n",
+            "{:<18} {:>14.1} {:>13.3} {:>16.3} {:>14.2} {:>16.2} {:>15}\n",
             policy_label(&r.policy),
             r.delay_ms_mean,
             r.underrun_pct,
             r.extrapolated_pct,
             r.stretched_pct,
+            r.speed_error_pct,
             cut
         );
     }

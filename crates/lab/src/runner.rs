@@ -709,6 +709,11 @@ fn build_report(
             .map(|c| c.remote.stats().stretched_ratio() * 100.0)
             .collect();
         r.number("interpolation.stretched_pct", mean(&stretched));
+        let speed_errors: Vec<f64> = clients
+            .iter()
+            .map(|c| c.remote.stats().speed_error() * 100.0)
+            .collect();
+        r.number("interpolation.speed_error_pct", mean(&speed_errors));
         let errors: Vec<f64> = clients
             .iter()
             .flat_map(|c| c.remote_error_cm.iter().copied())

@@ -107,10 +107,16 @@ fn remote_players_are_interpolated() {
     let delay = r.get_f64("interpolation.delay_ms_mean").unwrap();
     let underrun = r.get_f64("interpolation.underrun_pct").unwrap();
     let error = r.get_f64("interpolation.error_cm_p99").unwrap();
-    // Shown a little in the past, rarely without a pair, close to the truth at that time.
+    let speed_error = r.get_f64("interpolation.speed_error_pct").unwrap();
+    // Shown a little in the past, rarely without a pair, close to the truth at that time,
+    // and at close to real speed.
     assert!(delay > 0.0 && delay < 100.0, "delay {delay} ms");
     assert!(underrun < 5.0, "underrun {underrun}%");
     assert!(error < 10.0, "error {error} cm");
+    assert!(
+        (0.0..5.0).contains(&speed_error),
+        "speed error {speed_error}%"
+    );
 }
 
 /// The shadow buffers see exactly what the real one sees: one with the real buffer's own

@@ -254,6 +254,14 @@ pub struct InterpolationStats {
     /// Sum over answered samples of the delay behind the newest snapshot, seconds
     /// (negative while extrapolating).
     pub delay_sum_secs: f64,
+    /// Local time between consecutive answered samples, summed: the playback time over
+    /// which [`warp_secs`](Self::warp_secs) accrued, seconds.
+    pub played_secs: f64,
+    /// How far shown time strayed from real time, summed over frames: per frame, the
+    /// server time playback advanced minus the local time that passed, taken absolute.
+    /// Slow motion (a stretch, or slewing to a longer delay), catching up afterwards and
+    /// jumps all add to it; playback at real speed adds nothing. Seconds.
+    pub warp_secs: f64,
 }
 
 impl InterpolationStats {
@@ -281,6 +289,22 @@ impl InterpolationStats {
             0.0
         } else {
             self.stretched as f64 / self.frames as f64
+        }
+    }
+
+    /// How far playback speed strayed from real time on average: [`warp_secs`] over
+    /// [`played_secs`] (0.05: shown motion ran 5% off real speed, averaged over the
+    /// time played; 0 before two samples). Stretching half speed for one frame in fifty
+    /// and catching up afterwards comes to about 0.02. The lab reports it as
+    /// `interpolation.speed_error_pct`.
+    ///
+    /// [`warp_secs`]: Self::warp_secs
+    /// [`played_secs`]: Self::played_secs
+    pub fn speed_error(&self) -> f64 {
+        if self.played_secs > 0.0 {
+            self.warp_secs / self.played_secs
+        } else {
+            0.0
         }
     }
 
@@ -676,6 +700,8 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         };
         let next = if next.is_finite() { next } else { target };
         self.pos = Some(next);
+        self.stats.played_secs += dt;
+        self.stats.warp_secs += ((next - pos) * p - dt).abs();
         next
     }
 }
@@ -987,6 +1013,8 @@ mod tests {
         // The link gets 40 ms slower: the median moves, playback slows by at most 10%.
         let mut now = MS * 400;
         let mut slowed = 0;
+        b.reset_stats();
+        let mut warp = 0.0;
         for k in 40..100u32 {
             b.push(Tick(k), MS * (k * 10) + MS * 70, f64::from(k))
                 .unwrap();
@@ -995,9 +1023,17 @@ mod tests {
             let step = pos - last;
             assert!((0.9 - 1e-9..=1.1 + 1e-9).contains(&step), "{k}: {step}");
             slowed += usize::from(step < 0.95);
+            // A tick is 10 ms, as is a frame: the frame's share of speed error.
+            warp += (step - 1.0).abs() * 0.01;
             last = pos;
         }
         assert!(slowed > 10, "playback followed the longer delay: {slowed}");
+        // The speed error counts exactly what the slewing cost, over the time played.
+        let stats = b.stats();
+        assert!((stats.played_secs - 0.6).abs() < 1e-9, "{stats:?}");
+        assert!((stats.warp_secs - warp).abs() < 1e-9, "{stats:?} vs {warp}");
+        // Never more slow motion than the 40 ms the longer delay asked for.
+        assert!(stats.warp_secs < 0.04, "{stats:?}");
     }
 
     #[test]

@@ -518,6 +518,10 @@ fn an_earlier_overdue_moment_stretches_more_for_less_delay() {
     let stretched = eager.stats().stretched as f64 * 0.5 * frame;
     let repaid = eager.stats().warp_secs / stretched;
     assert!((1.8..2.2).contains(&repaid), "{repaid}: {ctx}");
+    // One stretch per late snapshot (185 in the 40 s judged), each over in a few frames.
+    let stretches = eager.stats().stretches;
+    assert!((170..=185).contains(&stretches), "{ctx}");
+    assert_eq!(patient.stats().stretches, 0, "{ctx}");
     let delay = |b: &InterpolationBuffer<f32>| b.target_delay().expect("warm").as_secs_f64();
     assert!(delay(&eager) < delay(&patient) - 0.005, "{ctx}");
     assert_eq!(

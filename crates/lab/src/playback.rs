@@ -90,6 +90,9 @@ pub struct PolicyFigures {
     /// strayed from real time, averaged over the time played (slow motion, catching up,
     /// slewing and jumps alike; see [`InterpolationStats::speed_error`]).
     pub speed_error_pct: f64,
+    /// Mean over clients of how many frames a stretch lasts (0 without stretches): with
+    /// `stretched_pct`, whether slow motion comes as many short moments or a few long.
+    pub frames_per_stretch: f64,
 }
 
 impl PolicyFigures {
@@ -113,6 +116,13 @@ impl PolicyFigures {
             extrapolated_pct: mean(&|s| s.extrapolated as f64 * 100.0 / s.frames as f64),
             stretched_pct: mean(&|s| s.stretched_ratio() * 100.0),
             speed_error_pct: mean(&|s| s.speed_error() * 100.0),
+            frames_per_stretch: mean(&|s| {
+                if s.stretches == 0 {
+                    0.0
+                } else {
+                    s.stretched as f64 / s.stretches as f64
+                }
+            }),
         })
     }
 }
@@ -193,13 +203,14 @@ pub fn format_sweep(rows: &[PolicyFigures]) -> String {
         .find(|r| r.policy == DelayPolicy::CLASSIC)
         .map(|r| r.delay_ms_mean);
     let mut out = format!(
-        "{:<18} {:>14} {:>13} {:>16} {:>14} {:>16} {:>15}\n",
+        "{:<18} {:>14} {:>13} {:>16} {:>14} {:>16} {:>18} {:>15}\n",
         "policy",
         "delay_ms_mean",
         "underrun_pct",
         "extrapolated_pct",
         "stretched_pct",
         "speed_error_pct",
+        "frames_per_stretch",
         "cut vs fixed:3"
     );
     for r in rows {
@@ -208,13 +219,14 @@ pub fn format_sweep(rows: &[PolicyFigures]) -> String {
             .map(|c| format!("{:+.0}%", (1.0 - r.delay_ms_mean / c) * 100.0))
             .unwrap_or_else(|| "-".into());
         out += &format!(
-            "{:<18} {:>14.1} {:>13.3} {:>16.3} {:>14.2} {:>16.2} {:>15}\n",
+            "{:<18} {:>14.1} {:>13.3} {:>16.3} {:>14.2} {:>16.2} {:>18.1} {:>15}\n",
             policy_label(&r.policy),
             r.delay_ms_mean,
             r.underrun_pct,
             r.extrapolated_pct,
             r.stretched_pct,
             r.speed_error_pct,
+            r.frames_per_stretch,
             cut
         );
     }

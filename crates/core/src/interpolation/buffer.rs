@@ -245,6 +245,10 @@ pub struct InterpolationStats {
     /// Samples answered while playback was slowed down to stretch the buffer over an
     /// overdue snapshot ([`InterpolationConfig::max_stretch`]), whatever their kind.
     pub stretched: u64,
+    /// Stretches begun: runs of consecutive [stretched](Self::stretched) samples. How
+    /// slow motion feels depends on whether it comes as a few long moments or many
+    /// short ones; `stretched / stretches` is the mean length in frames.
+    pub stretches: u64,
     /// Of the early ones, those before playback first reached a snapshot since the start
     /// (or a reset): the buffer filling up to its delay when a client joins. They are
     /// not [underruns](InterpolationStats::underruns): nothing ran dry, and counting them
@@ -373,6 +377,9 @@ pub struct InterpolationBuffer<T: Interpolate> {
     foreign: Option<(Tick, u32)>,
     /// Playback is behind its target because it stretched, and catches up at full speed.
     catching_up: bool,
+    /// The last frame was stretched (a stretched frame after one that was not begins a
+    /// stretch).
+    stretching: bool,
     frame_secs: Option<f64>,
     stats: InterpolationStats,
 }
@@ -403,6 +410,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
             last_now: None,
             foreign: None,
             catching_up: false,
+            stretching: false,
             frame_secs: None,
             stats: InterpolationStats::default(),
             config,
@@ -477,6 +485,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         self.last_now = None;
         self.foreign = None;
         self.catching_up = false;
+        self.stretching = false;
     }
 
     /// Adds the snapshot of server tick `tick`, received at local time `arrival`.
@@ -670,7 +679,10 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         } else {
             snap
         };
-        let next = if error.abs() < snap && self.starving(now_secs, pos) {
+        let stretching = error.abs() < snap && self.starving(now_secs, pos);
+        self.stats.stretches += u64::from(stretching && !self.stretching);
+        self.stretching = stretching;
+        let next = if stretching {
             // Stretching takes precedence over following the target, up to the point
             // where it would have to jump back to it.
             self.stats.stretched += 1;

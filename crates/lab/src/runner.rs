@@ -5,6 +5,7 @@ use crate::config::{RunConfig, ScriptChoice};
 use crate::cpu::CpuTimer;
 use crate::metrics::{Metric, Report, mean, percentile};
 use crate::playback::{PolicyFigures, PolicyShadows};
+use crate::remote_view::{RemoteView, dist_cm};
 use crate::replication::{SnapshotReceiver, SnapshotSender, snapshot_metrics};
 use lagless_core::interpolation::{DelayPolicy, InterpolationBuffer, InterpolationConfig, Pose};
 use lagless_core::{
@@ -92,8 +93,8 @@ struct ClientSim {
     prediction: Option<Prediction>,
     /// The other players, shown interpolated from snapshots (in id order).
     remote: InterpolationBuffer<Vec<Pose>>,
-    /// Rendered remote player vs server truth at the displayed tick, cm.
-    remote_error_cm: Vec<f64>,
+    /// How the other players looked: error and jerk, frame by frame.
+    remote_view: RemoteView,
     /// Other delay policies, fed what `remote` is fed.
     shadows: PolicyShadows,
 }
@@ -205,7 +206,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
                 policy: config.interpolation,
                 ..remote_config
             }),
-            remote_error_cm: Vec::new(),
+            remote_view: RemoteView::default(),
             shadows: PolicyShadows::new(
                 remote_config,
                 if config.clients > 1 {
@@ -358,14 +359,12 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
                 if config.clients > 1 {
                     c.shadows.sample(now);
                     if let Some(shown) = c.remote.sample_at(now) {
-                        // Truth at the displayed (fractional) tick, from the server's record.
                         // Client k drives player k + 1: the others, in id order.
-                        let others = (0..auth.len()).filter(|&j| j as u32 + 1 != c.player);
-                        for (pose, j) in shown.value.iter().zip(others) {
-                            if let Some(truth) = truth_at(&auth[j], shown.render_tick) {
-                                c.remote_error_cm.push(dist_cm(pose.position, truth));
-                            }
-                        }
+                        let others: Vec<&[[f32; 3]]> = (0..auth.len())
+                            .filter(|&j| j as u32 + 1 != c.player)
+                            .map(|j| auth[j].as_slice())
+                            .collect();
+                        c.remote_view.record(now, &shown, &others, period);
                     }
                 }
                 // The frame after tick t stands for state t + 1: predicted, or else the
@@ -494,26 +493,8 @@ impl Prediction {
     }
 }
 
-/// The server's recorded position at a fractional tick, interpolated between the two
-/// recorded ticks around it.
-fn truth_at(record: &[[f32; 3]], tick: f64) -> Option<[f32; 3]> {
-    if tick.is_nan() || tick < 0.0 {
-        return None;
-    }
-    let t0 = tick.floor() as usize;
-    let a = record.get(t0)?;
-    let b = record.get(t0 + 1).unwrap_or(a);
-    let f = (tick - tick.floor()) as f32;
-    Some([0, 1, 2].map(|i| a[i] + (b[i] - a[i]) * f))
-}
-
 fn pos(state: Option<BodyState>) -> [f32; 3] {
     state.map_or([f32::NAN; 3], |s| s.position.to_array())
-}
-
-fn dist_cm(a: [f32; 3], b: [f32; 3]) -> f64 {
-    let d: f64 = (0..3).map(|i| f64::from(a[i] - b[i]).powi(2)).sum();
-    d.sqrt() * 100.0
 }
 
 /// Ticks from a key press to the first rendered frame that can show its effect.
@@ -716,9 +697,14 @@ fn build_report(
         r.number("interpolation.speed_error_pct", mean(&speed_errors));
         let errors: Vec<f64> = clients
             .iter()
-            .flat_map(|c| c.remote_error_cm.iter().copied())
+            .flat_map(|c| c.remote_view.error_cm.iter().copied())
             .collect();
         r.number("interpolation.error_cm_p99", percentile(&errors, 99.0));
+        let jerks: Vec<f64> = clients
+            .iter()
+            .flat_map(|c| c.remote_view.jerk_cm.iter().copied())
+            .collect();
+        r.number("interpolation.jerk_cm_p99", percentile(&jerks, 99.0));
         r.set(
             "interpolation.policy",
             Metric::Text(crate::playback::policy_label(&config.interpolation)),

@@ -179,3 +179,44 @@ fn shadow_policies_replay_the_real_buffer_exactly() {
         None
     );
 }
+
+/// Stretching playback over an overdue snapshot shows the truth at the time it shows, so
+/// the error cannot see it; the jerk does: a frame at quarter speed loses three quarters
+/// of a frame of motion, which a fixed buffer's rare, short extrapolations do not.
+#[test]
+fn slow_motion_shows_as_jerk_not_error() {
+    let config = |interpolation, max_stretch| RunConfig {
+        profile: "snapshot-demo".into(),
+        seconds: 10.0,
+        clients: 2,
+        naive_sample: 0,
+        interpolation,
+        max_stretch,
+        overdue_quantile: 0.8,
+        interpolation_shadows: Vec::new(),
+        ..RunConfig::default()
+    };
+    let figures = |c: &RunConfig| {
+        let out = run(c, &mut |_| {}).unwrap();
+        let r = &out.report;
+        let get = |name: &str| r.get_f64(name).unwrap();
+        (
+            get("interpolation.stretched_pct"),
+            get("interpolation.jerk_cm_p99"),
+            get("interpolation.error_cm_p99"),
+        )
+    };
+    let (fixed_stretched, fixed_jerk, fixed_error) = figures(&config(DelayPolicy::CLASSIC, 0.75));
+    let adaptive = DelayPolicy::adaptive_with_target(0.02);
+    let (stretched, jerk, error) = figures(&config(adaptive, 0.75));
+    let ctx = format!(
+        "fixed: {fixed_stretched}% stretched, jerk {fixed_jerk} cm, error {fixed_error} cm; \
+         stretching: {stretched}%, jerk {jerk} cm, error {error} cm"
+    );
+    assert_eq!(fixed_stretched, 0.0, "{ctx}");
+    assert!(stretched > 1.0, "{ctx}");
+    assert!(fixed_jerk < 2.0, "{ctx}");
+    assert!(jerk > 3.0 * fixed_jerk, "{ctx}");
+    assert!(error < 2.0 * fixed_error.max(0.5), "{ctx}");
+    println!("{ctx}");
+}

@@ -1,0 +1,159 @@
+//! How remote players look when shown through the interpolation buffer: where they are
+//! against the server's truth, and how smoothly they move.
+
+use lagless_core::interpolation::{Pose, Sampled};
+use std::time::Duration;
+
+/// The measurements of one client's view of the other players, frame by frame.
+///
+/// * **Error**: each rendered remote player against the server's truth at the tick the
+///   frame shows (`interpolation.error_cm_p99`). Interpolation alone is exact up to
+///   quantization; extrapolation and holds are not.
+/// * **Jerk**: each frame's rendered motion against the motion the player truly made over
+///   as much server time as the frame's real time, from where the last frame was shown
+///   (`interpolation.jerk_cm_p99`). A frame at real speed scores its interpolation error
+///   only; one slowed down, sped up, held or extrapolated wrongly scores the motion it
+///   lost or gained. This is what the shown time's warping (stretching over an overdue
+///   snapshot, catching up, slewing to a new delay) and every underrun cost the eye, in
+///   the same unit as the predicted player's `render.jerk_cm_p99`; the error cannot see
+///   a warp, since a warped frame still shows the truth at the time it shows.
+#[derive(Debug, Default, Clone)]
+pub struct RemoteView {
+    /// Rendered vs truth at the displayed tick, cm, per remote player per frame.
+    pub error_cm: Vec<f64>,
+    /// Rendered motion vs true motion over the frame's real time, cm, per remote player
+    /// per frame after the first.
+    pub jerk_cm: Vec<f64>,
+    /// The last frame: when it was drawn, the tick it showed and the positions shown.
+    last: Option<(Duration, f64, Vec<[f32; 3]>)>,
+}
+
+impl RemoteView {
+    /// Records the frame drawn at local time `now`. `truth[j]` is the server's record of
+    /// the `j`-th player shown (one position per tick), in the order of `shown.value`;
+    /// `period` is the tick length.
+    pub fn record(
+        &mut self,
+        now: Duration,
+        shown: &Sampled<Vec<Pose>>,
+        truth: &[&[[f32; 3]]],
+        period: Duration,
+    ) {
+        let positions: Vec<[f32; 3]> = shown.value.iter().map(|p| p.position).collect();
+        for (p, record) in positions.iter().zip(truth) {
+            if let Some(t) = truth_at(record, shown.render_tick) {
+                self.error_cm.push(dist_cm(*p, t));
+            }
+        }
+        if let Some((then, tick, before)) = &self.last {
+            // Real time since the last frame, in ticks: what playback at real speed
+            // would have advanced.
+            let frame = now.saturating_sub(*then).as_secs_f64() / period.as_secs_f64();
+            for ((p, b), record) in positions.iter().zip(before).zip(truth) {
+                let (Some(from), Some(to)) =
+                    (truth_at(record, *tick), truth_at(record, *tick + frame))
+                else {
+                    continue;
+                };
+                let shown_motion = sub(*p, *b);
+                let true_motion = sub(to, from);
+                self.jerk_cm.push(dist_cm(shown_motion, true_motion));
+            }
+        }
+        self.last = Some((now, shown.render_tick, positions));
+    }
+}
+
+fn sub(a: [f32; 3], b: [f32; 3]) -> [f32; 3] {
+    [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
+}
+
+/// The server's recorded position at a fractional tick, interpolated between the two
+/// recorded ticks around it; `None` outside the record.
+pub(crate) fn truth_at(record: &[[f32; 3]], tick: f64) -> Option<[f32; 3]> {
+    if tick.is_nan() || tick < 0.0 {
+        return None;
+    }
+    let t0 = tick.floor() as usize;
+    let a = record.get(t0)?;
+    let b = record.get(t0 + 1).unwrap_or(a);
+    let f = (tick - tick.floor()) as f32;
+    Some([0, 1, 2].map(|i| a[i] + (b[i] - a[i]) * f))
+}
+
+/// Distance between two points, cm (positions are in metres).
+pub(crate) fn dist_cm(a: [f32; 3], b: [f32; 3]) -> f64 {
+    let d: f64 = (0..3).map(|i| f64::from(a[i] - b[i]).powi(2)).sum();
+    d.sqrt() * 100.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lagless_core::Tick;
+    use lagless_core::interpolation::SampleKind;
+
+    const TICK: Duration = Duration::from_millis(10);
+
+    /// A player moving 1 cm per tick along x.
+    fn truth() -> Vec<[f32; 3]> {
+        (0..100).map(|t| [t as f32 * 0.01, 0.0, 0.0]).collect()
+    }
+
+    fn frame(render_tick: f64, x: f32) -> Sampled<Vec<Pose>> {
+        Sampled {
+            value: vec![Pose::new([x, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0])],
+            kind: SampleKind::Interpolated {
+                from: Tick(0),
+                to: Tick(1),
+                t: 0.0,
+            },
+            render_tick,
+        }
+    }
+
+    #[test]
+    fn playback_at_real_speed_has_no_jerk() {
+        let record = truth();
+        let mut view = RemoteView::default();
+        for f in 0..50u32 {
+            let tick = 10.0 + f64::from(f);
+            view.record(TICK * f, &frame(tick, tick as f32 * 0.01), &[&record], TICK);
+        }
+        assert_eq!(view.error_cm.len(), 50);
+        assert_eq!(view.jerk_cm.len(), 49);
+        assert!(view.jerk_cm.iter().all(|j| *j < 1e-4), "{:?}", view.jerk_cm);
+        assert!(view.error_cm.iter().all(|e| *e < 1e-4));
+    }
+
+    /// A frame at half speed shows the truth at its tick (no error) but half the motion:
+    /// its jerk is the half it lost. A held frame loses all of it.
+    #[test]
+    fn slow_motion_and_holds_show_as_jerk_not_error() {
+        let record = truth();
+        let mut view = RemoteView::default();
+        view.record(Duration::ZERO, &frame(10.0, 0.10), &[&record], TICK);
+        view.record(TICK * 1, &frame(10.5, 0.105), &[&record], TICK);
+        view.record(TICK * 2, &frame(11.5, 0.115), &[&record], TICK);
+        // Held where it was for a frame (an underrun), while the truth moved on.
+        view.record(TICK * 3, &frame(12.5, 0.115), &[&record], TICK);
+        assert!(view.error_cm[..3].iter().all(|e| *e < 1e-4));
+        assert!((view.error_cm[3] - 1.0).abs() < 1e-3, "{:?}", view.error_cm);
+        let jerk = &view.jerk_cm;
+        assert!((jerk[0] - 0.5).abs() < 1e-3, "{jerk:?}");
+        assert!(jerk[1] < 1e-3, "{jerk:?}");
+        assert!((jerk[2] - 1.0).abs() < 1e-3, "{jerk:?}");
+    }
+
+    #[test]
+    fn frames_outside_the_record_are_skipped() {
+        let record = truth();
+        let mut view = RemoteView::default();
+        view.record(Duration::ZERO, &frame(-3.0, 0.0), &[&record], TICK);
+        view.record(TICK * 1, &frame(150.0, 1.5), &[&record], TICK);
+        view.record(TICK * 2, &frame(151.0, 1.51), &[&record], TICK);
+        view.record(TICK * 3, &frame(f64::NAN, 1.52), &[&record], TICK);
+        assert!(view.error_cm.is_empty(), "{:?}", view.error_cm);
+        assert!(view.jerk_cm.is_empty(), "{:?}", view.jerk_cm);
+    }
+}

@@ -13,6 +13,7 @@
 use crate::bench::median;
 use crate::cpu::CpuTimer;
 use crate::link_replay::{LinkEvent, ReplayConfig, ReplayError, replay_link};
+use crate::metrics::percentile;
 use crate::playback::policy_label;
 use lagless_core::interpolation::{DelayPolicy, InterpolationBuffer, InterpolationConfig};
 use std::time::Duration;
@@ -140,20 +141,13 @@ fn time_policy(
 }
 
 /// A row of `us` per call, its ratio left for the caller.
-fn row(policy: Option<DelayPolicy>, operation: &'static str, mut us: Vec<f64>) -> PlaybackBenchRow {
-    us.sort_by(f64::total_cmp);
-    let calls = us.len();
-    let p99 = us
-        .get((calls.saturating_sub(1) as f64 * 0.99).round() as usize)
-        .copied()
-        .unwrap_or(f64::NAN);
-    let median_us = median(us);
+fn row(policy: Option<DelayPolicy>, operation: &'static str, us: Vec<f64>) -> PlaybackBenchRow {
     PlaybackBenchRow {
         policy,
         operation,
-        calls,
-        median_us,
-        p99_us: p99,
+        calls: us.len(),
+        p99_us: percentile(&us, 99.0).unwrap_or(f64::NAN),
+        median_us: median(us),
         ratio: f64::NAN,
     }
 }

@@ -7,7 +7,9 @@ use crate::metrics::{Metric, Report, mean, percentile};
 use crate::playback::{PolicyFigures, PolicyShadows};
 use crate::remote_view::{RemoteView, dist_cm};
 use crate::replication::{SnapshotReceiver, SnapshotSender, snapshot_metrics};
-use lagless_core::interpolation::{DelayPolicy, InterpolationBuffer, InterpolationConfig, Pose};
+use lagless_core::interpolation::{
+    DelayPolicy, InterpolationBuffer, InterpolationConfig, InterpolationStats, Pose,
+};
 use lagless_core::{
     ClientId, ClientSession, ClientStats, ErrorSmoother, PredictionStats, Predictor, Reconciled,
     Rollback, ServerClientStats, ServerConfig, ServerSession, Tick,
@@ -680,31 +682,39 @@ fn build_report(
             .map(|s| s * 1000.0)
             .collect();
         r.number("interpolation.delay_ms_mean", mean(&delays));
-        let underruns: Vec<f64> = clients
-            .iter()
-            .map(|c| c.remote.stats().underrun_ratio() * 100.0)
-            .collect();
-        r.number("interpolation.underrun_pct", mean(&underruns));
-        let stretched: Vec<f64> = clients
-            .iter()
-            .map(|c| c.remote.stats().stretched_ratio() * 100.0)
-            .collect();
-        r.number("interpolation.stretched_pct", mean(&stretched));
-        let speed_errors: Vec<f64> = clients
-            .iter()
-            .map(|c| c.remote.stats().speed_error() * 100.0)
-            .collect();
-        r.number("interpolation.speed_error_pct", mean(&speed_errors));
-        let errors: Vec<f64> = clients
-            .iter()
-            .flat_map(|c| c.remote_view.error_cm.iter().copied())
-            .collect();
-        r.number("interpolation.error_cm_p99", percentile(&errors, 99.0));
-        let jerks: Vec<f64> = clients
-            .iter()
-            .flat_map(|c| c.remote_view.jerk_cm.iter().copied())
-            .collect();
-        r.number("interpolation.jerk_cm_p99", percentile(&jerks, 99.0));
+        // A percentage of each client's buffer, averaged over clients.
+        let per_client = |pct: fn(&InterpolationStats) -> f64| {
+            let values: Vec<f64> = clients.iter().map(|c| pct(c.remote.stats())).collect();
+            mean(&values)
+        };
+        r.number(
+            "interpolation.underrun_pct",
+            per_client(|s| s.underrun_ratio() * 100.0),
+        );
+        r.number(
+            "interpolation.stretched_pct",
+            per_client(|s| s.stretched_ratio() * 100.0),
+        );
+        r.number(
+            "interpolation.speed_error_pct",
+            per_client(|s| s.speed_error() * 100.0),
+        );
+        // The 99th percentile of every client's frames together.
+        let pooled_p99 = |of: fn(&RemoteView) -> &[f64]| {
+            let values: Vec<f64> = clients
+                .iter()
+                .flat_map(|c| of(&c.remote_view).iter().copied())
+                .collect();
+            percentile(&values, 99.0)
+        };
+        r.number(
+            "interpolation.error_cm_p99",
+            pooled_p99(|v| v.error_cm.as_slice()),
+        );
+        r.number(
+            "interpolation.jerk_cm_p99",
+            pooled_p99(|v| v.jerk_cm.as_slice()),
+        );
         r.set(
             "interpolation.policy",
             Metric::Text(crate::playback::policy_label(&config.interpolation)),

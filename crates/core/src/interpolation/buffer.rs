@@ -1,6 +1,6 @@
 //! The [`InterpolationBuffer`]: snapshots in, smooth past states out.
 
-use super::clock::{ArrivalStats, Need, Stretch};
+use super::clock::{ArrivalStats, Need, Stretch, fraction_setting};
 use super::policy::WARMUP_PAIRS;
 use super::{DelayPolicy, Interpolate};
 use crate::{Tick, TickRate};
@@ -718,21 +718,10 @@ impl<T: Interpolate> InterpolationBuffer<T> {
     }
 }
 
-/// A setting that is a fraction of real time, within `[0, max]`; 0 (no effect) when not a
-/// number or infinite.
-fn fraction_setting(value: f32, max: f32) -> f64 {
-    let value = f64::from(value);
-    if value.is_finite() {
-        value.clamp(0.0, f64::from(max))
-    } else {
-        0.0
-    }
-}
-
 impl<T: Interpolate> InterpolationBuffer<T> {
     /// The time-scale bound as a fraction of real time, sanitized.
     fn max_time_scale(&self) -> f64 {
-        fraction_setting(self.config.max_time_scale, 1.0)
+        fraction_setting(f64::from(self.config.max_time_scale), 1.0)
     }
 
     /// How playback stretches now (`None` when the policy does not stretch): the very
@@ -766,7 +755,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         if !matches!(self.config.policy, DelayPolicy::Adaptive { .. }) {
             return 1.0;
         }
-        1.0 - fraction_setting(self.config.max_stretch, MAX_STRETCH)
+        1.0 - fraction_setting(f64::from(self.config.max_stretch), f64::from(MAX_STRETCH))
     }
 
     /// True when playback should slow down: the snapshot after the newest is overdue
@@ -783,9 +772,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         };
         let n = f64::from(newest.0);
         // About to reach the newest: see `Stretch::slack` for why not whenever short of it.
-        let runway = (n - pos) * self.period;
-        let close = runway < stretch.max_runway(lag);
-        now_secs - n * self.period > stretch.from && runway > 0.0 && close
+        stretch.applies(now_secs - n * self.period, (n - pos) * self.period, lag)
     }
 }
 

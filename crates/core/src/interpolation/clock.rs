@@ -72,6 +72,14 @@ pub(crate) struct Stretch {
 }
 
 impl Stretch {
+    /// True when playback should be stretching: the snapshot after the newest is overdue
+    /// (the newest is older than `from`, at `age`: local time minus its server time), and
+    /// playback is short of the newest by `runway` seconds of server time, more than
+    /// nothing and less than [`max_runway`](Self::max_runway) at the target `lag`.
+    pub fn applies(&self, age: f64, runway: f64, lag: f64) -> bool {
+        age > self.from && runway > 0.0 && runway < self.max_runway(lag)
+    }
+
     /// How little of the buffer may be left ahead of playback (server time between the
     /// shown time and the newest snapshot) for a stretch to start, at a target `lag`:
     /// `lag - from` as at the target lag when the newest turns overdue, plus
@@ -242,11 +250,7 @@ impl ArrivalStats {
         Some(Stretch {
             from: self.offset_quantile(overdue_quantile)? + interval,
             rate,
-            catch_up: if catch_up.is_finite() {
-                catch_up.clamp(0.0, 1.0)
-            } else {
-                0.0
-            },
+            catch_up: fraction_setting(catch_up, 1.0),
             slack: interval,
         })
     }
@@ -541,6 +545,16 @@ impl ArrivalStats {
 
 /// `x` modulo a positive `m`, in `[0, m)`: `rem_euclid` without its exact (and, here,
 /// hot) library `fmod`; the rounding of the quotient does not matter for binning.
+/// A setting that is a fraction of real time, within `[0, max]`; 0 (no effect) when not a
+/// number or infinite.
+pub(crate) fn fraction_setting(value: f64, max: f64) -> f64 {
+    if value.is_finite() {
+        value.clamp(0.0, max)
+    } else {
+        0.0
+    }
+}
+
 fn wrap(x: f64, m: f64) -> f64 {
     let r = x - (x / m).floor() * m;
     if r >= 0.0 && r < m { r } else { 0.0 }
@@ -938,9 +952,7 @@ mod tests {
                 newest = newest.max(f64::from(arrivals[next].1) * period);
                 next += 1;
             }
-            let runway = newest - shown;
-            let close = runway < stretch.max_runway(lag);
-            if now - newest > stretch.from && runway > 0.0 && close {
+            if stretch.applies(now - newest, newest - shown, lag) {
                 shown += stretch.rate * dt;
             } else {
                 let behind = (now - lag) - (shown + dt);

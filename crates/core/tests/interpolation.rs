@@ -385,7 +385,7 @@ fn adaptive_fits_the_link() {
 /// A lost snapshot slows playback down until a newer one arrives, by exactly the
 /// configured stretch, and the adaptive policy spends what that buys on a shorter delay:
 /// a double loss that a constant delay must wait out needs only half as much past the
-/// moment the loss shows. Fixed buffers never stretch.
+/// moment the loss shows. Fixed buffers never stretch, nor do adaptive ones unless asked.
 #[test]
 fn a_lost_snapshot_stretches_playback_and_shortens_the_delay() {
     // 10 snapshots/s, always 50 ms on the way; one in 20 lost, and every tenth loss is
@@ -430,6 +430,10 @@ fn a_lost_snapshot_stretches_playback_and_shortens_the_delay() {
             .count()
     };
     let (fixed, _) = run(DelayPolicy::CLASSIC, 0.5);
+    // Stretching is opt-in: by default the delay alone rides out losses.
+    let (default, _) = run(adaptive, InterpolationConfig::default().max_stretch);
+    assert_eq!(default.stats().stretched, 0);
+    assert_eq!(default.target_delay(), plain.target_delay());
     assert_eq!(plain.stats().stretched, 0);
     assert_eq!(fixed.stats().stretched, 0);
     let warm = &frames[frames.len() / 4..];
@@ -481,6 +485,7 @@ fn an_earlier_overdue_moment_stretches_more_for_less_delay() {
     let run = |overdue_quantile: f32| {
         let mut b = InterpolationBuffer::<f32>::new(InterpolationConfig {
             overdue_quantile,
+            max_stretch: 0.5,
             ..config(DelayPolicy::adaptive_with_target(0.001))
         });
         let (mut next, mut frame) = (0, 0u64);
@@ -539,7 +544,10 @@ fn an_earlier_overdue_moment_stretches_more_for_less_delay() {
 /// the delay stays where the policy puts it.
 #[test]
 fn frequent_stretches_do_not_pile_up_delay() {
-    let mut b = InterpolationBuffer::<f32>::new(config(DelayPolicy::adaptive()));
+    let mut b = InterpolationBuffer::<f32>::new(InterpolationConfig {
+        max_stretch: 0.5,
+        ..config(DelayPolicy::adaptive())
+    });
     let (mut delays, mut frame) = (Vec::new(), 0u64);
     for step in 0..(60 * 1000) {
         let now = MS * step;

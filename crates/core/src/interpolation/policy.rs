@@ -51,7 +51,8 @@ pub enum DelayPolicy {
     ///
     /// The delay moves only as the window moves, and playback follows it by time-scaling
     /// (within [`max_time_scale`](super::InterpolationConfig::max_time_scale)), never by
-    /// jumping. On top of that, when the snapshot after the newest is later than nine
+    /// jumping. On top of that, if [`max_stretch`](super::InterpolationConfig::max_stretch)
+    /// is set (it is off by default), when the snapshot after the newest is later than nine
     /// arrivals in ten in the window (late, or lost; see
     /// [`overdue_quantile`](super::InterpolationConfig::overdue_quantile)) and playback is
     /// about to reach the newest, playback slows down by

@@ -168,6 +168,11 @@ pub struct RunConfig {
     ///
     /// [`InterpolationConfig::overdue_quantile`]: lagless_core::interpolation::InterpolationConfig::overdue_quantile
     pub overdue_quantile: f32,
+    /// Arrivals those buffers' statistics look back over:
+    /// [`InterpolationConfig::history`].
+    ///
+    /// [`InterpolationConfig::history`]: lagless_core::interpolation::InterpolationConfig::history
+    pub history: usize,
     /// Policies replayed by value-less shadow buffers on the same arrivals and frames as
     /// the real one, for a like-for-like comparison (see `lagless_lab::playback`). The
     /// default holds the classic three-interval buffer, reported as
@@ -198,6 +203,7 @@ impl Default for RunConfig {
             interpolation: DelayPolicy::adaptive(),
             max_stretch: lagless_core::interpolation::DEFAULT_MAX_STRETCH,
             overdue_quantile: lagless_core::interpolation::DEFAULT_OVERDUE_QUANTILE,
+            history: lagless_core::interpolation::DEFAULT_HISTORY as usize,
             interpolation_shadows: vec![DelayPolicy::CLASSIC],
         }
     }

@@ -44,6 +44,9 @@ pub struct ReplayConfig {
     /// When a snapshot counts as overdue for those buffers
     /// ([`InterpolationConfig::overdue_quantile`]).
     pub overdue_quantile: f32,
+    /// Arrivals the buffers' statistics look back over
+    /// ([`InterpolationConfig::history`]).
+    pub history: usize,
 }
 
 impl Default for ReplayConfig {
@@ -62,6 +65,7 @@ impl Default for ReplayConfig {
             clock_step: Duration::from_micros(500),
             max_stretch: lagless_core::interpolation::DEFAULT_MAX_STRETCH,
             overdue_quantile: lagless_core::interpolation::DEFAULT_OVERDUE_QUANTILE,
+            history: lagless_core::interpolation::DEFAULT_HISTORY as usize,
         }
     }
 }
@@ -74,6 +78,7 @@ impl ReplayConfig {
             tick_hz: self.tick_hz,
             max_stretch: self.max_stretch,
             overdue_quantile: self.overdue_quantile,
+            history: self.history,
             ..InterpolationConfig::default()
         }
     }

@@ -4,7 +4,8 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lagless_core::interpolation::{
-    DEFAULT_MAX_STRETCH, DEFAULT_OVERDUE_QUANTILE, DelayPolicy, MAX_STRETCH, MIN_OVERDUE_QUANTILE,
+    DEFAULT_HISTORY, DEFAULT_MAX_STRETCH, DEFAULT_OVERDUE_QUANTILE, DelayPolicy, MAX_STRETCH,
+    MIN_OVERDUE_QUANTILE,
 };
 use lagless_core::{LeadPolicy, MissingInput};
 use lagless_lab::{NetOverrides, RunConfig, ScriptChoice, SnapshotCodecChoice, run};
@@ -131,6 +132,10 @@ struct PlaybackArgs {
     /// ten; 1: the slowest). Earlier buys less delay for more frames in slow motion.
     #[arg(long, default_value_t = DEFAULT_OVERDUE_QUANTILE, value_parser = parse_overdue)]
     overdue_quantile: f32,
+    /// Arrivals the buffers' clock and delay statistics look back over. Longer windows
+    /// give adaptive buffers steadier delays on bursty links and adapt more slowly.
+    #[arg(long, default_value_t = DEFAULT_HISTORY, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    history: u32,
 }
 
 /// Network options on top of a profile, shared by every command that emulates a link.
@@ -414,6 +419,7 @@ fn sweep_command(a: SweepArgs) -> Result<(), String> {
         packet_bytes: a.packet_bytes,
         max_stretch: a.playback.max_stretch,
         overdue_quantile: a.playback.overdue_quantile,
+        history: a.playback.history as usize,
         ..ReplayConfig::default()
     };
     let total = a.seconds * f64::from(a.links);
@@ -458,6 +464,7 @@ fn bench_playback_command(a: BenchPlaybackArgs) -> Result<(), String> {
             seed: a.seed,
             max_stretch: a.playback.max_stretch,
             overdue_quantile: a.playback.overdue_quantile,
+            history: a.playback.history as usize,
             ..ReplayConfig::default()
         },
         warm_up_secs: WARM_UP_SECS,
@@ -567,6 +574,7 @@ fn run_command(a: RunArgs) -> Result<(), String> {
     config.interpolation = a.interpolation;
     config.max_stretch = a.playback.max_stretch;
     config.overdue_quantile = a.playback.overdue_quantile;
+    config.history = a.playback.history as usize;
     if a.interpolation_sweep {
         if config.clients < 2 {
             return Err(

@@ -169,6 +169,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
         tick_hz,
         max_stretch: config.max_stretch,
         overdue_quantile: config.overdue_quantile,
+        history: config.history,
         ..InterpolationConfig::default()
     };
     let mut clients = Vec::new();

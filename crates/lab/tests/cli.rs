@@ -81,6 +81,7 @@ fn bad_arguments_fail_cleanly() {
         &["sweep-playback", "--max-stretch", "x", "--seconds", "1"],
         &["run", "--max-stretch", "1", "--seconds", "1"],
         &["run", "--overdue-quantile", "0.3", "--seconds", "1"],
+        &["sweep-playback", "--history", "0", "--seconds", "1"],
         &[
             "sweep-playback",
             "--overdue-quantile",
@@ -145,6 +146,28 @@ fn sweep_playback_compares_policies_on_one_link() {
         stretched(eager_rows[2]) > stretched(half_rows[2]),
         "{half}\n{eager}"
     );
+}
+
+/// `--history` reaches the buffers: on a bursty link, a window four times as long sees
+/// more of the rare loss runs, and the adaptive buffer picks another delay.
+#[test]
+fn sweep_playback_history_sets_the_adaptive_window() {
+    let row = |extra: &[&str]| -> String {
+        let table = stdout_of(
+            lagless()
+                .args(["sweep-playback", "--profile", "wifi", "--seconds", "120"])
+                .args(["--policies", "adaptive:0.3%", "--no-progress"])
+                .args(extra),
+        );
+        table.lines().nth(2).expect("adaptive row").to_string()
+    };
+    let (short, default, long) = (
+        row(&["--history", "512"]),
+        row(&[]),
+        row(&["--history", "2048"]),
+    );
+    assert_eq!(short, default);
+    assert_ne!(long, default, "{long}");
 }
 
 #[test]

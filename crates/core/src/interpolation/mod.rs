@@ -57,8 +57,9 @@ pub(crate) mod pose;
 mod sample;
 
 pub use buffer::{
-    Curve, DEFAULT_MAX_STRETCH, DEFAULT_OVERDUE_QUANTILE, InterpolationBuffer, InterpolationConfig,
-    InterpolationStats, MAX_STRETCH, MIN_OVERDUE_QUANTILE, PushError, SampleKind, Sampled,
+    Curve, DEFAULT_HISTORY, DEFAULT_MAX_STRETCH, DEFAULT_OVERDUE_QUANTILE, InterpolationBuffer,
+    InterpolationConfig, InterpolationStats, MAX_STRETCH, MIN_OVERDUE_QUANTILE, PushError,
+    SampleKind, Sampled,
 };
 pub use policy::DelayPolicy;
 pub use pose::Pose;

@@ -158,21 +158,9 @@ pub struct RunConfig {
     /// Delay policy of the buffer that shows the other players (with more than one
     /// client).
     pub interpolation: DelayPolicy,
-    /// How much adaptive buffers (the one shown and the adaptive shadows) slow playback
-    /// down over an overdue snapshot: [`InterpolationConfig::max_stretch`].
-    ///
-    /// [`InterpolationConfig::max_stretch`]: lagless_core::interpolation::InterpolationConfig::max_stretch
-    pub max_stretch: f32,
-    /// When a snapshot counts as overdue for those buffers, so that they may stretch:
-    /// [`InterpolationConfig::overdue_quantile`].
-    ///
-    /// [`InterpolationConfig::overdue_quantile`]: lagless_core::interpolation::InterpolationConfig::overdue_quantile
-    pub overdue_quantile: f32,
-    /// Arrivals those buffers' statistics look back over:
-    /// [`InterpolationConfig::history`].
-    ///
-    /// [`InterpolationConfig::history`]: lagless_core::interpolation::InterpolationConfig::history
-    pub history: usize,
+    /// Settings of the buffers that show the other players and of their shadows (stretch,
+    /// overdue moment, history).
+    pub playback: crate::playback::PlaybackSettings,
     /// Policies replayed by value-less shadow buffers on the same arrivals and frames as
     /// the real one, for a like-for-like comparison (see `lagless_lab::playback`). The
     /// default holds the classic three-interval buffer, reported as
@@ -201,9 +189,7 @@ impl Default for RunConfig {
             smoothing: SmoothingConfig::default(),
             naive_sample: 8,
             interpolation: DelayPolicy::adaptive(),
-            max_stretch: lagless_core::interpolation::DEFAULT_MAX_STRETCH,
-            overdue_quantile: lagless_core::interpolation::DEFAULT_OVERDUE_QUANTILE,
-            history: lagless_core::interpolation::DEFAULT_HISTORY as usize,
+            playback: crate::playback::PlaybackSettings::default(),
             interpolation_shadows: vec![DelayPolicy::CLASSIC],
         }
     }

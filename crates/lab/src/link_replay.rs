@@ -9,7 +9,7 @@
 //! the profile's downlink and feeds the arrivals to one value-less buffer per policy: no
 //! physics, no codec, and an hour of link in seconds.
 
-use crate::playback::{PolicyFigures, PolicyShadows};
+use crate::playback::{PlaybackSettings, PolicyFigures, PolicyShadows};
 use lagless_core::Tick;
 use lagless_core::interpolation::{DelayPolicy, InterpolationConfig};
 use lagless_netem::{ConfigError, Link, LinkConfig, derive_seed};
@@ -38,15 +38,8 @@ pub struct ReplayConfig {
     pub packet_bytes: usize,
     /// Granularity at which packets are sent and collected, as in a lab run.
     pub clock_step: Duration,
-    /// How much adaptive buffers slow playback down over an overdue snapshot
-    /// ([`InterpolationConfig::max_stretch`]).
-    pub max_stretch: f32,
-    /// When a snapshot counts as overdue for those buffers
-    /// ([`InterpolationConfig::overdue_quantile`]).
-    pub overdue_quantile: f32,
-    /// Arrivals the buffers' statistics look back over
-    /// ([`InterpolationConfig::history`]).
-    pub history: usize,
+    /// Settings of the buffers besides the policy (stretch, overdue moment, history).
+    pub playback: PlaybackSettings,
 }
 
 impl Default for ReplayConfig {
@@ -63,24 +56,15 @@ impl Default for ReplayConfig {
             seed: 1,
             packet_bytes: 200,
             clock_step: Duration::from_micros(500),
-            max_stretch: lagless_core::interpolation::DEFAULT_MAX_STRETCH,
-            overdue_quantile: lagless_core::interpolation::DEFAULT_OVERDUE_QUANTILE,
-            history: lagless_core::interpolation::DEFAULT_HISTORY as usize,
+            playback: PlaybackSettings::default(),
         }
     }
 }
 
 impl ReplayConfig {
-    /// The settings of the buffers a replay plays arrivals through, but for the policy:
-    /// the tick rate and the stretch settings, the rest the core's defaults.
+    /// The settings of the buffers a replay plays arrivals through, but for the policy.
     pub fn buffer_config(&self) -> InterpolationConfig {
-        InterpolationConfig {
-            tick_hz: self.tick_hz,
-            max_stretch: self.max_stretch,
-            overdue_quantile: self.overdue_quantile,
-            history: self.history,
-            ..InterpolationConfig::default()
-        }
+        self.playback.buffer_config(self.tick_hz)
     }
 }
 
@@ -341,7 +325,10 @@ mod target_tests {
             link: profile("snapshot-demo").unwrap(),
             snapshot_hz: 10,
             seconds: 3600.0,
-            max_stretch: 0.5,
+            playback: PlaybackSettings {
+                max_stretch: 0.5,
+                ..PlaybackSettings::default()
+            },
             ..ReplayConfig::default()
         };
         let policies = [

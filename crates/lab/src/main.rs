@@ -134,8 +134,18 @@ struct PlaybackArgs {
     overdue_quantile: f32,
     /// Arrivals the buffers' clock and delay statistics look back over. Longer windows
     /// give adaptive buffers steadier delays on bursty links and adapt more slowly.
-    #[arg(long, default_value_t = DEFAULT_HISTORY, value_parser = clap::value_parser!(u32).range(1..=65_536))]
-    history: u32,
+    #[arg(long, default_value_t = DEFAULT_HISTORY, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    history: usize,
+}
+
+impl PlaybackArgs {
+    fn settings(&self) -> lagless_lab::playback::PlaybackSettings {
+        lagless_lab::playback::PlaybackSettings {
+            max_stretch: self.max_stretch,
+            overdue_quantile: self.overdue_quantile,
+            history: self.history,
+        }
+    }
 }
 
 /// Network options on top of a profile, shared by every command that emulates a link.
@@ -417,9 +427,7 @@ fn sweep_command(a: SweepArgs) -> Result<(), String> {
         links: a.links,
         seed: a.seed,
         packet_bytes: a.packet_bytes,
-        max_stretch: a.playback.max_stretch,
-        overdue_quantile: a.playback.overdue_quantile,
-        history: a.playback.history as usize,
+        playback: a.playback.settings(),
         ..ReplayConfig::default()
     };
     let total = a.seconds * f64::from(a.links);
@@ -462,9 +470,7 @@ fn bench_playback_command(a: BenchPlaybackArgs) -> Result<(), String> {
             snapshot_hz: a.snapshot_hz,
             seconds: WARM_UP_SECS + a.seconds,
             seed: a.seed,
-            max_stretch: a.playback.max_stretch,
-            overdue_quantile: a.playback.overdue_quantile,
-            history: a.playback.history as usize,
+            playback: a.playback.settings(),
             ..ReplayConfig::default()
         },
         warm_up_secs: WARM_UP_SECS,
@@ -572,9 +578,7 @@ fn run_command(a: RunArgs) -> Result<(), String> {
     };
     config.naive_sample = a.naive_sample;
     config.interpolation = a.interpolation;
-    config.max_stretch = a.playback.max_stretch;
-    config.overdue_quantile = a.playback.overdue_quantile;
-    config.history = a.playback.history as usize;
+    config.playback = a.playback.settings();
     if a.interpolation_sweep {
         if config.clients < 2 {
             return Err(

@@ -14,6 +14,46 @@ use lagless_core::interpolation::{
 };
 use std::time::Duration;
 
+/// The interpolation buffer settings a lab run or replay chooses besides the delay
+/// policy; everything else is the core's default.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlaybackSettings {
+    /// How much adaptive buffers slow playback down over an overdue snapshot
+    /// ([`InterpolationConfig::max_stretch`]).
+    pub max_stretch: f32,
+    /// When a snapshot counts as overdue for them
+    /// ([`InterpolationConfig::overdue_quantile`]).
+    pub overdue_quantile: f32,
+    /// Arrivals the buffers' statistics look back over ([`InterpolationConfig::history`]).
+    pub history: usize,
+}
+
+impl Default for PlaybackSettings {
+    /// The core's defaults.
+    fn default() -> Self {
+        let core = InterpolationConfig::default();
+        Self {
+            max_stretch: core.max_stretch,
+            overdue_quantile: core.overdue_quantile,
+            history: core.history,
+        }
+    }
+}
+
+impl PlaybackSettings {
+    /// Buffer settings for a server running at `tick_hz`: these choices, the core's
+    /// default policy (callers set theirs) and the core's defaults for the rest.
+    pub fn buffer_config(&self, tick_hz: u32) -> InterpolationConfig {
+        InterpolationConfig {
+            tick_hz,
+            max_stretch: self.max_stretch,
+            overdue_quantile: self.overdue_quantile,
+            history: self.history,
+            ..InterpolationConfig::default()
+        }
+    }
+}
+
 /// Value-less interpolation buffers, one per policy, fed what the real buffer is fed.
 #[derive(Debug, Clone)]
 pub struct PolicyShadows {

@@ -165,13 +165,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
     let mut server = ServerSession::<CubeInput>::new(server_config);
     let codec = SnapshotCodec::new(scene_config.quantize.unwrap_or_default()).with_tick_hz(tick_hz);
     let mut sender = SnapshotSender::new(config.snapshot_codec, codec);
-    let remote_config = InterpolationConfig {
-        tick_hz,
-        max_stretch: config.max_stretch,
-        overdue_quantile: config.overdue_quantile,
-        history: config.history,
-        ..InterpolationConfig::default()
-    };
+    let remote_config = config.playback.buffer_config(tick_hz);
     let mut clients = Vec::new();
     for k in 0..config.clients {
         let id = ClientId::from(k) + 1;

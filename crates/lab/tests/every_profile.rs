@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 use lagless_core::interpolation::DelayPolicy;
+use lagless_lab::playback::PlaybackSettings;
 use lagless_lab::{RunConfig, run};
 use lagless_netem::PROFILE_NAMES;
 
@@ -191,8 +192,11 @@ fn slow_motion_shows_as_jerk_not_error() {
         clients: 2,
         naive_sample: 0,
         interpolation,
-        max_stretch,
-        overdue_quantile: 0.8,
+        playback: PlaybackSettings {
+            max_stretch,
+            overdue_quantile: 0.8,
+            ..PlaybackSettings::default()
+        },
         interpolation_shadows: Vec::new(),
         ..RunConfig::default()
     };

@@ -20,7 +20,7 @@ const RESYNC_AFTER: u32 = 3;
 pub const DEFAULT_MAX_STRETCH: f32 = 0.0;
 
 /// Default [`InterpolationConfig::history`]: 8.5 s of arrivals at 60 snapshots/s.
-pub const DEFAULT_HISTORY: u32 = 512;
+pub const DEFAULT_HISTORY: usize = 512;
 
 /// Default [`InterpolationConfig::overdue_quantile`].
 pub const DEFAULT_OVERDUE_QUANTILE: f32 = 0.9;
@@ -118,7 +118,7 @@ impl Default for InterpolationConfig {
             capacity: 64,
             max_extrapolation: Duration::from_millis(100),
             max_tick_jump: Duration::from_secs(4),
-            history: DEFAULT_HISTORY as usize,
+            history: DEFAULT_HISTORY,
             max_time_scale: 0.1,
             max_stretch: DEFAULT_MAX_STRETCH,
             overdue_quantile: DEFAULT_OVERDUE_QUANTILE,

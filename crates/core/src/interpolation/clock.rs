@@ -543,8 +543,6 @@ impl ArrivalStats {
     }
 }
 
-/// `x` modulo a positive `m`, in `[0, m)`: `rem_euclid` without its exact (and, here,
-/// hot) library `fmod`; the rounding of the quotient does not matter for binning.
 /// A setting that is a fraction of real time, within `[0, max]`; 0 (no effect) when not a
 /// number or infinite.
 pub(crate) fn fraction_setting(value: f64, max: f64) -> f64 {
@@ -555,6 +553,8 @@ pub(crate) fn fraction_setting(value: f64, max: f64) -> f64 {
     }
 }
 
+/// `x` modulo a positive `m`, in `[0, m)`: `rem_euclid` without its exact (and, here,
+/// hot) library `fmod`; the rounding of the quotient does not matter for binning.
 fn wrap(x: f64, m: f64) -> f64 {
     let r = x - (x / m).floor() * m;
     if r >= 0.0 && r < m { r } else { 0.0 }

@@ -106,6 +106,82 @@ fn millis(ms: f64) -> Duration {
     Duration::from_secs_f64(ms.max(0.0) / 1000.0)
 }
 
+/// A change of network conditions part-way through a run or replay: from [`at`](Self::at)
+/// on, both directions of every connection behave as a named profile, as when a phone
+/// walks out of Wi-Fi range onto a cell network. What is already in flight is delivered as
+/// it was scheduled (see [`lagless_netem::Link::reconfigure`]).
+///
+/// Overrides on the command line (`--loss-pct`, `--trace`, ...) shape the starting link
+/// only; a change brings its profile as named.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkChange {
+    /// Simulated time from which the new conditions hold.
+    pub at: Duration,
+    /// The profile's name, for reports.
+    pub profile: String,
+    /// The profile's link.
+    pub link: LinkConfig,
+}
+
+impl LinkChange {
+    /// The change to profile `name` at `at`, or an error naming the known profiles.
+    pub fn new(at: Duration, name: &str) -> Result<Self, String> {
+        let link = lagless_netem::profile(name).ok_or_else(|| {
+            format!(
+                "unknown network profile {name:?} (known: {})",
+                lagless_netem::PROFILE_NAMES.join(", ")
+            )
+        })?;
+        Ok(Self {
+            at,
+            profile: name.to_string(),
+            link,
+        })
+    }
+
+    /// Parses `SECONDS:PROFILE`, as the command line spells it (`60:mobile`).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let (at, name) = text
+            .trim()
+            .split_once(':')
+            .ok_or_else(|| format!("link change {text:?}: expected SECONDS:PROFILE"))?;
+        let secs: f64 = at
+            .trim()
+            .parse()
+            .map_err(|_| format!("link change {text:?}: {at:?} is not a number of seconds"))?;
+        if !(secs.is_finite() && secs > 0.0 && secs <= 1e6) {
+            return Err(format!(
+                "link change {text:?}: the time must be positive and at most 1e6 s"
+            ));
+        }
+        Self::new(Duration::from_secs_f64(secs), name.trim())
+    }
+}
+
+/// Checks that `changes` come in strictly increasing time order and before the end of a
+/// run of `seconds`, so every phase they delimit has some length.
+pub fn check_link_changes(changes: &[LinkChange], seconds: f64) -> Result<(), String> {
+    let mut previous = Duration::ZERO;
+    for change in changes {
+        if change.at <= previous {
+            return Err(format!(
+                "link changes must come in increasing time order after 0 s (got {} s after {} s)",
+                change.at.as_secs_f64(),
+                previous.as_secs_f64()
+            ));
+        }
+        if change.at.as_secs_f64() >= seconds {
+            return Err(format!(
+                "link change at {} s is not before the end ({seconds} s)",
+                change.at.as_secs_f64()
+            ));
+        }
+        change.link.validate().map_err(|e| e.to_string())?;
+        previous = change.at;
+    }
+    Ok(())
+}
+
 /// How the server encodes snapshots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SnapshotCodecChoice {
@@ -126,6 +202,8 @@ pub struct RunConfig {
     pub profile: String,
     /// Overrides on top of the profile.
     pub net: NetOverrides,
+    /// Changes of network conditions during the run, in time order.
+    pub link_changes: Vec<LinkChange>,
     /// Simulated seconds.
     pub seconds: f64,
     /// Master seed: network fates and scripts derive from it.
@@ -174,6 +252,7 @@ impl Default for RunConfig {
             scene: "cubes".into(),
             profile: "mobile".into(),
             net: NetOverrides::default(),
+            link_changes: Vec::new(),
             seconds: 30.0,
             seed: 1,
             clients: 1,
@@ -192,5 +271,41 @@ impl Default for RunConfig {
             playback: crate::playback::PlaybackSettings::default(),
             interpolation_shadows: vec![DelayPolicy::CLASSIC],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_changes_parse_as_seconds_and_profile() {
+        let change = LinkChange::parse(" 90.5:mobile").expect("valid");
+        assert_eq!(change.at, Duration::from_millis(90_500));
+        assert_eq!(change.profile, "mobile");
+        assert_eq!(Some(change.link), lagless_netem::profile("mobile"));
+        for bad in [
+            "mobile", "60", "x:mobile", "60:nope", "0:lan", "-5:lan", "inf:lan",
+        ] {
+            assert!(LinkChange::parse(bad).is_err(), "{bad}");
+        }
+        let unknown = LinkChange::parse("60:nope").unwrap_err();
+        assert!(
+            unknown.contains("broadband"),
+            "names the known ones: {unknown}"
+        );
+    }
+
+    #[test]
+    fn link_changes_must_be_ordered_and_inside_the_run() {
+        let at = |s: &str| LinkChange::parse(s).expect("valid");
+        assert_eq!(check_link_changes(&[], 10.0), Ok(()));
+        assert_eq!(
+            check_link_changes(&[at("2:wifi"), at("5:lan")], 10.0),
+            Ok(())
+        );
+        assert!(check_link_changes(&[at("5:wifi"), at("2:lan")], 10.0).is_err());
+        assert!(check_link_changes(&[at("5:wifi"), at("5:lan")], 10.0).is_err());
+        assert!(check_link_changes(&[at("10:wifi")], 10.0).is_err());
     }
 }

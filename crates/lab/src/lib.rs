@@ -23,6 +23,6 @@ pub mod remote_view;
 pub mod replication;
 pub mod runner;
 
-pub use config::{NetOverrides, RunConfig, ScriptChoice, SnapshotCodecChoice};
+pub use config::{LinkChange, NetOverrides, RunConfig, ScriptChoice, SnapshotCodecChoice};
 pub use metrics::{Metric, Report};
 pub use runner::{RunError, RunOutcome, run};

@@ -9,9 +9,10 @@
 //! the profile's downlink and feeds the arrivals to one value-less buffer per policy: no
 //! physics, no codec, and an hour of link in seconds.
 
+use crate::config::{LinkChange, check_link_changes};
 use crate::playback::{PlaybackSettings, PolicyFigures, PolicyShadows};
 use lagless_core::Tick;
-use lagless_core::interpolation::{DelayPolicy, InterpolationConfig};
+use lagless_core::interpolation::{DelayPolicy, InterpolationConfig, InterpolationStats};
 use lagless_netem::{ConfigError, Link, LinkConfig, derive_seed};
 use std::time::Duration;
 
@@ -20,6 +21,9 @@ use std::time::Duration;
 pub struct ReplayConfig {
     /// The link snapshots travel over (a profile's downlink).
     pub link: LinkConfig,
+    /// Changes of the link's conditions part-way through each link's replay, in time
+    /// order; the figures are then also reported per phase.
+    pub link_changes: Vec<LinkChange>,
     /// Server ticks per second.
     pub tick_hz: u32,
     /// Snapshots per second (the server sends every `round(tick_hz / snapshot_hz)` ticks,
@@ -48,6 +52,7 @@ impl Default for ReplayConfig {
     fn default() -> Self {
         Self {
             link: LinkConfig::default(),
+            link_changes: Vec::new(),
             tick_hz: 60,
             snapshot_hz: 60,
             frame_hz: 60.0,
@@ -96,37 +101,124 @@ pub enum LinkEvent {
     },
 }
 
+/// What a replay measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayFigures {
+    /// Each policy's figures over the whole replay, averaged over links, in the order the
+    /// policies were given.
+    pub overall: Vec<PolicyFigures>,
+    /// With [link changes](ReplayConfig::link_changes), the same per phase, in time order
+    /// (the first on the starting link); empty without.
+    pub phases: Vec<PhaseFigures>,
+}
+
+/// Each policy's figures over one phase of a replay whose link changes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhaseFigures {
+    /// When the phase begins.
+    pub from: Duration,
+    /// When it ends (the next change, or the end of the replay).
+    pub to: Duration,
+    /// The change that began it; `None` for the starting link.
+    pub change: Option<LinkChange>,
+    /// Each policy's figures over the phase, averaged over links.
+    pub figures: Vec<PolicyFigures>,
+}
+
 /// Replays `policies` over `config.links` links of `config.seconds` each and returns each
-/// policy's figures averaged over links, in the order given. `progress` receives the
-/// simulated seconds done so far, over all links.
+/// policy's figures averaged over links, overall and per phase of a changing link.
+/// `progress` receives the simulated seconds done so far, over all links.
 pub fn replay(
     config: &ReplayConfig,
     policies: &[DelayPolicy],
     progress: &mut dyn FnMut(f64),
-) -> Result<Vec<PolicyFigures>, ReplayError> {
-    validate(config)?;
-    config.link.validate()?;
+) -> Result<ReplayFigures, ReplayError> {
+    check(config)?;
     let base = config.buffer_config();
     let mut per_link = Vec::new();
+    // Per link, each shadow's counters when each phase after the first began.
+    let mut boundaries: Vec<Vec<Vec<InterpolationStats>>> = Vec::new();
     for k in 0..config.links {
         let mut shadows = PolicyShadows::new(base, policies);
+        let mut marks = Vec::new();
+        let mut changes = config.link_changes.iter().peekable();
         let done = f64::from(k) * config.seconds;
         let mut next_progress = Duration::ZERO;
-        drive(config, k, &mut |event| match event {
-            LinkEvent::Arrival { tick, at } => shadows.push(tick, at),
-            LinkEvent::Frame { at } => {
-                shadows.sample(at);
-                if at >= next_progress {
-                    progress(done + at.as_secs_f64());
-                    next_progress += Duration::from_secs(1);
+        drive(config, k, &mut |event| {
+            let at = match event {
+                LinkEvent::Arrival { at, .. } | LinkEvent::Frame { at } => at,
+            };
+            while changes.next_if(|c| c.at <= at).is_some() {
+                marks.push(shadows.stats().map(|(_, s)| s.clone()).collect());
+            }
+            match event {
+                LinkEvent::Arrival { tick, at } => shadows.push(tick, at),
+                LinkEvent::Frame { at } => {
+                    shadows.sample(at);
+                    if at >= next_progress {
+                        progress(done + at.as_secs_f64());
+                        next_progress += Duration::from_secs(1);
+                    }
                 }
             }
         })?;
         per_link.push(shadows);
+        boundaries.push(marks);
     }
     progress(f64::from(config.links) * config.seconds);
     let sets: Vec<&PolicyShadows> = per_link.iter().collect();
-    Ok(PolicyShadows::mean_figures(&sets))
+    let overall = PolicyShadows::mean_figures(&sets);
+    let phases = if config.link_changes.is_empty() {
+        Vec::new()
+    } else {
+        phase_figures(config, policies, &per_link, &boundaries)
+    };
+    Ok(ReplayFigures { overall, phases })
+}
+
+/// Splits each link's counters at the phase boundaries and averages each phase over links.
+fn phase_figures(
+    config: &ReplayConfig,
+    policies: &[DelayPolicy],
+    per_link: &[PolicyShadows],
+    boundaries: &[Vec<Vec<InterpolationStats>>],
+) -> Vec<PhaseFigures> {
+    let zero = vec![InterpolationStats::default(); policies.len()];
+    let end = Duration::from_secs_f64(config.seconds);
+    let starts = std::iter::once(Duration::ZERO).chain(config.link_changes.iter().map(|c| c.at));
+    let ends = config.link_changes.iter().map(|c| c.at).chain([end]);
+    starts
+        .zip(ends)
+        .enumerate()
+        .map(|(phase, (from, to))| {
+            // Per link, each policy's counts over this phase.
+            let counts: Vec<Vec<InterpolationStats>> = per_link
+                .iter()
+                .zip(boundaries)
+                .map(|(shadows, marks)| {
+                    let before = if phase == 0 { &zero } else { &marks[phase - 1] };
+                    let finals: Vec<&InterpolationStats> = match marks.get(phase) {
+                        Some(after) => after.iter().collect(),
+                        None => shadows.stats().map(|(_, s)| s).collect(),
+                    };
+                    finals.iter().zip(before).map(|(a, b)| a.since(b)).collect()
+                })
+                .collect();
+            let figures = policies
+                .iter()
+                .enumerate()
+                .filter_map(|(i, &policy)| {
+                    PolicyFigures::mean_over(policy, counts.iter().filter_map(|c| c.get(i)))
+                })
+                .collect();
+            PhaseFigures {
+                from,
+                to,
+                change: phase.checked_sub(1).map(|i| config.link_changes[i].clone()),
+                figures,
+            }
+        })
+        .collect()
 }
 
 /// Sends `config.seconds` of tick-stamped snapshots through link number `index` (seeded
@@ -137,9 +229,15 @@ pub fn replay_link(
     index: u32,
     on_event: &mut dyn FnMut(LinkEvent),
 ) -> Result<(), ReplayError> {
+    check(config)?;
+    drive(config, index, on_event)
+}
+
+/// Every check a replay needs before it starts.
+fn check(config: &ReplayConfig) -> Result<(), ReplayError> {
     validate(config)?;
     config.link.validate()?;
-    drive(config, index, on_event)
+    check_link_changes(&config.link_changes, config.seconds).map_err(ReplayError::Invalid)
 }
 
 /// [`replay_link`] on a validated configuration.
@@ -156,10 +254,14 @@ fn drive(
     let end = Duration::from_secs_f64(config.seconds);
     let seed = derive_seed(config.seed, u64::from(index));
     let mut link = Link::new(config.link.clone(), seed)?;
+    let mut changes = config.link_changes.iter().peekable();
     let mut tick: u64 = 0;
     let mut frame: u64 = 0;
     let mut now = Duration::ZERO;
     while now <= end {
+        while let Some(change) = changes.next_if(|c| c.at <= now) {
+            link.reconfigure(change.link.clone())?;
+        }
         // Every server tick due by now; a snapshot on each `interval`-th.
         while Duration::from_nanos((tick as f64 * tick_nanos) as u64) <= now {
             if tick % interval == 0 {
@@ -239,7 +341,9 @@ mod tests {
             seconds: 30.0,
             ..ReplayConfig::default()
         };
-        let rows = replay(&c, &[DelayPolicy::CLASSIC], &mut |_| {}).unwrap();
+        let rows = replay(&c, &[DelayPolicy::CLASSIC], &mut |_| {})
+            .unwrap()
+            .overall;
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].underrun_pct, 0.0);
         // Three 1/60 s intervals behind the newest snapshot, give or take a clock step.
@@ -256,7 +360,9 @@ mod tests {
             DelayPolicy::Fixed { intervals: 1.5 },
             DelayPolicy::Fixed { intervals: 4.0 },
         ];
-        let rows = replay(&lossy(0.05), &policies, &mut |_| {}).unwrap();
+        let rows = replay(&lossy(0.05), &policies, &mut |_| {})
+            .unwrap()
+            .overall;
         assert!(rows[0].underrun_pct > 1.0, "{:?}", rows[0]);
         assert!(rows[1].underrun_pct < 0.2, "{:?}", rows[1]);
         assert!(rows[1].delay_ms_mean > rows[0].delay_ms_mean + 200.0);
@@ -273,6 +379,108 @@ mod tests {
         assert_eq!(a, replay(&c, &p, &mut |_| {}).unwrap());
         let other = ReplayConfig { seed: 2, ..c };
         assert_ne!(a, replay(&other, &p, &mut |_| {}).unwrap());
+    }
+
+    /// `broadband`, switched to `snapshot-demo` at `worse` and back at `better` seconds.
+    fn changing(worse: u64, better: u64, seconds: f64) -> ReplayConfig {
+        let change = |at: u64, name: &str| LinkChange::new(Duration::from_secs(at), name);
+        ReplayConfig {
+            link: profile("broadband").unwrap(),
+            link_changes: vec![
+                change(worse, "snapshot-demo").unwrap(),
+                change(better, "broadband").unwrap(),
+            ],
+            seconds,
+            ..ReplayConfig::default()
+        }
+    }
+
+    #[test]
+    fn phases_split_the_replay_at_its_link_changes() {
+        let policies = [DelayPolicy::CLASSIC, DelayPolicy::adaptive()];
+        let c = changing(20, 40, 60.0);
+        let figures = replay(&c, &policies, &mut |_| {}).unwrap();
+        let spans: Vec<(u64, u64, Option<&str>)> = figures
+            .phases
+            .iter()
+            .map(|p| {
+                let name = p.change.as_ref().map(|c| c.profile.as_str());
+                (p.from.as_secs(), p.to.as_secs(), name)
+            })
+            .collect();
+        assert_eq!(
+            spans,
+            [
+                (0, 20, None),
+                (20, 40, Some("snapshot-demo")),
+                (40, 60, Some("broadband"))
+            ]
+        );
+        // Frames are spread evenly, so the phases' delays, weighted by length, make up
+        // the whole replay's.
+        for (i, whole) in figures.overall.iter().enumerate() {
+            let weighted: f64 = figures
+                .phases
+                .iter()
+                .map(|p| p.figures[i].delay_ms_mean * (p.to - p.from).as_secs_f64() / 60.0)
+                .sum();
+            assert!(
+                (weighted - whole.delay_ms_mean).abs() < 0.01 * whole.delay_ms_mean,
+                "{weighted} vs {whole:?}"
+            );
+        }
+        // The worse link shows in its phase only.
+        let underruns = |p: usize| figures.phases[p].figures[0].underrun_pct;
+        assert!(underruns(1) > underruns(0) && underruns(1) > underruns(2));
+        // A change to the link already in use changes nothing, and without changes
+        // there are no phases.
+        let same = ReplayConfig {
+            link_changes: vec![LinkChange::new(Duration::from_secs(30), "broadband").unwrap()],
+            ..changing(20, 40, 60.0)
+        };
+        let plain = ReplayConfig {
+            link_changes: Vec::new(),
+            ..same.clone()
+        };
+        let a = replay(&same, &policies, &mut |_| {}).unwrap();
+        let b = replay(&plain, &policies, &mut |_| {}).unwrap();
+        assert_eq!(a.overall, b.overall);
+        assert!(b.phases.is_empty());
+    }
+
+    /// The point of an adaptive delay: a calm link needs little of it, a worse one more,
+    /// and the buffer finds out by itself, both ways, while the classic buffer keeps its
+    /// three intervals whatever the link.
+    #[test]
+    fn adaptive_follows_a_link_that_worsens_and_recovers() {
+        let policies = [DelayPolicy::CLASSIC, DelayPolicy::adaptive()];
+        let c = ReplayConfig {
+            links: 2,
+            ..changing(60, 180, 300.0)
+        };
+        let figures = replay(&c, &policies, &mut |_| {}).unwrap();
+        let phase = |p: usize| {
+            let f = &figures.phases[p].figures;
+            (&f[0], &f[1])
+        };
+        let (classic_calm, calm) = phase(0);
+        let (_, rough) = phase(1);
+        let (_, calm_again) = phase(2);
+        assert!(
+            calm.delay_ms_mean < 0.5 * classic_calm.delay_ms_mean,
+            "{figures:?}"
+        );
+        assert!(calm.underrun_pct < 1.0, "{figures:?}");
+        assert!(
+            rough.delay_ms_mean > 2.0 * calm.delay_ms_mean,
+            "{figures:?}"
+        );
+        // Near the 1% target over the rough phase, the switch itself included.
+        assert!(rough.underrun_pct < 2.0, "{figures:?}");
+        assert!(
+            calm_again.delay_ms_mean < 0.6 * rough.delay_ms_mean,
+            "{figures:?}"
+        );
     }
 
     #[test]
@@ -293,6 +501,10 @@ mod tests {
             ReplayConfig {
                 links: 0,
                 ..ReplayConfig::default()
+            },
+            ReplayConfig {
+                seconds: 30.0,
+                ..changing(20, 40, 60.0)
             },
         ] {
             assert!(matches!(
@@ -336,7 +548,7 @@ mod target_tests {
             DelayPolicy::adaptive_with_target(0.001),
             DelayPolicy::CLASSIC,
         ];
-        let rows = replay(&c, &policies, &mut |_| {}).unwrap();
+        let rows = replay(&c, &policies, &mut |_| {}).unwrap().overall;
         let (strict, loose, classic) = (&rows[0], &rows[1], &rows[2]);
         assert!(strict.underrun_pct <= classic.underrun_pct, "{rows:?}");
         assert!(

@@ -8,7 +8,7 @@ use lagless_core::interpolation::{
     MIN_OVERDUE_QUANTILE,
 };
 use lagless_core::{LeadPolicy, MissingInput};
-use lagless_lab::{NetOverrides, RunConfig, ScriptChoice, SnapshotCodecChoice, run};
+use lagless_lab::{LinkChange, NetOverrides, RunConfig, ScriptChoice, SnapshotCodecChoice, run};
 use lagless_netem::{PROFILE_NAMES, Trace, profile};
 use lagless_scenes::cubes::predict::PredictMode;
 use std::path::PathBuf;
@@ -178,6 +178,10 @@ struct NetArgs {
     /// Queue limit in packets while waiting for trace opportunities.
     #[arg(long)]
     trace_queue: Option<usize>,
+    /// Switch the link to a named profile part-way through, e.g. `60:mobile` (repeat in
+    /// time order; the overrides above shape only the starting link).
+    #[arg(long = "link-change", value_name = "SECONDS:PROFILE", value_parser = LinkChange::parse)]
+    link_changes: Vec<LinkChange>,
 }
 
 impl NetArgs {
@@ -420,6 +424,7 @@ fn sweep_command(a: SweepArgs) -> Result<(), String> {
     }
     let config = ReplayConfig {
         link,
+        link_changes: a.net.link_changes.clone(),
         tick_hz: a.tick_hz,
         snapshot_hz: a.snapshot_hz,
         frame_hz: a.frame_hz,
@@ -441,13 +446,27 @@ fn sweep_command(a: SweepArgs) -> Result<(), String> {
         a.snapshot_hz,
         a.seed
     );
-    let rows = replay(&config, &policies, &mut |t| {
+    let figures = replay(&config, &policies, &mut |t| {
         bar.set_position(t as u64);
         bar.set_message(format!("{t:.0} / {total:.0} s simulated"));
     })
     .map_err(|e| e.to_string())?;
     bar.finish_and_clear();
-    print!("{}", format_sweep(&rows));
+    if figures.phases.is_empty() {
+        print!("{}", format_sweep(&figures.overall));
+        return Ok(());
+    }
+    for phase in &figures.phases {
+        let profile = phase.change.as_ref().map_or(&a.profile, |c| &c.profile);
+        println!(
+            "{} s to {} s: {profile}",
+            phase.from.as_secs_f64(),
+            phase.to.as_secs_f64()
+        );
+        println!("{}", format_sweep(&phase.figures));
+    }
+    println!("whole replay");
+    print!("{}", format_sweep(&figures.overall));
     Ok(())
 }
 
@@ -537,6 +556,7 @@ fn run_command(a: RunArgs) -> Result<(), String> {
         scene: a.scene,
         profile: a.profile,
         net,
+        link_changes: a.net.link_changes.clone(),
         seconds: a.seconds,
         seed: a.seed,
         clients: a.clients,

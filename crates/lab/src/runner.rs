@@ -131,6 +131,8 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
             config.seconds
         )));
     }
+    crate::config::check_link_changes(&config.link_changes, config.seconds)
+        .map_err(RunError::Invalid)?;
     if config.clients == 0 || config.clients > 256 {
         return Err(RunError::Invalid(format!(
             "clients must be 1..=256, got {}",
@@ -252,7 +254,14 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
     let end = Duration::from_secs_f64(config.seconds);
     let mut now = Duration::ZERO;
     let mut next_progress = Duration::ZERO;
+    let mut changes = config.link_changes.iter().peekable();
     while now <= end {
+        while let Some(change) = changes.next_if(|c| c.at <= now) {
+            for c in &mut clients {
+                c.link
+                    .reconfigure(change.link.clone(), change.link.clone())?;
+            }
+        }
         for c in &mut clients {
             while let Some(p) = c.link.up.poll(now) {
                 // Rejected packets are counted by the session; nothing else to do.
@@ -537,6 +546,14 @@ fn build_report(
     let mut r = Report::default();
     r.set("scene", Metric::Text(config.scene.clone()));
     r.set("profile", Metric::Text(config.profile.clone()));
+    if !config.link_changes.is_empty() {
+        let changes: Vec<String> = config
+            .link_changes
+            .iter()
+            .map(|c| format!("{} s: {}", c.at.as_secs_f64(), c.profile))
+            .collect();
+        r.set("link_changes", Metric::Text(changes.join(", ")));
+    }
     r.number("seconds", Some(config.seconds));
     r.set("tick_hz", Metric::Count(u64::from(config.server.tick_hz)));
     r.set("snapshot_hz", Metric::Count(u64::from(config.snapshot_hz)));

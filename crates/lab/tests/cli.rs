@@ -199,3 +199,67 @@ fn bench_playback_times_the_classic_buffer_first() {
     let calls = |row: &str| -> u32 { row.split_whitespace().nth(2).unwrap().parse().unwrap() };
     assert!((115..=125).contains(&calls(rows[1])), "{table}");
 }
+
+#[test]
+fn link_changes_reach_runs_and_replays() {
+    let loss = |extra: &[&str]| -> f64 {
+        let dir = std::env::temp_dir().join(format!("lagless-cli-lc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let json = dir.join(format!("m{}.json", extra.len()));
+        stdout_of(
+            lagless()
+                .args(["run", "--profile", "lan", "--seconds", "4", "--no-progress"])
+                .args(extra)
+                .arg("--json")
+                .arg(&json),
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        if !extra.is_empty() {
+            assert_eq!(v["link_changes"], "2 s: lossy");
+        }
+        v["net"]["loss_pct"].as_f64().unwrap()
+    };
+    assert_eq!(loss(&[]), 0.0);
+    // `lossy` drops a quarter of the packets for the second half.
+    let changed = loss(&["--link-change", "2:lossy"]);
+    assert!((5.0..20.0).contains(&changed), "{changed}");
+
+    let table = stdout_of(lagless().args([
+        "sweep-playback",
+        "--profile",
+        "broadband",
+        "--seconds",
+        "30",
+        "--link-change",
+        "10:snapshot-demo",
+        "--policies",
+        "fixed:3",
+        "--no-progress",
+    ]));
+    let headers: Vec<&str> = table
+        .lines()
+        .filter(|l| l.ends_with(": broadband") || l.ends_with(": snapshot-demo"))
+        .collect();
+    assert_eq!(
+        headers,
+        ["0 s to 10 s: broadband", "10 s to 30 s: snapshot-demo"],
+        "{table}"
+    );
+    assert!(table.contains("whole replay"), "{table}");
+
+    for bad in [["--link-change", "9:lossy"], ["--link-change", "2:nowhere"]] {
+        let out = lagless()
+            .args(["run", "--seconds", "4", "--no-progress"])
+            .args(bad)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("link change") || err.contains("profile"),
+            "{err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

@@ -29,6 +29,15 @@ impl Duplex {
     pub fn symmetric(config: LinkConfig, seed: u64) -> Result<Duplex, ConfigError> {
         Self::new(config.clone(), config, seed)
     }
+
+    /// Switches both directions to new configs (see [`Link::reconfigure`]). Both are
+    /// checked first, so an invalid one leaves the connection unchanged.
+    pub fn reconfigure(&mut self, up: LinkConfig, down: LinkConfig) -> Result<(), ConfigError> {
+        up.validate()?;
+        down.validate()?;
+        self.up.reconfigure(up)?;
+        self.down.reconfigure(down)
+    }
 }
 
 #[cfg(test)]
@@ -69,5 +78,24 @@ mod tests {
         };
         assert!(Duplex::new(LinkConfig::default(), bad.clone(), 0).is_err());
         assert!(Duplex::new(bad, LinkConfig::default(), 0).is_err());
+    }
+
+    #[test]
+    fn reconfiguring_checks_both_directions_first() {
+        let calm = LinkConfig::default();
+        let mut duplex = Duplex::symmetric(calm.clone(), 3).expect("valid");
+        let lossy = LinkConfig {
+            loss: Loss::Uniform { rate: 1.0 },
+            ..LinkConfig::default()
+        };
+        let bad = LinkConfig {
+            reorder_rate: -1.0,
+            ..LinkConfig::default()
+        };
+        assert!(duplex.reconfigure(lossy.clone(), bad).is_err());
+        assert_eq!(duplex.up.config(), &calm, "nothing changed");
+        duplex.reconfigure(calm.clone(), lossy).expect("valid");
+        assert!(!survivors(&mut duplex.up).is_empty());
+        assert!(survivors(&mut duplex.down).is_empty());
     }
 }

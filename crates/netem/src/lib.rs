@@ -66,6 +66,10 @@
 //! same seed. Use [`derive_seed`] to give every client and direction its
 //! own seed, or [`Duplex`] for both directions at once, and [`profile`] for
 //! the named conditions used in experiments.
+//!
+//! Conditions may change part-way through ([`Link::reconfigure`]): the new
+//! config shapes packets sent from then on, and what is already in flight
+//! is delivered as scheduled.
 #![deny(missing_docs)]
 
 mod bandwidth;

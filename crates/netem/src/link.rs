@@ -241,9 +241,28 @@ impl Link {
         &self.stats
     }
 
-    /// The configuration the link was created with.
+    /// The configuration the link runs with: the one it was created with, or the latest
+    /// given to [`reconfigure`](Self::reconfigure).
     pub fn config(&self) -> &LinkConfig {
         &self.config
+    }
+
+    /// Switches the link to `config` for packets sent from now on, as when a phone walks
+    /// out of Wi-Fi range onto a cell network, or a neighbour starts a download.
+    ///
+    /// What is already in the network stays as it was: packets in flight keep their
+    /// delivery times, the bandwidth queue its backlog, and the random streams and the
+    /// loss chain's state carry on, so a run with a change is as reproducible as one
+    /// without. Packets sent after a drop in delay still queue behind those in flight
+    /// (unless picked for reordering), as on a real path. A different trace starts its own
+    /// queue. An invalid `config` is refused and the link keeps its old one.
+    pub fn reconfigure(&mut self, config: LinkConfig) -> Result<(), ConfigError> {
+        config.validate()?;
+        if config.trace != self.config.trace {
+            self.trace = TraceQueue::default();
+        }
+        self.config = config;
+        Ok(())
     }
 }
 
@@ -267,6 +286,56 @@ mod tests {
             out.push((at, packet));
         }
         out
+    }
+
+    #[test]
+    fn reconfiguring_shapes_later_packets_and_keeps_those_in_flight() {
+        let mut link = link(LinkConfig {
+            delay: 100 * MS,
+            ..LinkConfig::default()
+        });
+        link.send(Duration::ZERO, vec![1]);
+        let faster = LinkConfig {
+            delay: 10 * MS,
+            ..LinkConfig::default()
+        };
+        link.reconfigure(faster.clone()).expect("valid");
+        assert_eq!(link.config(), &faster);
+        // Sent after the change but queued behind the slow packet still in flight.
+        link.send(MS, vec![2]);
+        link.send(200 * MS, vec![3]);
+        link.reconfigure(LinkConfig {
+            loss: Loss::Uniform { rate: 1.0 },
+            ..faster
+        })
+        .expect("valid");
+        link.send(300 * MS, vec![4]);
+        assert_eq!(
+            drain(&mut link),
+            vec![
+                (100 * MS, vec![1]),
+                (100 * MS, vec![2]),
+                (210 * MS, vec![3])
+            ]
+        );
+        assert_eq!(link.stats().lost_packets, 1);
+    }
+
+    #[test]
+    fn an_invalid_reconfiguration_is_refused_and_changes_nothing() {
+        let config = LinkConfig {
+            delay: 5 * MS,
+            ..LinkConfig::default()
+        };
+        let mut link = link(config.clone());
+        let bad = LinkConfig {
+            duplicate_rate: f64::NAN,
+            ..LinkConfig::default()
+        };
+        assert!(link.reconfigure(bad).is_err());
+        assert_eq!(link.config(), &config);
+        link.send(Duration::ZERO, vec![1]);
+        assert_eq!(link.next_due(), Some(5 * MS));
     }
 
     #[test]

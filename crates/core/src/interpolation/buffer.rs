@@ -326,6 +326,36 @@ impl InterpolationStats {
     pub fn mean_delay_secs(&self) -> Option<f64> {
         (self.frames > 0).then(|| self.delay_sum_secs / self.frames as f64)
     }
+
+    /// The counts since `earlier` (a copy of these counters taken before): what happened
+    /// over a stretch of time, say the last minute for a network HUD, or one phase of a
+    /// test whose link conditions change. Counters never decrease, so an `earlier` taken
+    /// from another buffer, or after these, gives zero counts rather than wrapping.
+    pub fn since(&self, earlier: &InterpolationStats) -> InterpolationStats {
+        let n = |now: u64, then: u64| now.saturating_sub(then);
+        let x = |now: f64, then: f64| (now - then).max(0.0);
+        InterpolationStats {
+            accepted: n(self.accepted, earlier.accepted),
+            stale: n(self.stale, earlier.stale),
+            duplicates: n(self.duplicates, earlier.duplicates),
+            too_far_ahead: n(self.too_far_ahead, earlier.too_far_ahead),
+            full: n(self.full, earlier.full),
+            evicted: n(self.evicted, earlier.evicted),
+            resyncs: n(self.resyncs, earlier.resyncs),
+            frames: n(self.frames, earlier.frames),
+            interpolated: n(self.interpolated, earlier.interpolated),
+            extrapolated: n(self.extrapolated, earlier.extrapolated),
+            held: n(self.held, earlier.held),
+            early: n(self.early, earlier.early),
+            stretched: n(self.stretched, earlier.stretched),
+            stretches: n(self.stretches, earlier.stretches),
+            filling: n(self.filling, earlier.filling),
+            // The delay goes negative while extrapolating, so its sum may fall: no floor.
+            delay_sum_secs: self.delay_sum_secs - earlier.delay_sum_secs,
+            played_secs: x(self.played_secs, earlier.played_secs),
+            warp_secs: x(self.warp_secs, earlier.warp_secs),
+        }
+    }
 }
 
 /// A snapshot interpolation buffer (source 003): holds snapshots by server tick and plays
@@ -847,6 +877,37 @@ mod tests {
         // Played-out snapshots are dropped, the pair's start is kept.
         assert_eq!(b.len(), 5);
         assert_eq!(b.delay_behind_newest(), Some(MS * 75));
+    }
+
+    #[test]
+    fn counts_since_an_earlier_copy_cover_just_the_time_between() {
+        let mut b = buffer(DelayPolicy::CLASSIC);
+        feed(&mut b, (0..40).step_by(2), MS * 30);
+        for t in 0..20u32 {
+            b.sample_at(MS * (300 + t * 10));
+        }
+        let before = b.stats().clone();
+        // A second stretch of playback, then stale and duplicate refusals.
+        feed(&mut b, (40..80).step_by(2), MS * 30);
+        for t in 20..60u32 {
+            b.sample_at(MS * (300 + t * 10));
+        }
+        let _ = b.push(Tick(10), MS * 900, 0.0);
+        let _ = b.push(Tick(78), MS * 900, 0.0);
+        let after = b.stats();
+        let between = after.since(&before);
+        assert_eq!(between.frames, 40);
+        assert_eq!(between.accepted, 20);
+        assert_eq!(between.stale + between.duplicates, 2);
+        assert_eq!(between.filling, 0, "the fill happened before");
+        assert_eq!(between.frames + before.frames, after.frames);
+        let delay = between.mean_delay_secs().expect("frames");
+        assert!(
+            (delay * 40.0 + before.delay_sum_secs - after.delay_sum_secs).abs() < 1e-9,
+            "the delay sum splits exactly"
+        );
+        assert_eq!(before.since(after).frames, 0, "backwards gives zeros");
+        assert_eq!(after.since(after), InterpolationStats::default());
     }
 
     #[test]

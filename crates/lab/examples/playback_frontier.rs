@@ -96,6 +96,7 @@ fn trace(config: &ReplayConfig) -> Trace {
                 frames.push((at.as_secs_f64(), f64::from(n)));
             }
         }
+        LinkEvent::LinkChanged { .. } => {}
     });
     if let Err(e) = replayed {
         eprintln!("{e}");

@@ -135,6 +135,8 @@ fn time_policy(
                     sample.push(us);
                 }
             }
+            // The buffer only sees arrivals and frames.
+            LinkEvent::LinkChanged { .. } => {}
         }
     }
     (push, sample)

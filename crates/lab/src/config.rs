@@ -123,19 +123,23 @@ pub struct LinkChange {
     pub link: LinkConfig,
 }
 
+/// The network profile called `name`, or an error listing the known ones.
+pub fn named_profile(name: &str) -> Result<LinkConfig, String> {
+    lagless_netem::profile(name).ok_or_else(|| {
+        format!(
+            "unknown network profile {name:?} (known: {})",
+            lagless_netem::PROFILE_NAMES.join(", ")
+        )
+    })
+}
+
 impl LinkChange {
     /// The change to profile `name` at `at`, or an error naming the known profiles.
     pub fn new(at: Duration, name: &str) -> Result<Self, String> {
-        let link = lagless_netem::profile(name).ok_or_else(|| {
-            format!(
-                "unknown network profile {name:?} (known: {})",
-                lagless_netem::PROFILE_NAMES.join(", ")
-            )
-        })?;
         Ok(Self {
             at,
             profile: name.to_string(),
-            link,
+            link: named_profile(name)?,
         })
     }
 

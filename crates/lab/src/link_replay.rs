@@ -99,6 +99,14 @@ pub enum LinkEvent {
         /// When.
         at: Duration,
     },
+    /// From `at` on, the link runs with the `index`-th of
+    /// [`ReplayConfig::link_changes`].
+    LinkChanged {
+        /// Which change.
+        index: usize,
+        /// When it took effect.
+        at: Duration,
+    },
 }
 
 /// What a replay measured.
@@ -135,33 +143,29 @@ pub fn replay(
 ) -> Result<ReplayFigures, ReplayError> {
     check(config)?;
     let base = config.buffer_config();
+    let counters = |s: &PolicyShadows| -> Vec<InterpolationStats> {
+        s.stats().map(|(_, s)| s.clone()).collect()
+    };
     let mut per_link = Vec::new();
-    // Per link, each shadow's counters when each phase after the first began.
+    // Per link, each shadow's counters at the start, at each link change and at the end.
     let mut boundaries: Vec<Vec<Vec<InterpolationStats>>> = Vec::new();
     for k in 0..config.links {
         let mut shadows = PolicyShadows::new(base, policies);
-        let mut marks = Vec::new();
-        let mut changes = config.link_changes.iter().peekable();
+        let mut marks = vec![counters(&shadows)];
         let done = f64::from(k) * config.seconds;
         let mut next_progress = Duration::ZERO;
-        drive(config, k, &mut |event| {
-            let at = match event {
-                LinkEvent::Arrival { at, .. } | LinkEvent::Frame { at } => at,
-            };
-            while changes.next_if(|c| c.at <= at).is_some() {
-                marks.push(shadows.stats().map(|(_, s)| s.clone()).collect());
-            }
-            match event {
-                LinkEvent::Arrival { tick, at } => shadows.push(tick, at),
-                LinkEvent::Frame { at } => {
-                    shadows.sample(at);
-                    if at >= next_progress {
-                        progress(done + at.as_secs_f64());
-                        next_progress += Duration::from_secs(1);
-                    }
+        drive(config, k, &mut |event| match event {
+            LinkEvent::Arrival { tick, at } => shadows.push(tick, at),
+            LinkEvent::Frame { at } => {
+                shadows.sample(at);
+                if at >= next_progress {
+                    progress(done + at.as_secs_f64());
+                    next_progress += Duration::from_secs(1);
                 }
             }
+            LinkEvent::LinkChanged { .. } => marks.push(counters(&shadows)),
         })?;
+        marks.push(counters(&shadows));
         per_link.push(shadows);
         boundaries.push(marks);
     }
@@ -171,19 +175,19 @@ pub fn replay(
     let phases = if config.link_changes.is_empty() {
         Vec::new()
     } else {
-        phase_figures(config, policies, &per_link, &boundaries)
+        phase_figures(config, policies, &boundaries)
     };
     Ok(ReplayFigures { overall, phases })
 }
 
-/// Splits each link's counters at the phase boundaries and averages each phase over links.
+/// Each phase's counts (the counters at its end since those at its start) averaged over
+/// links; `boundaries` holds, per link, every shadow's counters at the start, at each
+/// change and at the end.
 fn phase_figures(
     config: &ReplayConfig,
     policies: &[DelayPolicy],
-    per_link: &[PolicyShadows],
     boundaries: &[Vec<Vec<InterpolationStats>>],
 ) -> Vec<PhaseFigures> {
-    let zero = vec![InterpolationStats::default(); policies.len()];
     let end = Duration::from_secs_f64(config.seconds);
     let starts = std::iter::once(Duration::ZERO).chain(config.link_changes.iter().map(|c| c.at));
     let ends = config.link_changes.iter().map(|c| c.at).chain([end]);
@@ -192,16 +196,11 @@ fn phase_figures(
         .enumerate()
         .map(|(phase, (from, to))| {
             // Per link, each policy's counts over this phase.
-            let counts: Vec<Vec<InterpolationStats>> = per_link
+            let counts: Vec<Vec<InterpolationStats>> = boundaries
                 .iter()
-                .zip(boundaries)
-                .map(|(shadows, marks)| {
-                    let before = if phase == 0 { &zero } else { &marks[phase - 1] };
-                    let finals: Vec<&InterpolationStats> = match marks.get(phase) {
-                        Some(after) => after.iter().collect(),
-                        None => shadows.stats().map(|(_, s)| s).collect(),
-                    };
-                    finals.iter().zip(before).map(|(a, b)| a.since(b)).collect()
+                .map(|marks| {
+                    let (start, end) = (&marks[phase], &marks[phase + 1]);
+                    end.iter().zip(start).map(|(a, b)| a.since(b)).collect()
                 })
                 .collect();
             let figures = policies
@@ -254,13 +253,14 @@ fn drive(
     let end = Duration::from_secs_f64(config.seconds);
     let seed = derive_seed(config.seed, u64::from(index));
     let mut link = Link::new(config.link.clone(), seed)?;
-    let mut changes = config.link_changes.iter().peekable();
+    let mut changes = config.link_changes.iter().enumerate().peekable();
     let mut tick: u64 = 0;
     let mut frame: u64 = 0;
     let mut now = Duration::ZERO;
     while now <= end {
-        while let Some(change) = changes.next_if(|c| c.at <= now) {
+        while let Some((index, change)) = changes.next_if(|(_, c)| c.at <= now) {
             link.reconfigure(change.link.clone())?;
+            on_event(LinkEvent::LinkChanged { index, at: now });
         }
         // Every server tick due by now; a snapshot on each `interval`-th.
         while Duration::from_nanos((tick as f64 * tick_nanos) as u64) <= now {

@@ -8,6 +8,7 @@ use lagless_core::interpolation::{
     MIN_OVERDUE_QUANTILE,
 };
 use lagless_core::{LeadPolicy, MissingInput};
+use lagless_lab::config::named_profile;
 use lagless_lab::{LinkChange, NetOverrides, RunConfig, ScriptChoice, SnapshotCodecChoice, run};
 use lagless_netem::{PROFILE_NAMES, Trace, profile};
 use lagless_scenes::cubes::predict::PredictMode;
@@ -393,16 +394,6 @@ fn simulation_bar(len: u64, hidden: bool) -> ProgressBar {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar
-}
-
-/// The network profile called `name`, or an error listing the known ones.
-fn named_profile(name: &str) -> Result<lagless_netem::LinkConfig, String> {
-    profile(name).ok_or_else(|| {
-        format!(
-            "unknown network profile {name:?} (known: {})",
-            PROFILE_NAMES.join(", ")
-        )
-    })
 }
 
 fn sweep_command(a: SweepArgs) -> Result<(), String> {

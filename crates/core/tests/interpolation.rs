@@ -3,8 +3,8 @@
 
 use lagless_core::Tick;
 use lagless_core::interpolation::{
-    Curve, DelayPolicy, Interpolate, InterpolationBuffer, InterpolationConfig, Pose, PushError,
-    SampleKind,
+    Curve, DEFAULT_SHIFT_WINDOW, DelayPolicy, Interpolate, InterpolationBuffer,
+    InterpolationConfig, Pose, PushError, SampleKind,
 };
 use lagless_netem::{Link, profile};
 use proptest::prelude::*;
@@ -579,6 +579,108 @@ fn frequent_stretches_do_not_pile_up_delay() {
     println!("{ctx}");
 }
 
+/// What one phase of [`over_changing_link`] showed.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Phase {
+    frames: u64,
+    underruns: u64,
+    delay_ms_sum: f64,
+}
+
+impl Phase {
+    fn underrun_pct(&self) -> f64 {
+        self.underruns as f64 * 100.0 / self.frames.max(1) as f64
+    }
+
+    fn delay_ms_mean(&self) -> f64 {
+        self.delay_ms_sum / self.frames.max(1) as f64
+    }
+}
+
+/// Ten snapshots a second (every 6th tick at 60 Hz) over `broadband`, switching to
+/// `snapshot-demo` at 90 s and back at 150 s, into a buffer with the default adaptive
+/// policy watching `shift_window` arrivals, rendered at 60 fps. Returns the figures over
+/// the phases cut at `bounds` (seconds), and the buffer.
+fn over_changing_link(
+    shift_window: usize,
+    bounds: &[u64],
+) -> (Vec<Phase>, InterpolationBuffer<f32>) {
+    let mut link =
+        Link::new(profile("broadband").expect("a LAB.md profile"), 3).expect("profiles validate");
+    let changes = [(90u64, "snapshot-demo"), (150, "broadband")];
+    let mut buffer = InterpolationBuffer::<f32>::new(InterpolationConfig {
+        shift_window,
+        ..config(DelayPolicy::adaptive())
+    });
+    let mut phases = vec![Phase::default(); bounds.len() - 1];
+    let (mut newest, mut changed) = (None::<u32>, 0);
+    for ms in 0..bounds[bounds.len() - 1] * 1000 {
+        let now = MS * ms as u32;
+        if changes.get(changed).is_some_and(|(at, _)| ms == at * 1000) {
+            let next = profile(changes[changed].1).expect("a LAB.md profile");
+            link.reconfigure(next).expect("profiles validate");
+            changed += 1;
+        }
+        if ms % 100 == 0 {
+            link.send(now, ((ms * 60 / 1000) as u32).to_le_bytes().to_vec());
+        }
+        while let Some(packet) = link.poll(now) {
+            let k = u32::from_le_bytes(packet.try_into().expect("4-byte tick"));
+            newest = newest.max(Some(k));
+            let _ = buffer.push(Tick(k), now, k as f32);
+        }
+        // Frames at 60 fps.
+        if ms * 60 / 1000 != (ms + 1) * 60 / 1000 {
+            let Some(shown) = buffer.sample_at(now) else {
+                continue;
+            };
+            let Some(p) = bounds
+                .windows(2)
+                .position(|b| ms >= b[0] * 1000 && ms < b[1] * 1000)
+            else {
+                continue;
+            };
+            phases[p].frames += 1;
+            phases[p].underruns += u64::from(shown.kind.is_underrun());
+            let behind = f64::from(newest.expect("a snapshot arrived")) - shown.render_tick;
+            phases[p].delay_ms_sum += behind * 1000.0 / f64::from(TICK_HZ);
+        }
+    }
+    (phases, buffer)
+}
+
+/// At 10 snapshots a second the adaptive policy's window spans 51 s, so on its own it
+/// takes about that long to learn that the link changed. Watching the last 32 arrivals
+/// for a change (the default) halves the underruns over the first ten seconds on a worse
+/// link, and gives back most of the delay within twenty seconds on a better one, while
+/// changing nothing as long as the link does not change.
+#[test]
+fn a_change_of_link_is_followed_within_seconds() {
+    let bounds = [30, 90, 100, 150, 170, 210];
+    let (watching, w) = over_changing_link(DEFAULT_SHIFT_WINDOW, &bounds);
+    let (blind, b) = over_changing_link(0, &bounds);
+    let ctx = format!("{watching:?} {:?}\n{blind:?} {:?}", w.stats(), b.stats());
+    println!("{ctx}");
+    // Before the change, nothing to tell.
+    assert_eq!(watching[0], blind[0], "{ctx}");
+    assert_eq!(b.stats().shifts_worse + b.stats().shifts_better, 0, "{ctx}");
+    assert!(
+        w.stats().shifts_worse >= 1 && w.stats().shifts_better >= 1,
+        "{ctx}"
+    );
+    // The ten seconds after the link got worse.
+    assert!(
+        watching[1].underrun_pct() < 0.6 * blind[1].underrun_pct(),
+        "{ctx}"
+    );
+    // The twenty after it got better: less delay, still about the 1% target.
+    assert!(
+        watching[3].delay_ms_mean() < 0.7 * blind[3].delay_ms_mean(),
+        "{ctx}"
+    );
+    assert!(watching[3].underrun_pct() < 2.0, "{ctx}");
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Push { tick: u32, at_ms: u64, x: f32 },
@@ -618,6 +720,7 @@ proptest! {
         policy in policy(),
         capacity in 0usize..12,
         history in 0usize..40,
+        shift_window in 0usize..6,
         hermite in any::<bool>(),
         max_stretch in prop_oneof![Just(f32::NAN), Just(f32::INFINITY), -1.0f32..2.0],
         overdue_quantile in prop_oneof![Just(f32::NAN), Just(f32::NEG_INFINITY), -1.0f32..2.0],
@@ -629,6 +732,7 @@ proptest! {
             curve: if hermite { Curve::Hermite } else { Curve::Linear },
             capacity,
             history,
+            shift_window,
             max_stretch,
             overdue_quantile,
             ..InterpolationConfig::default()

@@ -4,8 +4,8 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lagless_core::interpolation::{
-    DEFAULT_HISTORY, DEFAULT_MAX_STRETCH, DEFAULT_OVERDUE_QUANTILE, DelayPolicy, MAX_STRETCH,
-    MIN_OVERDUE_QUANTILE,
+    DEFAULT_HISTORY, DEFAULT_MAX_STRETCH, DEFAULT_OVERDUE_QUANTILE, DEFAULT_SHIFT_WINDOW,
+    DelayPolicy, MAX_STRETCH, MIN_OVERDUE_QUANTILE,
 };
 use lagless_core::{LeadPolicy, MissingInput};
 use lagless_lab::config::named_profile;
@@ -137,6 +137,11 @@ struct PlaybackArgs {
     /// give adaptive buffers steadier delays on bursty links and adapt more slowly.
     #[arg(long, default_value_t = DEFAULT_HISTORY, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     history: usize,
+    /// Recent arrivals adaptive buffers watch for a change of link: when they needed far
+    /// more lag than the window's earlier ones, the delay follows them at once; when they
+    /// came far faster, the window forgets the old link. 0 turns the watch off.
+    #[arg(long, default_value_t = DEFAULT_SHIFT_WINDOW, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=4096))]
+    shift_window: usize,
 }
 
 impl PlaybackArgs {
@@ -145,6 +150,7 @@ impl PlaybackArgs {
             max_stretch: self.max_stretch,
             overdue_quantile: self.overdue_quantile,
             history: self.history,
+            shift_window: self.shift_window,
         }
     }
 }

@@ -26,6 +26,9 @@ pub struct PlaybackSettings {
     pub overdue_quantile: f32,
     /// Arrivals the buffers' statistics look back over ([`InterpolationConfig::history`]).
     pub history: usize,
+    /// Recent arrivals adaptive buffers watch for a change of link
+    /// ([`InterpolationConfig::shift_window`]).
+    pub shift_window: usize,
 }
 
 impl Default for PlaybackSettings {
@@ -36,6 +39,7 @@ impl Default for PlaybackSettings {
             max_stretch: core.max_stretch,
             overdue_quantile: core.overdue_quantile,
             history: core.history,
+            shift_window: core.shift_window,
         }
     }
 }
@@ -49,6 +53,7 @@ impl PlaybackSettings {
             max_stretch: self.max_stretch,
             overdue_quantile: self.overdue_quantile,
             history: self.history,
+            shift_window: self.shift_window,
             ..InterpolationConfig::default()
         }
     }
@@ -133,6 +138,10 @@ pub struct PolicyFigures {
     /// Mean over clients of how many frames a stretch lasts (0 without stretches): with
     /// `stretched_pct`, whether slow motion comes as many short moments or a few long.
     pub frames_per_stretch: f64,
+    /// Mean over clients of the changes of link the buffer saw (worse and better, see
+    /// [`InterpolationConfig::shift_window`]) per hour played: on a link that does not
+    /// change, how often it was fooled.
+    pub shifts_per_hour: f64,
 }
 
 impl PolicyFigures {
@@ -161,6 +170,14 @@ impl PolicyFigures {
                     0.0
                 } else {
                     s.stretched as f64 / s.stretches as f64
+                }
+            }),
+            shifts_per_hour: mean(&|s| {
+                let shifts = (s.shifts_worse + s.shifts_better) as f64;
+                if s.played_secs > 0.0 {
+                    shifts * 3600.0 / s.played_secs
+                } else {
+                    0.0
                 }
             }),
         })
@@ -243,7 +260,7 @@ pub fn format_sweep(rows: &[PolicyFigures]) -> String {
         .find(|r| r.policy == DelayPolicy::CLASSIC)
         .map(|r| r.delay_ms_mean);
     let mut out = format!(
-        "{:<18} {:>14} {:>13} {:>16} {:>14} {:>16} {:>18} {:>15}\n",
+        "{:<18} {:>14} {:>13} {:>16} {:>14} {:>16} {:>18} {:>14} {:>15}\n",
         "policy",
         "delay_ms_mean",
         "underrun_pct",
@@ -251,6 +268,7 @@ pub fn format_sweep(rows: &[PolicyFigures]) -> String {
         "stretched_pct",
         "speed_error_pct",
         "frames_per_stretch",
+        "shifts_per_h",
         "cut vs fixed:3"
     );
     for r in rows {
@@ -259,7 +277,7 @@ pub fn format_sweep(rows: &[PolicyFigures]) -> String {
             .map(|c| format!("{:+.0}%", (1.0 - r.delay_ms_mean / c) * 100.0))
             .unwrap_or_else(|| "-".into());
         out += &format!(
-            "{:<18} {:>14.1} {:>13.3} {:>16.3} {:>14.2} {:>16.2} {:>18.1} {:>15}\n",
+            "{:<18} {:>14.1} {:>13.3} {:>16.3} {:>14.2} {:>16.2} {:>18.1} {:>14.1} {:>15}\n",
             policy_label(&r.policy),
             r.delay_ms_mean,
             r.underrun_pct,
@@ -267,6 +285,7 @@ pub fn format_sweep(rows: &[PolicyFigures]) -> String {
             r.stretched_pct,
             r.speed_error_pct,
             r.frames_per_stretch,
+            r.shifts_per_hour,
             cut
         );
     }

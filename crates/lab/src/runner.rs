@@ -711,6 +711,12 @@ fn build_report(
             "interpolation.speed_error_pct",
             per_client(|s| s.speed_error() * 100.0),
         );
+        // Changes of link each client's buffer saw, worse or better: on a link that does
+        // not change, how often it was fooled.
+        r.number(
+            "interpolation.link_shifts",
+            per_client(|s| (s.shifts_worse + s.shifts_better) as f64),
+        );
         // The 99th percentile of every client's frames together.
         let pooled_p99 = |of: fn(&RemoteView) -> &[f64]| {
             let values: Vec<f64> = clients

@@ -200,6 +200,53 @@ fn bench_playback_times_the_classic_buffer_first() {
     assert!((115..=125).contains(&calls(rows[1])), "{table}");
 }
 
+/// Adaptive buffers notice a link that changed (the `shifts_per_h` column) unless told
+/// not to watch, and an absurd window is refused.
+#[test]
+fn the_watch_for_a_changed_link_can_be_turned_off() {
+    let shifts = |extra: &[&str]| -> f64 {
+        let table = stdout_of(
+            lagless()
+                .args([
+                    "sweep-playback",
+                    "--profile",
+                    "broadband",
+                    "--seconds",
+                    "60",
+                ])
+                .args([
+                    "--link-change",
+                    "40:snapshot-demo",
+                    "--policies",
+                    "adaptive:1%",
+                ])
+                .arg("--no-progress")
+                .args(extra),
+        );
+        let whole = table
+            .split("whole replay")
+            .nth(1)
+            .expect("a whole-replay table");
+        let row = whole
+            .lines()
+            .find(|l| l.starts_with("adaptive:1%"))
+            .unwrap_or_else(|| panic!("{table}"));
+        row.split_whitespace().nth(7).unwrap().parse().unwrap()
+    };
+    assert!(shifts(&[]) > 0.0);
+    assert_eq!(shifts(&["--shift-window", "0"]), 0.0);
+    let out = lagless()
+        .args([
+            "sweep-playback",
+            "--shift-window",
+            "100000",
+            "--no-progress",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
+
 #[test]
 fn link_changes_reach_runs_and_replays() {
     let loss = |extra: &[&str]| -> f64 {

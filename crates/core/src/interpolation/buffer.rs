@@ -2,6 +2,7 @@
 
 use super::clock::{ArrivalStats, Need, Stretch, fraction_setting};
 use super::policy::WARMUP_PAIRS;
+use super::shift::Shift;
 use super::{DelayPolicy, Interpolate};
 use crate::{Tick, TickRate};
 use std::collections::VecDeque;
@@ -18,6 +19,10 @@ const RESYNC_AFTER: u32 = 3;
 /// motion that replaces them does (the lab's `interpolation.jerk_cm_p99` on
 /// `snapshot-demo` at 60 snapshots/s: 0.56 cm without, 5.6 cm at half speed).
 pub const DEFAULT_MAX_STRETCH: f32 = 0.0;
+
+/// Default [`InterpolationConfig::shift_window`]: six of 32 recent pairs beyond the
+/// window's 1% tail tell a change of link.
+pub const DEFAULT_SHIFT_WINDOW: usize = 32;
 
 /// Default [`InterpolationConfig::history`]: 8.5 s of arrivals at 60 snapshots/s.
 pub const DEFAULT_HISTORY: usize = 512;
@@ -101,6 +106,24 @@ pub struct InterpolationConfig {
     /// twice as many frames in slow motion as at 0.9 (`lagless sweep-playback
     /// --overdue-quantile`).
     pub overdue_quantile: f32,
+    /// Recent arrivals the adaptive policy watches for a change of link (0 turns the
+    /// watch off; [`DEFAULT_SHIFT_WINDOW`]).
+    ///
+    /// The delay statistics span [`history`](Self::history) arrivals, so after the link
+    /// changes they mix the old link and the new one until the window has turned over,
+    /// which at 10 snapshots/s takes 51 s. At every arrival the buffer therefore asks
+    /// whether the last `shift_window` pairs needed more (or less) lag than the 1% tail
+    /// of the window's earlier pairs far more often than chance allows (at most once in
+    /// a million tests on a link that has not changed; see
+    /// [`InterpolationStats::shifts_worse`]). When the link got worse, the delay becomes
+    /// the larger of the whole window's estimate and the estimate over only the arrivals
+    /// since the change, until those fill the window: the delay rises within a few
+    /// arrivals, and the window's longer memory can only add to it. When the link got
+    /// better, the window forgets what came before the change, so the delay it no longer
+    /// needs is given back at once rather than as the old arrivals age out. Either test
+    /// needs eight times `shift_window` earlier pairs in the window, and the fixed policy
+    /// ignores the setting.
+    pub shift_window: usize,
     /// Time constant of that correction: an error of `e` is corrected at `e / slew_time`
     /// per second (within `max_time_scale`).
     pub slew_time: Duration,
@@ -122,6 +145,7 @@ impl Default for InterpolationConfig {
             max_time_scale: 0.1,
             max_stretch: DEFAULT_MAX_STRETCH,
             overdue_quantile: DEFAULT_OVERDUE_QUANTILE,
+            shift_window: DEFAULT_SHIFT_WINDOW,
             slew_time: Duration::from_millis(500),
             snap_threshold: Duration::from_millis(500),
         }
@@ -258,6 +282,13 @@ pub struct InterpolationStats {
     /// slow motion feels depends on whether it comes as a few long moments or many
     /// short ones; `stretched / stretches` is the mean length in frames.
     pub stretches: u64,
+    /// Times the adaptive policy saw the link get worse (see
+    /// [`InterpolationConfig::shift_window`]): the recent pairs needed more lag than the
+    /// window's earlier ones. On a link that does not change this stays near zero.
+    pub shifts_worse: u64,
+    /// Times the adaptive policy saw the link get better, and forgot the arrivals from
+    /// before.
+    pub shifts_better: u64,
     /// Of the early ones, those before playback first reached a snapshot since the start
     /// (or a reset): the buffer filling up to its delay when a client joins. They are
     /// not [underruns](InterpolationStats::underruns): nothing ran dry, and counting them
@@ -349,6 +380,8 @@ impl InterpolationStats {
             early: n(self.early, earlier.early),
             stretched: n(self.stretched, earlier.stretched),
             stretches: n(self.stretches, earlier.stretches),
+            shifts_worse: n(self.shifts_worse, earlier.shifts_worse),
+            shifts_better: n(self.shifts_better, earlier.shifts_better),
             filling: n(self.filling, earlier.filling),
             // The delay goes negative while extrapolating, so its sum may fall: no floor.
             delay_sum_secs: self.delay_sum_secs - earlier.delay_sum_secs,
@@ -408,9 +441,14 @@ pub struct InterpolationBuffer<T: Interpolate> {
     newest: Option<Tick>,
     floor: Option<Tick>,
     arrivals: ArrivalStats,
+    /// The arrivals since the link was last seen to get worse, while fewer than the
+    /// window holds: the delay is at least what they alone call for.
+    since_worse: Option<ArrivalStats>,
     lag: Option<f64>,
     /// The policy's window estimate at the last arrival, where its next search starts.
     seen_hint: Option<f64>,
+    /// The same for the estimate over [`since_worse`](Self::since_worse).
+    since_worse_hint: Option<f64>,
     pos: Option<f64>,
     last_now: Option<Duration>,
     foreign: Option<(Tick, u32)>,
@@ -443,8 +481,10 @@ impl<T: Interpolate> InterpolationBuffer<T> {
             newest: None,
             floor: None,
             arrivals: ArrivalStats::new(config.history),
+            since_worse: None,
             lag: None,
             seen_hint: None,
+            since_worse_hint: None,
             pos: None,
             last_now: None,
             foreign: None,
@@ -518,8 +558,10 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         self.newest = None;
         self.floor = None;
         self.arrivals.clear();
+        self.since_worse = None;
         self.lag = None;
         self.seen_hint = None;
+        self.since_worse_hint = None;
         self.pos = None;
         self.last_now = None;
         self.foreign = None;
@@ -589,29 +631,78 @@ impl<T: Interpolate> InterpolationBuffer<T> {
     fn learn(&mut self, tick: Tick, arrival: Duration) {
         let p = self.period;
         let at = arrival.as_secs_f64();
-        self.arrivals.add_offset(at - f64::from(tick.0) * p);
-        self.arrivals.add_tick(tick.0);
-        match self.newest {
+        let pair = match self.newest {
             Some(newest) if tick > newest => {
                 let gap = u32::try_from(tick.diff(newest)).unwrap_or(u32::MAX);
-                self.arrivals.add_gap(gap);
-                self.arrivals.add_need(Need {
+                self.newest = Some(tick);
+                let need = Need {
                     need: at - f64::from(newest.0) * p,
                     span: f64::from(gap) * p,
-                });
-                self.newest = Some(tick);
+                };
+                Some((gap, need))
             }
             // A late snapshot filling a hole: its pair was already counted, spanning it.
-            Some(_) => {}
-            None => self.newest = Some(tick),
+            Some(_) => None,
+            None => {
+                self.newest = Some(tick);
+                None
+            }
+        };
+        for stats in std::iter::once(&mut self.arrivals).chain(self.since_worse.as_mut()) {
+            stats.add_offset(at - f64::from(tick.0) * p);
+            stats.add_tick(tick.0);
+            if let Some((gap, need)) = pair {
+                stats.add_gap(gap);
+                stats.add_need(need);
+            }
         }
+        self.follow_shifts();
         // A miss costs at least half a frame: see `ArrivalStats::lag_for_fraction`.
         let min_miss = 0.5 * self.frame_secs.unwrap_or(0.0);
         let stretch = self.stretch();
-        self.lag =
-            self.config
-                .policy
-                .lag(&self.arrivals, p, min_miss, stretch, &mut self.seen_hint);
+        let policy = self.config.policy;
+        self.lag = policy.lag(&self.arrivals, p, min_miss, stretch, &mut self.seen_hint);
+        if let Some(since) = &self.since_worse {
+            let hint = &mut self.since_worse_hint;
+            if let Some(lag) = policy.lag(since, p, min_miss, stretch, hint) {
+                self.lag = Some(self.lag.map_or(lag, |l| l.max(lag)));
+            }
+        }
+    }
+
+    /// Watches for a change of link (see [`InterpolationConfig::shift_window`]): tests
+    /// the arrivals since the last change seen, or the whole window when there was none
+    /// lately.
+    fn follow_shifts(&mut self) {
+        let recent = self.config.shift_window;
+        if recent == 0 || !matches!(self.config.policy, DelayPolicy::Adaptive { .. }) {
+            return;
+        }
+        // Once the arrivals since the change fill a window, they are the window.
+        if self
+            .since_worse
+            .as_ref()
+            .is_some_and(|s| s.len() >= s.history())
+        {
+            self.since_worse = None;
+            self.since_worse_hint = None;
+        }
+        let watched = self.since_worse.as_mut().unwrap_or(&mut self.arrivals);
+        match watched.shift(recent) {
+            Some(Shift::Worse) => {
+                self.stats.shifts_worse += 1;
+                self.since_worse = Some(watched.tail(recent));
+                self.since_worse_hint = None;
+            }
+            Some(Shift::Better) => {
+                self.stats.shifts_better += 1;
+                self.arrivals = watched.tail(recent);
+                self.since_worse = None;
+                self.seen_hint = None;
+                self.since_worse_hint = None;
+            }
+            None => {}
+        }
     }
 
     /// The value to show at local time `now`, or `None` before the first snapshot.
@@ -623,7 +714,9 @@ impl<T: Interpolate> InterpolationBuffer<T> {
             return None;
         }
         let pos = self.advance(now);
-        self.arrivals.add_frame(now.as_secs_f64());
+        for stats in std::iter::once(&mut self.arrivals).chain(self.since_worse.as_mut()) {
+            stats.add_frame(now.as_secs_f64());
+        }
         let i = self.entries.partition_point(|(t, _)| f64::from(t.0) <= pos);
         let (value, kind) = if i == 0 {
             let (to, v) = self.entries.front()?;

@@ -7,6 +7,7 @@
 //! The smallest offset in a window is the path with no queueing; how far a packet's
 //! offset sits above it is its lateness.
 
+use super::shift::{self, Shift};
 use std::collections::VecDeque;
 
 /// Gaps remembered to measure the send interval.
@@ -111,6 +112,8 @@ pub(crate) struct ArrivalStats {
     offsets: SortedWindow<f64>,
     /// Consecutive pairs' needs, in arrival order (the window estimate replays them).
     needs: VecDeque<Need>,
+    /// The same needs' values, sorted: the shift test compares recent ones with the rest.
+    need_values: SortedWindow<f64>,
     gaps: VecDeque<u32>,
     interval: Option<u32>,
     /// Ticks of the last `max(history, LOSS_WINDOW)` accepted snapshots, for the loss model.
@@ -120,6 +123,9 @@ pub(crate) struct ArrivalStats {
     last_tick: Option<(u32, i64)>,
     /// Local times of the last rendered frames: where in the send interval frames fall.
     frames: VecDeque<f64>,
+    /// Room for the recent needs the shift test sorts, kept to spare an allocation per
+    /// arrival.
+    scratch: Vec<f64>,
 }
 
 impl ArrivalStats {
@@ -131,11 +137,13 @@ impl ArrivalStats {
             history,
             offsets: SortedWindow::new(history, prealloc),
             needs: VecDeque::with_capacity(prealloc),
+            need_values: SortedWindow::new(history, prealloc),
             gaps: VecDeque::with_capacity(GAP_WINDOW),
             interval: None,
             ticks: SortedWindow::new(history.max(LOSS_WINDOW), prealloc),
             last_tick: None,
             frames: VecDeque::with_capacity(FRAME_WINDOW),
+            scratch: Vec::new(),
         }
     }
 
@@ -143,6 +151,7 @@ impl ArrivalStats {
     pub fn clear(&mut self) {
         self.offsets.clear();
         self.needs.clear();
+        self.need_values.clear();
         self.gaps.clear();
         self.interval = None;
         self.ticks.clear();
@@ -181,6 +190,58 @@ impl ArrivalStats {
             return;
         }
         push_bounded(&mut self.needs, need, self.history);
+        self.need_values.push(need.need);
+    }
+
+    /// The same statistics over only the last `recent` arrivals (the send interval and
+    /// the frames are kept whole: neither depends on the link), with room to grow back
+    /// to the full window.
+    pub fn tail(&self, recent: usize) -> Self {
+        let mut needs = VecDeque::with_capacity(self.needs.capacity());
+        needs.extend(
+            self.needs
+                .iter()
+                .skip(self.needs.len().saturating_sub(recent)),
+        );
+        Self {
+            history: self.history,
+            offsets: self.offsets.tail(recent),
+            needs,
+            need_values: self.need_values.tail(recent),
+            gaps: self.gaps.clone(),
+            interval: self.interval,
+            ticks: self.ticks.tail(recent),
+            last_tick: self.last_tick,
+            frames: self.frames.clone(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Arrivals in the window (at most the history it was made with).
+    pub fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    /// The arrivals the window holds when full.
+    pub fn history(&self) -> usize {
+        self.history
+    }
+
+    /// Whether the link changed over the last `recent` arrivals: their pairs needed more
+    /// lag than the window's earlier ones far more often than chance allows, or nearly
+    /// all of them came faster than most earlier arrivals (see [`shift`](super::shift)).
+    /// `None` too while the window holds too few earlier arrivals to tell.
+    pub fn shift(&mut self, recent: usize) -> Option<Shift> {
+        let skip = self.needs.len().saturating_sub(recent);
+        self.scratch.clear();
+        self.scratch
+            .extend(self.needs.iter().skip(skip).map(|n| n.need));
+        if shift::worse(self.need_values.sorted(), &mut self.scratch) {
+            return Some(Shift::Worse);
+        }
+        self.scratch.clear();
+        self.scratch.extend(self.offsets.recent(recent));
+        shift::better(self.offsets.sorted(), &mut self.scratch).then_some(Shift::Better)
     }
 
     /// Records the tick gap between a snapshot and the newest before it.
@@ -708,6 +769,35 @@ impl<T: Copy + PartialOrd> SortedWindow<T> {
         &self.sorted
     }
 
+    fn len(&self) -> usize {
+        self.arrived.len()
+    }
+
+    /// The last `n` values, in arrival order.
+    fn recent(&self, n: usize) -> impl Iterator<Item = T> + '_ {
+        self.arrived
+            .iter()
+            .skip(self.arrived.len().saturating_sub(n))
+            .copied()
+    }
+
+    /// A window of the same capacity holding only the last `n` values.
+    fn tail(&self, n: usize) -> Self {
+        let mut tail = Self {
+            capacity: self.capacity,
+            arrived: VecDeque::with_capacity(self.arrived.capacity()),
+            sorted: Vec::with_capacity(self.sorted.capacity()),
+        };
+        for v in self
+            .arrived
+            .iter()
+            .skip(self.arrived.len().saturating_sub(n))
+        {
+            tail.push(*v);
+        }
+        tail
+    }
+
     fn clear(&mut self) {
         self.arrived.clear();
         self.sorted.clear();
@@ -736,6 +826,55 @@ mod tests {
         assert_eq!(s.median_offset(), Some(3.0));
         s.add_offset(f64::NAN);
         assert_eq!(s.min_offset(), Some(1.0));
+    }
+
+    #[test]
+    fn a_tail_is_the_window_over_only_its_last_arrivals() {
+        let mut s = ArrivalStats::new(64);
+        for k in 0..100u32 {
+            // A slow link, then a fast one for the last ten arrivals.
+            let offset = if k < 90 {
+                0.1 + f64::from(k % 7) * 0.01
+            } else {
+                0.02
+            };
+            s.add_offset(offset);
+            s.add_tick(k * 2);
+            s.add_gap(2);
+            s.add_need(Need {
+                need: offset + 0.02,
+                span: 0.02,
+            });
+        }
+        assert_eq!(s.len(), 64);
+        let mut tail = s.tail(10);
+        assert_eq!((tail.len(), tail.needs_len()), (10, 10));
+        assert_eq!(tail.max_offset(), Some(0.02));
+        assert_eq!(tail.max_need(), Some(0.04));
+        assert_eq!(tail.interval(), Some(2));
+        assert_eq!(tail.history(), 64);
+        // It grows back to the full window.
+        for k in 100..200u32 {
+            tail.add_offset(0.03);
+            tail.add_tick(k * 2);
+        }
+        assert_eq!(tail.len(), 64);
+        // The test wants eight earlier arrivals per recent one: 54 cannot tell about 10.
+        assert!(s.shift(10).is_none());
+        let mut long = ArrivalStats::new(1024);
+        for k in 0..700u32 {
+            let offset = if k < 660 {
+                0.1 + f64::from(k % 7) * 0.01
+            } else {
+                0.02
+            };
+            long.add_offset(offset);
+            long.add_need(Need {
+                need: offset + 0.02,
+                span: 0.02,
+            });
+        }
+        assert_eq!(long.shift(32), Some(Shift::Better));
     }
 
     #[test]

@@ -17,7 +17,8 @@
 //!   intervals ([`DelayPolicy::CLASSIC`] is source 003's three); [`DelayPolicy::Adaptive`]
 //!   picks the shortest delay that would have left at most a target fraction of playback
 //!   time without a snapshot pair, from the lag each recent pair needed (jitter and
-//!   losses included). Playback follows delay changes by speeding up or slowing down a
+//!   losses included), and follows a change of link within a few arrivals
+//!   ([`InterpolationConfig::shift_window`]). Playback follows delay changes by speeding up or slowing down a
 //!   little, never by jumping. If asked to ([`InterpolationConfig::max_stretch`], off by
 //!   default), adaptive playback also slows down further while a snapshot is overdue (late
 //!   or lost), so what is buffered lasts until it or a replacement arrives, and the policy
@@ -55,11 +56,12 @@ mod clock;
 mod policy;
 pub(crate) mod pose;
 mod sample;
+mod shift;
 
 pub use buffer::{
-    Curve, DEFAULT_HISTORY, DEFAULT_MAX_STRETCH, DEFAULT_OVERDUE_QUANTILE, InterpolationBuffer,
-    InterpolationConfig, InterpolationStats, MAX_STRETCH, MIN_OVERDUE_QUANTILE, PushError,
-    SampleKind, Sampled,
+    Curve, DEFAULT_HISTORY, DEFAULT_MAX_STRETCH, DEFAULT_OVERDUE_QUANTILE, DEFAULT_SHIFT_WINDOW,
+    InterpolationBuffer, InterpolationConfig, InterpolationStats, MAX_STRETCH,
+    MIN_OVERDUE_QUANTILE, PushError, SampleKind, Sampled,
 };
 pub use policy::DelayPolicy;
 pub use pose::Pose;

@@ -49,6 +49,11 @@ pub enum DelayPolicy {
     /// Gaps longer than `max_delay` (outages) are left out of both, so they cost underruns
     /// beyond the target rather than delay.
     ///
+    /// Both look back over the buffer's window of arrivals, which after a change of link
+    /// mixes the old link with the new one; the buffer watches for such a change and
+    /// then bases the delay on the arrivals since (see
+    /// [`shift_window`](super::InterpolationConfig::shift_window)).
+    ///
     /// The delay moves only as the window moves, and playback follows it by time-scaling
     /// (within [`max_time_scale`](super::InterpolationConfig::max_time_scale)), never by
     /// jumping. On top of that, if [`max_stretch`](super::InterpolationConfig::max_stretch)

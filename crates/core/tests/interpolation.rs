@@ -3,8 +3,8 @@
 
 use lagless_core::Tick;
 use lagless_core::interpolation::{
-    Curve, DEFAULT_SHIFT_WINDOW, DelayPolicy, Interpolate, InterpolationBuffer,
-    InterpolationConfig, Pose, PushError, SampleKind,
+    Curve, DelayPolicy, Interpolate, InterpolationBuffer, InterpolationConfig, Pose, PushError,
+    SampleKind,
 };
 use lagless_netem::{Link, profile};
 use proptest::prelude::*;
@@ -597,47 +597,46 @@ impl Phase {
     }
 }
 
-/// Ten snapshots a second (every 6th tick at 60 Hz) over `broadband`, switching to
+/// A snapshot every `interval` ticks (60 Hz) over `broadband` (seeded with `seed`), switching to
 /// `snapshot-demo` at 90 s and back at 150 s, into a buffer with the default adaptive
-/// policy watching `shift_window` arrivals, rendered at 60 fps. Returns the figures over
-/// the phases cut at `bounds` (seconds), and the buffer.
+/// policy and the given `config` changes, rendered at 60 fps. Returns the figures over
+/// the phases cut at `bounds` (milliseconds), and the buffer.
 fn over_changing_link(
-    shift_window: usize,
+    seed: u64,
+    interval: u64,
+    config_with: impl Fn(InterpolationConfig) -> InterpolationConfig,
     bounds: &[u64],
 ) -> (Vec<Phase>, InterpolationBuffer<f32>) {
-    let mut link =
-        Link::new(profile("broadband").expect("a LAB.md profile"), 3).expect("profiles validate");
-    let changes = [(90u64, "snapshot-demo"), (150, "broadband")];
-    let mut buffer = InterpolationBuffer::<f32>::new(InterpolationConfig {
-        shift_window,
-        ..config(DelayPolicy::adaptive())
-    });
+    let mut link = Link::new(profile("broadband").expect("a LAB.md profile"), seed)
+        .expect("profiles validate");
+    let changes = [(90_000u64, "snapshot-demo"), (150_000, "broadband")];
+    let mut buffer = InterpolationBuffer::<f32>::new(config_with(config(DelayPolicy::adaptive())));
     let mut phases = vec![Phase::default(); bounds.len() - 1];
     let (mut newest, mut changed) = (None::<u32>, 0);
-    for ms in 0..bounds[bounds.len() - 1] * 1000 {
+    let tick = |ms: u64| ms * u64::from(TICK_HZ) / 1000;
+    for ms in 0..bounds[bounds.len() - 1] {
         let now = MS * ms as u32;
-        if changes.get(changed).is_some_and(|(at, _)| ms == at * 1000) {
+        if changes.get(changed).is_some_and(|(at, _)| ms == *at) {
             let next = profile(changes[changed].1).expect("a LAB.md profile");
             link.reconfigure(next).expect("profiles validate");
             changed += 1;
         }
-        if ms % 100 == 0 {
-            link.send(now, ((ms * 60 / 1000) as u32).to_le_bytes().to_vec());
+        // Each tick's first millisecond, every `interval`-th tick.
+        let k = tick(ms);
+        if (ms == 0 || tick(ms - 1) != k) && k % interval == 0 {
+            link.send(now, (k as u32).to_le_bytes().to_vec());
         }
         while let Some(packet) = link.poll(now) {
             let k = u32::from_le_bytes(packet.try_into().expect("4-byte tick"));
             newest = newest.max(Some(k));
             let _ = buffer.push(Tick(k), now, k as f32);
         }
-        // Frames at 60 fps.
-        if ms * 60 / 1000 != (ms + 1) * 60 / 1000 {
+        // Frames at 60 fps, on each tick's last millisecond.
+        if tick(ms) != tick(ms + 1) {
             let Some(shown) = buffer.sample_at(now) else {
                 continue;
             };
-            let Some(p) = bounds
-                .windows(2)
-                .position(|b| ms >= b[0] * 1000 && ms < b[1] * 1000)
-            else {
+            let Some(p) = bounds.windows(2).position(|b| ms >= b[0] && ms < b[1]) else {
                 continue;
             };
             phases[p].frames += 1;
@@ -656,9 +655,17 @@ fn over_changing_link(
 /// changing nothing as long as the link does not change.
 #[test]
 fn a_change_of_link_is_followed_within_seconds() {
-    let bounds = [30, 90, 100, 150, 170, 210];
-    let (watching, w) = over_changing_link(DEFAULT_SHIFT_WINDOW, &bounds);
-    let (blind, b) = over_changing_link(0, &bounds);
+    let bounds = [30_000, 90_000, 100_000, 150_000, 170_000, 210_000];
+    let (watching, w) = over_changing_link(3, 6, |c| c, &bounds);
+    let (blind, b) = over_changing_link(
+        3,
+        6,
+        |c| InterpolationConfig {
+            shift_window: 0,
+            ..c
+        },
+        &bounds,
+    );
     let ctx = format!("{watching:?} {:?}\n{blind:?} {:?}", w.stats(), b.stats());
     println!("{ctx}");
     // Before the change, nothing to tell.
@@ -679,6 +686,44 @@ fn a_change_of_link_is_followed_within_seconds() {
         "{ctx}"
     );
     assert!(watching[3].underrun_pct() < 2.0, "{ctx}");
+}
+
+/// At 60 snapshots a second the change shows within a fraction of a second, and what is
+/// left is playback catching up with the longer delay. Slowing down to half speed for it
+/// (the default `shift_slowdown`) ends the underruns within a few tenths of a second;
+/// at the time-scale bound alone (90% speed) they go on for most of a second. (Both
+/// slow playback down by the same total, the rise in delay: one in a tenth of a second
+/// of slow motion, the other over half a second of frames past the newest snapshot.)
+#[test]
+fn after_the_link_gets_worse_playback_slows_down_to_the_delay_it_needs() {
+    // The first 0.3 s after the change underrun either way: the new link's first
+    // snapshots are simply late. What differs is the rest of the second.
+    let bounds = [30_000, 90_000, 90_300, 91_000, 100_000];
+    let (mut steep, mut gentle) = (Phase::default(), Phase::default());
+    let mut shifts = 0;
+    for seed in 1..=3 {
+        let (s, sb) = over_changing_link(seed, 1, |c| c, &bounds);
+        let (g, gb) = over_changing_link(
+            seed,
+            1,
+            |c| InterpolationConfig {
+                shift_slowdown: 0.0,
+                ..c
+            },
+            &bounds,
+        );
+        assert_eq!(s[0], g[0], "seed {seed}: nothing differs before the change");
+        steep.frames += s[2].frames;
+        steep.underruns += s[2].underruns;
+        gentle.frames += g[2].frames;
+        gentle.underruns += g[2].underruns;
+        shifts += sb.stats().shifts_worse.min(1) + gb.stats().shifts_worse.min(1);
+    }
+    let ctx = format!("{steep:?} / {gentle:?}");
+    println!("{ctx}");
+    assert_eq!(shifts, 6, "{ctx}");
+    assert!(gentle.underrun_pct() > 5.0, "{ctx}");
+    assert!(steep.underrun_pct() < 0.3 * gentle.underrun_pct(), "{ctx}");
 }
 
 #[derive(Debug, Clone)]
@@ -721,6 +766,7 @@ proptest! {
         capacity in 0usize..12,
         history in 0usize..40,
         shift_window in 0usize..6,
+        shift_slowdown in prop_oneof![Just(f32::NAN), Just(f32::INFINITY), -1.0f32..2.0],
         hermite in any::<bool>(),
         max_stretch in prop_oneof![Just(f32::NAN), Just(f32::INFINITY), -1.0f32..2.0],
         overdue_quantile in prop_oneof![Just(f32::NAN), Just(f32::NEG_INFINITY), -1.0f32..2.0],
@@ -733,6 +779,7 @@ proptest! {
             capacity,
             history,
             shift_window,
+            shift_slowdown,
             max_stretch,
             overdue_quantile,
             ..InterpolationConfig::default()

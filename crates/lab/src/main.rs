@@ -4,8 +4,8 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lagless_core::interpolation::{
-    DEFAULT_HISTORY, DEFAULT_MAX_STRETCH, DEFAULT_OVERDUE_QUANTILE, DEFAULT_SHIFT_WINDOW,
-    DelayPolicy, MAX_STRETCH, MIN_OVERDUE_QUANTILE,
+    DEFAULT_HISTORY, DEFAULT_MAX_STRETCH, DEFAULT_OVERDUE_QUANTILE, DEFAULT_SHIFT_SLOWDOWN,
+    DEFAULT_SHIFT_WINDOW, DelayPolicy, MAX_STRETCH, MIN_OVERDUE_QUANTILE,
 };
 use lagless_core::{LeadPolicy, MissingInput};
 use lagless_lab::config::named_profile;
@@ -126,7 +126,7 @@ struct BenchPlaybackArgs {
 struct PlaybackArgs {
     /// How much adaptive buffers slow playback down while a snapshot is overdue
     /// (0.5: to half speed; 0: never).
-    #[arg(long, default_value_t = DEFAULT_MAX_STRETCH, value_parser = parse_stretch)]
+    #[arg(long, default_value_t = DEFAULT_MAX_STRETCH, value_parser = parse_slowdown)]
     max_stretch: f32,
     /// When the next snapshot counts as overdue, so that adaptive buffers may stretch:
     /// once it is later than this share of arrivals, plus a send interval (0.9: nine in
@@ -142,6 +142,11 @@ struct PlaybackArgs {
     /// came far faster, the window forgets the old link. 0 turns the watch off.
     #[arg(long, default_value_t = DEFAULT_SHIFT_WINDOW, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=4096))]
     shift_window: usize,
+    /// How far adaptive buffers may slow playback down to reach the longer delay a link
+    /// that got worse needs, once they have seen it (0.5: to half speed; 0: no further
+    /// than any change of delay).
+    #[arg(long, default_value_t = DEFAULT_SHIFT_SLOWDOWN, value_parser = parse_slowdown)]
+    shift_slowdown: f32,
 }
 
 impl PlaybackArgs {
@@ -151,6 +156,7 @@ impl PlaybackArgs {
             overdue_quantile: self.overdue_quantile,
             history: self.history,
             shift_window: self.shift_window,
+            shift_slowdown: self.shift_slowdown,
         }
     }
 }
@@ -358,10 +364,13 @@ fn main() -> ExitCode {
     }
 }
 
-/// `--max-stretch`: a fraction of real time from 0 to the core's [`MAX_STRETCH`].
-fn parse_stretch(text: &str) -> Result<f32, String> {
+/// `--max-stretch` and `--shift-slowdown`: a fraction of real time from 0 to the core's
+/// [`MAX_STRETCH`].
+fn parse_slowdown(text: &str) -> Result<f32, String> {
     parse_within(text, 0.0..=MAX_STRETCH, || {
-        format!("the stretch is a fraction of real time from 0 (never) to {MAX_STRETCH}")
+        format!(
+            "a slow-down is the fraction of real time taken off, from 0 (none) to {MAX_STRETCH}"
+        )
     })
 }
 

@@ -29,6 +29,9 @@ pub struct PlaybackSettings {
     /// Recent arrivals adaptive buffers watch for a change of link
     /// ([`InterpolationConfig::shift_window`]).
     pub shift_window: usize,
+    /// How far they may slow down to reach the delay a worse link needs
+    /// ([`InterpolationConfig::shift_slowdown`]).
+    pub shift_slowdown: f32,
 }
 
 impl Default for PlaybackSettings {
@@ -40,6 +43,7 @@ impl Default for PlaybackSettings {
             overdue_quantile: core.overdue_quantile,
             history: core.history,
             shift_window: core.shift_window,
+            shift_slowdown: core.shift_slowdown,
         }
     }
 }
@@ -54,6 +58,7 @@ impl PlaybackSettings {
             overdue_quantile: self.overdue_quantile,
             history: self.history,
             shift_window: self.shift_window,
+            shift_slowdown: self.shift_slowdown,
             ..InterpolationConfig::default()
         }
     }

@@ -24,6 +24,9 @@ pub const DEFAULT_MAX_STRETCH: f32 = 0.0;
 /// window's 1% tail tell a change of link.
 pub const DEFAULT_SHIFT_WINDOW: usize = 32;
 
+/// Default [`InterpolationConfig::shift_slowdown`]: half speed.
+pub const DEFAULT_SHIFT_SLOWDOWN: f32 = 0.5;
+
 /// Default [`InterpolationConfig::history`]: 8.5 s of arrivals at 60 snapshots/s.
 pub const DEFAULT_HISTORY: usize = 512;
 
@@ -124,6 +127,17 @@ pub struct InterpolationConfig {
     /// needs eight times `shift_window` earlier pairs in the window, and the fixed policy
     /// ignores the setting.
     pub shift_window: usize,
+    /// How far playback may slow down to reach the longer delay a link that got worse
+    /// needs, once the buffer has seen it get worse (see
+    /// [`shift_window`](Self::shift_window)), as a fraction of real time taken off (0.5
+    /// = half speed; at most [`MAX_STRETCH`]; below
+    /// [`max_time_scale`](Self::max_time_scale), that bound applies as to any change of
+    /// delay). Playback past the newest snapshot is guesswork until it is back behind
+    /// it: at the time-scale bound alone (90% speed) following a rise of 50 ms takes half
+    /// a second of extrapolated frames, at half speed a tenth of a second of slow motion.
+    /// Only the first catch-up after each change seen is this steep: a link change is
+    /// rare, unlike the late snapshots [`max_stretch`](Self::max_stretch) is about.
+    pub shift_slowdown: f32,
     /// Time constant of that correction: an error of `e` is corrected at `e / slew_time`
     /// per second (within `max_time_scale`).
     pub slew_time: Duration,
@@ -146,6 +160,7 @@ impl Default for InterpolationConfig {
             max_stretch: DEFAULT_MAX_STRETCH,
             overdue_quantile: DEFAULT_OVERDUE_QUANTILE,
             shift_window: DEFAULT_SHIFT_WINDOW,
+            shift_slowdown: DEFAULT_SHIFT_SLOWDOWN,
             slew_time: Duration::from_millis(500),
             snap_threshold: Duration::from_millis(500),
         }
@@ -454,6 +469,9 @@ pub struct InterpolationBuffer<T: Interpolate> {
     foreign: Option<(Tick, u32)>,
     /// Playback is behind its target because it stretched, and catches up at full speed.
     catching_up: bool,
+    /// The link was seen to get worse and playback has not yet slowed down to the delay
+    /// it needs: it may slow down by `shift_slowdown`.
+    rising: bool,
     /// The last frame was stretched (a stretched frame after one that was not begins a
     /// stretch).
     stretching: bool,
@@ -489,6 +507,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
             last_now: None,
             foreign: None,
             catching_up: false,
+            rising: false,
             stretching: false,
             frame_secs: None,
             stats: InterpolationStats::default(),
@@ -566,6 +585,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         self.last_now = None;
         self.foreign = None;
         self.catching_up = false;
+        self.rising = false;
         self.stretching = false;
     }
 
@@ -691,11 +711,13 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         match watched.shift(recent) {
             Some(Shift::Worse) => {
                 self.stats.shifts_worse += 1;
+                self.rising = true;
                 self.since_worse = Some(watched.tail(recent));
                 self.since_worse_hint = None;
             }
             Some(Shift::Better) => {
                 self.stats.shifts_better += 1;
+                self.rising = false;
                 self.arrivals = watched.tail(recent);
                 self.since_worse = None;
                 self.seen_hint = None;
@@ -839,7 +861,15 @@ impl<T: Interpolate> InterpolationBuffer<T> {
             } else {
                 (dt / slew).min(1.0)
             };
-            let step = (error * gain).clamp(-max_scale * dt, max_scale * dt);
+            // After the link got worse, playback ahead of its target is running past the
+            // newest snapshot or soon will: the delay is reached at once, not eased into.
+            self.rising &= error < 0.0;
+            let (gain, slow_down) = if self.rising {
+                (1.0, self.shift_slowdown().max(max_scale))
+            } else {
+                (gain, max_scale)
+            };
+            let step = (error * gain).clamp(-slow_down * dt, max_scale * dt);
             natural + step / p
         };
         let next = if next.is_finite() { next } else { target };
@@ -879,6 +909,14 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         } else {
             q.clamp(f64::from(MIN_OVERDUE_QUANTILE), 1.0)
         }
+    }
+
+    /// [`InterpolationConfig::shift_slowdown`], sanitized.
+    fn shift_slowdown(&self) -> f64 {
+        fraction_setting(
+            f64::from(self.config.shift_slowdown),
+            f64::from(MAX_STRETCH),
+        )
     }
 
     /// Playback speed while stretching, as a fraction of real time (1 when the policy

@@ -59,9 +59,9 @@ mod sample;
 mod shift;
 
 pub use buffer::{
-    Curve, DEFAULT_HISTORY, DEFAULT_MAX_STRETCH, DEFAULT_OVERDUE_QUANTILE, DEFAULT_SHIFT_WINDOW,
-    InterpolationBuffer, InterpolationConfig, InterpolationStats, MAX_STRETCH,
-    MIN_OVERDUE_QUANTILE, PushError, SampleKind, Sampled,
+    Curve, DEFAULT_HISTORY, DEFAULT_MAX_STRETCH, DEFAULT_OVERDUE_QUANTILE, DEFAULT_SHIFT_SLOWDOWN,
+    DEFAULT_SHIFT_WINDOW, InterpolationBuffer, InterpolationConfig, InterpolationStats,
+    MAX_STRETCH, MIN_OVERDUE_QUANTILE, PushError, SampleKind, Sampled,
 };
 pub use policy::DelayPolicy;
 pub use pose::Pose;

@@ -134,7 +134,8 @@ struct PlaybackArgs {
     #[arg(long, default_value_t = DEFAULT_OVERDUE_QUANTILE, value_parser = parse_overdue)]
     overdue_quantile: f32,
     /// Arrivals the buffers' clock and delay statistics look back over. Longer windows
-    /// give adaptive buffers steadier delays on bursty links and adapt more slowly.
+    /// give adaptive buffers steadier delays on bursty links and cost more per arrival;
+    /// drift is followed more slowly, clear changes of link as fast (`--shift-window`).
     #[arg(long, default_value_t = DEFAULT_HISTORY, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     history: usize,
     /// Recent arrivals adaptive buffers watch for a change of link: when they needed far

@@ -21,7 +21,7 @@ const RESYNC_AFTER: u32 = 3;
 pub const DEFAULT_MAX_STRETCH: f32 = 0.0;
 
 /// Default [`InterpolationConfig::shift_window`]: six of 32 recent pairs beyond the
-/// window's 1% tail tell a change of link.
+/// window's 1% tail tell a worse link, all 32 arrivals below its median a better one.
 pub const DEFAULT_SHIFT_WINDOW: usize = 32;
 
 /// Default [`InterpolationConfig::shift_slowdown`]: half speed.
@@ -73,8 +73,10 @@ pub struct InterpolationConfig {
     /// the buffer onto their timeline.
     pub max_tick_jump: Duration,
     /// Arrivals the clock and delay statistics look back over (512: 8.5 s at 60
-    /// snapshots/s, 51 s at 10). Longer windows give steadier delays and adapt more
-    /// slowly; memory is 48 bytes per arrival.
+    /// snapshots/s, 51 s at 10). Longer windows give steadier delays and follow slow
+    /// drift more slowly (a clear change of link is followed either way: see
+    /// [`shift_window`](Self::shift_window)); each arrival costs time in proportion, and
+    /// memory is 64 bytes per arrival (up to twice that after a change of link).
     pub history: usize,
     /// Largest speed-up or slow-down of playback while following a changed delay, as a
     /// fraction of real time (0.1 = between 90% and 110%).
@@ -115,9 +117,10 @@ pub struct InterpolationConfig {
     /// The delay statistics span [`history`](Self::history) arrivals, so after the link
     /// changes they mix the old link and the new one until the window has turned over,
     /// which at 10 snapshots/s takes 51 s. At every arrival the buffer therefore asks
-    /// whether the last `shift_window` pairs needed more (or less) lag than the 1% tail
-    /// of the window's earlier pairs far more often than chance allows (at most once in
-    /// a million tests on a link that has not changed; see
+    /// whether the last `shift_window` pairs needed more lag than the 1% tail of the
+    /// window's earlier pairs far more often than chance allows, or whether all of the
+    /// last `shift_window` arrivals came well before most earlier ones (either at most
+    /// once in a million tests on a link that has not changed; see
     /// [`InterpolationStats::shifts_worse`]). When the link got worse, the delay becomes
     /// the larger of the whole window's estimate and the estimate over only the arrivals
     /// since the change, until those fill the window: the delay rises within a few

@@ -20,7 +20,7 @@ const RESYNC_AFTER: u32 = 3;
 /// `snapshot-demo` at 60 snapshots/s: 0.56 cm without, 5.6 cm at half speed).
 pub const DEFAULT_MAX_STRETCH: f32 = 0.0;
 
-/// Default [`InterpolationConfig::shift_window`]: six of 32 recent pairs beyond the
+/// Default [`InterpolationConfig::shift_window`]: seven of 32 recent pairs beyond the
 /// window's 1% tail tell a worse link, all 32 arrivals below its median a better one.
 pub const DEFAULT_SHIFT_WINDOW: usize = 32;
 

@@ -9,9 +9,9 @@
 //! default, [`InterpolationConfig::shift_window`](super::InterpolationConfig::shift_window))
 //! sit apart from the window's earlier needs more often than chance allows ([`worse`]).
 //! On a link that has not changed each recent need lands beyond the earlier ones' 1% tail
-//! with a chance of about 1%, so 6 of 32 doing so happens less than once in a million
-//! tests; after a change to a link 30 ms slower nearly every new pair does, and six or
-//! seven arrivals tell. The test looks at needs (arrival time minus the previous
+//! with a chance of about 1%, so 7 of 32 doing so happens less than once in a million
+//! tests; after a change to a link 30 ms slower nearly every new pair does, and seven
+//! or eight arrivals tell. The test looks at needs (arrival time minus the previous
 //! snapshot's server time) rather than arrival offsets, so more losses show too, as
 //! longer spans. The other way round ([`better`]), it asks whether all recent
 //! arrivals came faster than most earlier ones.
@@ -24,15 +24,15 @@
 pub(crate) enum Shift {
     /// Recent pairs need more lag than the window's earlier ones.
     Worse,
-    /// Recent pairs need less lag than the window's earlier ones.
+    /// Recent arrivals came sooner than the window's earlier ones.
     Better,
 }
 
-/// The share of earlier needs at each end that counts as their tail.
+/// The share of earlier values at each end that counts as their tail.
 const TAIL: f64 = 0.01;
 
-/// The chance, on a link that has not changed, that one test reports a shift: at 60
-/// arrivals a second, about once in five hours per buffer.
+/// The chance, on a link that has not changed, that one test reports a shift (at most):
+/// at 60 arrivals a second, once in five hours per buffer.
 const SIGNIFICANCE: f64 = 1e-6;
 
 /// Earlier pairs needed per recent one before the test is trusted: the tail of fewer is
@@ -51,22 +51,26 @@ const MARGIN_SHARE: f64 = 0.25;
 const MIN_MARGIN: f64 = 0.002;
 
 /// True when more of the needs in `recent` (the last of the window, in any order;
-/// sorted here) than chance allows lie beyond the window's earlier needs' 1% tail, by the
-/// margin: six of 32 on a link that has not changed happen less than once in a million
-/// tests. `all` is every need in the window, sorted, `recent` included. False too when
-/// there are too few earlier needs to tell.
+/// sorted here unless a quick check settles it) than chance allows lie beyond the
+/// window's earlier needs' 1% tail, by the margin. `all` is every need in the window,
+/// sorted, `recent` included. False too when there are too few earlier needs to tell.
+///
+/// "Than chance allows" is exact for a link that has not changed, whatever its
+/// distribution: then the window's needs come in random order, and `c` recent needs lie
+/// beyond the `k`-th largest earlier one exactly when at least `c` of the `c + k - 1`
+/// largest in the window are recent ([`chance_among_extremes`]). With 480 earlier needs
+/// and 32 recent that takes 7 of them; the margin only makes it rarer.
 pub(crate) fn worse(all: &[f64], recent: &mut [f64]) -> bool {
-    let Some((earlier, k)) = sizes(all, recent) else {
+    let Some((_, k)) = sizes(all, recent) else {
         return false;
     };
-    let Some(enough) = significant_count(recent.len(), k as f64 / (earlier + 1) as f64) else {
-        return false;
-    };
+    let (total, n) = (all.len(), recent.len());
+    let rare = |c: usize| c > 0 && chance_among_extremes(total, n, k, c) < SIGNIFICANCE;
     // Most arrivals settle it without sorting: the k-th largest earlier need is at
     // least the value k + n from the top of the whole window, and the margin at least
-    // its least.
+    // its least, so no more recent needs can lie beyond the two together.
     let at_least = all[all.len() - k - recent.len()] + MIN_MARGIN;
-    if recent.iter().filter(|x| **x > at_least).count() < enough {
+    if !rare(recent.iter().filter(|x| **x > at_least).count()) {
         return false;
     }
     recent.sort_by(f64::total_cmp);
@@ -77,13 +81,13 @@ pub(crate) fn worse(all: &[f64], recent: &mut [f64]) -> bool {
         return false;
     };
     let above = high + margin(low, high);
-    recent.iter().filter(|x| **x > above).count() >= enough
+    rare(recent.iter().filter(|x| **x > above).count())
 }
 
 /// True when every arrival offset in `recent` (as in [`worse`]) lies below the window's
 /// earlier offsets' median, by the margin: on a link that has not changed, 32 in a row
-/// below the median happen once in four billion tests (and fewer than 20 recent ones
-/// are never enough).
+/// below the median happen about once in a billion tests (and fewer than about 20 recent
+/// ones are never enough).
 ///
 /// Offsets rather than needs: a need spans a send interval or more, and at 10 snapshots
 /// a second that span (and a lost snapshot's, twice as long) swamps the delay. What sets
@@ -98,14 +102,17 @@ pub(crate) fn better(all: &[f64], recent: &mut [f64]) -> bool {
     let Some((earlier, k)) = sizes(all, recent) else {
         return false;
     };
-    if !i32::try_from(recent.len()).is_ok_and(|n| 0.5f64.powi(n) < SIGNIFICANCE) {
-        return false;
-    }
+    let n = recent.len();
+    let middle = earlier.div_ceil(2);
     // Most arrivals settle it without sorting: the earlier median is at most the value
     // n past the whole window's middle.
-    let middle = earlier.div_ceil(2);
-    let at_most = all[middle - 1 + recent.len()];
+    let at_most = all[middle - 1 + n];
     if recent.iter().any(|x| *x >= at_most) {
+        return false;
+    }
+    // All n recent ones below the `middle`-th smallest earlier one: all n among the
+    // `middle - 1 + n` smallest in the window.
+    if chance_among_extremes(all.len(), n, middle, n) >= SIGNIFICANCE {
         return false;
     }
     recent.sort_by(f64::total_cmp);
@@ -159,25 +166,40 @@ fn kth_earlier<'a>(
     None
 }
 
-/// The smallest count `c` such that `n` independent trials, each a success with chance
-/// `p`, reach `c` successes with chance below [`SIGNIFICANCE`]; `None` when even `n`
-/// successes are not that rare.
-fn significant_count(n: usize, p: f64) -> Option<usize> {
-    if !(p > 0.0 && p < 1.0) {
-        return None;
+/// The chance that at least `c` of `n` recent values lie beyond the `k`-th most extreme
+/// of the others, when all `total` values come in random order (as they do from a link
+/// that has not changed): that at least `c` of the `c + k - 1` most extreme values are
+/// recent ones. A hypergeometric tail, summed in logarithms so that windows of any size
+/// neither overflow nor round a rare event to nothing.
+fn chance_among_extremes(total: usize, n: usize, k: usize, c: usize) -> f64 {
+    let top = c + k - 1;
+    if n > total || top > total || c > n.min(top) {
+        return 0.0;
     }
-    // The binomial probabilities, each from the last, summed until what is left is rare.
-    let mut pmf = (1.0 - p).powi(i32::try_from(n).ok()?);
-    let mut cdf = 0.0;
-    for j in 0..n {
-        cdf += pmf;
-        if 1.0 - cdf < SIGNIFICANCE {
-            return Some(j + 1);
+    if c == 0 {
+        return 1.0;
+    }
+    let others = total - n;
+    let f = |x: usize| x as f64;
+    // ln P(x recent among `top`) = ln C(n, x) + ln C(others, top - x) - ln C(total, top),
+    // stepped from the smallest x possible.
+    let first = top.saturating_sub(others);
+    let mut ln_p = ln_choose(n, first) + ln_choose(others, top - first) - ln_choose(total, top);
+    let mut sum = 0.0;
+    for x in first..=n.min(top) {
+        if x >= c {
+            sum += ln_p.exp();
         }
-        pmf *= (n - j) as f64 / (j + 1) as f64 * p / (1.0 - p);
+        // From x to x + 1 recent among them.
+        ln_p += (f(n - x) * f(top - x)).ln() - (f(x + 1) * f(others - top + x + 1)).ln();
     }
-    // Only all `n` is left: its chance is `p^n`.
-    (p.powi(i32::try_from(n).ok()?) < SIGNIFICANCE).then_some(n)
+    sum.min(1.0)
+}
+
+/// ln C(n, k), as a sum of logarithms (n is a window's length: thousands at most).
+fn ln_choose(n: usize, k: usize) -> f64 {
+    let k = k.min(n - k.min(n));
+    (0..k).map(|i| ((n - i) as f64 / (i + 1) as f64).ln()).sum()
 }
 
 #[cfg(test)]
@@ -212,34 +234,95 @@ mod tests {
     }
 
     #[test]
-    fn six_of_thirty_two_beyond_the_one_percent_tail_is_rare_enough() {
-        assert_eq!(significant_count(32, 0.01), Some(6));
-        // A coarser tail needs more of them.
-        assert!(significant_count(32, 0.05).unwrap() > 6);
-        // Four recent needs can never be rare enough at a 5% chance each.
-        assert_eq!(significant_count(4, 0.05), None);
-        assert_eq!(significant_count(4, 0.01), Some(4));
-        assert_eq!(significant_count(10, 0.0), None);
+    fn chances_of_recent_values_among_the_extremes() {
+        // All 3 recent of 10 among the 3 largest: one order in C(10, 3) = 120.
+        assert!((chance_among_extremes(10, 3, 1, 3) - 1.0 / 120.0).abs() < 1e-12);
+        // At least one recent among the largest of 4 values, 2 of them recent: 1/2.
+        assert!((chance_among_extremes(4, 2, 1, 1) - 0.5).abs() < 1e-12);
+        assert_eq!(chance_among_extremes(10, 3, 1, 0), 1.0);
+        assert_eq!(chance_among_extremes(10, 3, 1, 4), 0.0);
+        // The default window: how many of 32 recent needs beyond the 5th largest of 480
+        // earlier ones are rare enough. More than a binomial with the tail's nominal 1%
+        // would say (6), since the 5th largest of 480 is itself uncertain.
+        let enough = (1..=32)
+            .find(|c| chance_among_extremes(512, 32, 5, *c) < SIGNIFICANCE)
+            .unwrap();
+        assert_eq!(enough, 7);
+        // All 32 below the median of 480: rare enough; all 16 is not.
+        assert!(chance_among_extremes(512, 32, 240, 32) < SIGNIFICANCE);
+        assert!(chance_among_extremes(512, 16, 248, 16) > SIGNIFICANCE);
+        // Huge windows stay finite.
+        let huge = chance_among_extremes(65_536, 4096, 600, 700);
+        assert!(huge.is_finite() && (0.0..=1.0).contains(&huge));
     }
 
-    #[test]
-    fn an_unchanged_link_shows_no_shift() {
-        let all = needs(512, 0.05, 0.066, 7);
-        for end in (288..=512).step_by(8) {
-            let (earlier, recent) = all[..end].split_at(end - 32);
-            assert_eq!(test(earlier, recent), None, "at {end}");
+    /// Slides a 512-value window along `stream`, testing its last 32 at every step the
+    /// way the buffer does; returns how often each test fired.
+    fn firings(stream: &[f64]) -> (usize, usize) {
+        let (window, n) = (512, 32);
+        let mut sorted: Vec<f64> = Vec::new();
+        let (mut worse_count, mut better_count) = (0, 0);
+        for (i, v) in stream.iter().enumerate() {
+            if i >= window {
+                let old = stream[i - window];
+                let at = sorted.partition_point(|x| *x < old);
+                sorted.remove(at);
+            }
+            sorted.insert(sorted.partition_point(|x| x < v), *v);
+            let recent = &stream[(i + 1).saturating_sub(n)..=i];
+            worse_count += usize::from(worse(&sorted, &mut recent.to_vec()));
+            better_count += usize::from(better(&sorted, &mut recent.to_vec()));
         }
+        (worse_count, better_count)
+    }
+
+    /// A seeded stream of uniform values in `[0, 1)`.
+    fn uniform(count: usize, mut state: u64) -> Vec<f64> {
+        (0..count)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 11) as f64 / (1u64 << 53) as f64
+            })
+            .collect()
     }
 
     #[test]
-    fn a_slower_link_shows_within_six_arrivals() {
+    fn a_link_that_does_not_change_raises_no_alarm() {
+        // `snapshot-demo`'s arrivals: 50 ms, +-33 ms uniform, 5% lost (a need one send
+        // interval longer), at 60 snapshots/s.
+        let jitter = uniform(20_000, 0x9E37_79B9_7F4A_7C15);
+        let fate = uniform(20_000, 0xD1B5_4A32_D192_ED03);
+        let needs: Vec<f64> = jitter
+            .iter()
+            .zip(&fate)
+            .map(|(j, f)| 0.050 + 0.066 * (j - 0.5) + if *f < 0.05 { 0.0333 } else { 0.0167 })
+            .collect();
+        assert_eq!(firings(&needs), (0, 0));
+        // The same arrivals stamped when the next frame is drawn, with frames at 59.7 Hz
+        // beating against the 60 Hz sends: the stamps wander by up to a frame, and back,
+        // every few seconds. The margin keeps that from passing for a change.
+        let stamped: Vec<f64> = needs
+            .iter()
+            .enumerate()
+            .map(|(k, need)| {
+                let arrival = k as f64 / 60.0 + need;
+                let frame = 1.0 / 59.7;
+                (arrival / frame).ceil() * frame - k as f64 / 60.0
+            })
+            .collect();
+        assert_eq!(firings(&stamped), (0, 0));
+    }
+
+    #[test]
+    fn a_slower_link_shows_within_seven_arrivals() {
         let earlier = needs(480, 0.02, 0.01, 1);
         let slower = needs(32, 0.06, 0.066, 2);
         let mut recent = needs(26, 0.02, 0.01, 3);
-        recent.extend_from_slice(&slower[..5]);
-        recent.insert(0, earlier[0]);
+        recent.extend_from_slice(&slower[..6]);
         assert_eq!(test(&earlier, &recent[recent.len() - 32..]), None);
-        recent.push(slower[5]);
+        recent.push(slower[6]);
         assert_eq!(
             test(&earlier, &recent[recent.len() - 32..]),
             Some(Shift::Worse)

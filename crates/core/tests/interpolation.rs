@@ -597,8 +597,8 @@ impl Phase {
     }
 }
 
-/// A snapshot every `interval` ticks (60 Hz) over `broadband` (seeded with `seed`), switching to
-/// `snapshot-demo` at 90 s and back at 150 s, into a buffer with the default adaptive
+/// A snapshot every `interval` ticks (60 Hz) over `broadband` (seeded with `seed`),
+/// switching to `snapshot-demo` at 90 s and back at 150 s, into a buffer with the default adaptive
 /// policy and the given `config` changes, rendered at 60 fps. Returns the figures over
 /// the phases cut at `bounds` (milliseconds), and the buffer.
 fn over_changing_link(

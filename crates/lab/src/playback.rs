@@ -178,9 +178,8 @@ impl PolicyFigures {
                 }
             }),
             shifts_per_hour: mean(&|s| {
-                let shifts = (s.shifts_worse + s.shifts_better) as f64;
                 if s.played_secs > 0.0 {
-                    shifts * 3600.0 / s.played_secs
+                    s.link_shifts() as f64 * 3600.0 / s.played_secs
                 } else {
                     0.0
                 }

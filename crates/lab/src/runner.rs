@@ -715,7 +715,7 @@ fn build_report(
         // not change, how often it was fooled.
         r.number(
             "interpolation.link_shifts",
-            per_client(|s| (s.shifts_worse + s.shifts_better) as f64),
+            per_client(|s| s.link_shifts() as f64),
         );
         // The 99th percentile of every client's frames together.
         let pooled_p99 = |of: fn(&RemoteView) -> &[f64]| {

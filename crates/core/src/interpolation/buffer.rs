@@ -376,6 +376,12 @@ impl InterpolationStats {
         (self.frames > 0).then(|| self.delay_sum_secs / self.frames as f64)
     }
 
+    /// Changes of link seen, worse and better
+    /// ([`shifts_worse`](Self::shifts_worse) + [`shifts_better`](Self::shifts_better)).
+    pub fn link_shifts(&self) -> u64 {
+        self.shifts_worse + self.shifts_better
+    }
+
     /// The counts since `earlier` (a copy of these counters taken before): what happened
     /// over a stretch of time, say the last minute for a network HUD, or one phase of a
     /// test whose link conditions change. Counters never decrease, so an `earlier` taken
@@ -671,8 +677,9 @@ impl<T: Interpolate> InterpolationBuffer<T> {
                 None
             }
         };
-        for stats in std::iter::once(&mut self.arrivals).chain(self.since_worse.as_mut()) {
-            stats.add_offset(at - f64::from(tick.0) * p);
+        let offset = at - f64::from(tick.0) * p;
+        for stats in self.windows_mut() {
+            stats.add_offset(offset);
             stats.add_tick(tick.0);
             if let Some((gap, need)) = pair {
                 stats.add_gap(gap);
@@ -691,6 +698,12 @@ impl<T: Interpolate> InterpolationBuffer<T> {
                 self.lag = Some(self.lag.map_or(lag, |l| l.max(lag)));
             }
         }
+    }
+
+    /// The arrival statistics every arrival and frame goes into: the window, and the
+    /// arrivals since the link was last seen to get worse.
+    fn windows_mut(&mut self) -> impl Iterator<Item = &mut ArrivalStats> {
+        std::iter::once(&mut self.arrivals).chain(self.since_worse.as_mut())
     }
 
     /// Watches for a change of link (see [`InterpolationConfig::shift_window`]): tests
@@ -739,7 +752,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
             return None;
         }
         let pos = self.advance(now);
-        for stats in std::iter::once(&mut self.arrivals).chain(self.since_worse.as_mut()) {
+        for stats in self.windows_mut() {
             stats.add_frame(now.as_secs_f64());
         }
         let i = self.entries.partition_point(|(t, _)| f64::from(t.0) <= pos);

@@ -198,11 +198,7 @@ impl ArrivalStats {
     /// to the full window.
     pub fn tail(&self, recent: usize) -> Self {
         let mut needs = VecDeque::with_capacity(self.needs.capacity());
-        needs.extend(
-            self.needs
-                .iter()
-                .skip(self.needs.len().saturating_sub(recent)),
-        );
+        needs.extend(last(&self.needs, recent).copied());
         Self {
             history: self.history,
             offsets: self.offsets.tail(recent),
@@ -228,14 +224,13 @@ impl ArrivalStats {
     }
 
     /// Whether the link changed over the last `recent` arrivals: their pairs needed more
-    /// lag than the window's earlier ones far more often than chance allows, or nearly
-    /// all of them came faster than most earlier arrivals (see [`shift`](super::shift)).
+    /// lag than the window's earlier ones far more often than chance allows, or all of
+    /// them came faster than most earlier arrivals (see [`shift`](super::shift)).
     /// `None` too while the window holds too few earlier arrivals to tell.
     pub fn shift(&mut self, recent: usize) -> Option<Shift> {
-        let skip = self.needs.len().saturating_sub(recent);
         self.scratch.clear();
         self.scratch
-            .extend(self.needs.iter().skip(skip).map(|n| n.need));
+            .extend(last(&self.needs, recent).map(|n| n.need));
         if shift::worse(self.need_values.sorted(), &mut self.scratch) {
             return Some(Shift::Worse);
         }
@@ -775,10 +770,7 @@ impl<T: Copy + PartialOrd> SortedWindow<T> {
 
     /// The last `n` values, in arrival order.
     fn recent(&self, n: usize) -> impl Iterator<Item = T> + '_ {
-        self.arrived
-            .iter()
-            .skip(self.arrived.len().saturating_sub(n))
-            .copied()
+        last(&self.arrived, n).copied()
     }
 
     /// A window of the same capacity holding only the last `n` values.
@@ -788,12 +780,8 @@ impl<T: Copy + PartialOrd> SortedWindow<T> {
             arrived: VecDeque::with_capacity(self.arrived.capacity()),
             sorted: Vec::with_capacity(self.sorted.capacity()),
         };
-        for v in self
-            .arrived
-            .iter()
-            .skip(self.arrived.len().saturating_sub(n))
-        {
-            tail.push(*v);
+        for v in self.recent(n) {
+            tail.push(v);
         }
         tail
     }
@@ -802,6 +790,11 @@ impl<T: Copy + PartialOrd> SortedWindow<T> {
         self.arrived.clear();
         self.sorted.clear();
     }
+}
+
+/// The last `n` entries of `q`, oldest first.
+fn last<T>(q: &VecDeque<T>, n: usize) -> impl Iterator<Item = &T> {
+    q.iter().skip(q.len().saturating_sub(n))
 }
 
 fn push_bounded<T>(q: &mut VecDeque<T>, value: T, cap: usize) {
@@ -828,12 +821,12 @@ mod tests {
         assert_eq!(s.min_offset(), Some(1.0));
     }
 
-    #[test]
-    fn a_tail_is_the_window_over_only_its_last_arrivals() {
-        let mut s = ArrivalStats::new(64);
-        for k in 0..100u32 {
-            // A slow link, then a fast one for the last ten arrivals.
-            let offset = if k < 90 {
+    /// `count` arrivals every other tick over a window of `history`: a slow link, then a
+    /// fast one for the last `fast` arrivals.
+    fn slow_then_fast(history: usize, count: u32, fast: u32) -> ArrivalStats {
+        let mut s = ArrivalStats::new(history);
+        for k in 0..count {
+            let offset = if k < count - fast {
                 0.1 + f64::from(k % 7) * 0.01
             } else {
                 0.02
@@ -846,6 +839,12 @@ mod tests {
                 span: 0.02,
             });
         }
+        s
+    }
+
+    #[test]
+    fn a_tail_is_the_window_over_only_its_last_arrivals() {
+        let mut s = slow_then_fast(64, 100, 10);
         assert_eq!(s.len(), 64);
         let mut tail = s.tail(10);
         assert_eq!((tail.len(), tail.needs_len()), (10, 10));
@@ -861,20 +860,7 @@ mod tests {
         assert_eq!(tail.len(), 64);
         // The test wants eight earlier arrivals per recent one: 54 cannot tell about 10.
         assert!(s.shift(10).is_none());
-        let mut long = ArrivalStats::new(1024);
-        for k in 0..700u32 {
-            let offset = if k < 660 {
-                0.1 + f64::from(k % 7) * 0.01
-            } else {
-                0.02
-            };
-            long.add_offset(offset);
-            long.add_need(Need {
-                need: offset + 0.02,
-                span: 0.02,
-            });
-        }
-        assert_eq!(long.shift(32), Some(Shift::Better));
+        assert_eq!(slow_then_fast(1024, 700, 40).shift(32), Some(Shift::Better));
     }
 
     #[test]

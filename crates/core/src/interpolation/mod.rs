@@ -53,16 +53,19 @@
 
 mod buffer;
 mod clock;
+mod config;
 mod policy;
 pub(crate) mod pose;
 mod sample;
 mod shift;
+mod stats;
 
-pub use buffer::{
+pub use buffer::{InterpolationBuffer, PushError, SampleKind, Sampled};
+pub use config::{
     Curve, DEFAULT_HISTORY, DEFAULT_MAX_STRETCH, DEFAULT_OVERDUE_QUANTILE, DEFAULT_SHIFT_SLOWDOWN,
-    DEFAULT_SHIFT_WINDOW, InterpolationBuffer, InterpolationConfig, InterpolationStats,
-    MAX_STRETCH, MIN_OVERDUE_QUANTILE, PushError, SampleKind, Sampled,
+    DEFAULT_SHIFT_WINDOW, InterpolationConfig, MAX_STRETCH, MIN_OVERDUE_QUANTILE,
 };
 pub use policy::DelayPolicy;
 pub use pose::Pose;
 pub use sample::Interpolate;
+pub use stats::InterpolationStats;

@@ -1,0 +1,157 @@
+//! [`InterpolationConfig`]: how the buffer plays snapshots back, and its defaults.
+
+use super::DelayPolicy;
+use std::time::Duration;
+
+/// Default [`InterpolationConfig::max_stretch`]: never stretch. The underruns a stretch
+/// avoids are mostly extrapolations of a frame or two, which barely show, and the slow
+/// motion that replaces them does (the lab's `interpolation.jerk_cm_p99` on
+/// `snapshot-demo` at 60 snapshots/s: 0.56 cm without, 5.6 cm at half speed).
+pub const DEFAULT_MAX_STRETCH: f32 = 0.0;
+
+/// Default [`InterpolationConfig::shift_window`]: seven of 32 recent pairs beyond the
+/// window's 1% tail tell a worse link, all 32 arrivals below its median a better one.
+pub const DEFAULT_SHIFT_WINDOW: usize = 32;
+
+/// Default [`InterpolationConfig::shift_slowdown`]: half speed.
+pub const DEFAULT_SHIFT_SLOWDOWN: f32 = 0.5;
+
+/// Default [`InterpolationConfig::history`]: 8.5 s of arrivals at 60 snapshots/s.
+pub const DEFAULT_HISTORY: usize = 512;
+
+/// Default [`InterpolationConfig::overdue_quantile`].
+pub const DEFAULT_OVERDUE_QUANTILE: f32 = 0.9;
+
+/// Smallest [`InterpolationConfig::overdue_quantile`] honoured (smaller values are raised
+/// to it): a snapshot no later than the median is not overdue, and stretching for half of
+/// all snapshots would keep playback in slow motion.
+pub const MIN_OVERDUE_QUANTILE: f32 = 0.5;
+
+/// Largest [`InterpolationConfig::max_stretch`] honoured (larger values are clamped to
+/// it): playback never stops outright.
+pub const MAX_STRETCH: f32 = 0.9;
+
+/// How the value between two snapshots is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Curve {
+    /// [`Interpolate::lerp`](super::Interpolate::lerp).
+    Linear,
+    /// [`Interpolate::hermite`](super::Interpolate::hermite) (which defaults to `lerp` for samples without derivatives).
+    #[default]
+    Hermite,
+}
+
+/// Interpolation buffer settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct InterpolationConfig {
+    /// Server simulation rate, ticks per second (the tick numbers of snapshots count these).
+    pub tick_hz: u32,
+    /// How far behind the server playback runs.
+    pub policy: DelayPolicy,
+    /// Linear or Hermite blending between snapshots.
+    pub curve: Curve,
+    /// Most snapshots held (at least 2). When full, the oldest is dropped.
+    pub capacity: usize,
+    /// Longest extrapolation past the newest snapshot; beyond it the value is held.
+    pub max_extrapolation: Duration,
+    /// Snapshots further than this from the newest (either way) are refused as coming from
+    /// another timeline; a few such snapshots in a row, consistent with each other, reset
+    /// the buffer onto their timeline.
+    pub max_tick_jump: Duration,
+    /// Arrivals the clock and delay statistics look back over (512: 8.5 s at 60
+    /// snapshots/s, 51 s at 10). Longer windows give steadier delays and follow slow
+    /// drift more slowly (a clear change of link is followed either way: see
+    /// [`shift_window`](Self::shift_window)); each arrival costs time in proportion, and
+    /// memory is 64 bytes per arrival (up to twice that after a change of link).
+    pub history: usize,
+    /// Largest speed-up or slow-down of playback while following a changed delay, as a
+    /// fraction of real time (0.1 = between 90% and 110%).
+    pub max_time_scale: f32,
+    /// How much the adaptive policy slows playback down while the snapshot after the
+    /// newest is overdue (by default later than nine arrivals in ten: late, or lost; see
+    /// [`overdue_quantile`](Self::overdue_quantile)) and playback is about to reach the
+    /// newest, as a fraction of real time taken off (0.5 = half speed; at most 0.9, 0
+    /// turns stretching off). What is buffered then lasts longer, so a snapshot arriving
+    /// later still finds a pair to interpolate, and the policy counts on it when choosing
+    /// the delay: a larger stretch buys a shorter delay at the same underrun rate, paid
+    /// for by remote entities moving in slow motion for a moment after each late or lost
+    /// snapshot ([`InterpolationStats::stretched`](super::InterpolationStats::stretched) counts those frames). Off by default
+    /// ([`DEFAULT_MAX_STRETCH`]): on `snapshot-demo`, at the fixed three-interval
+    /// buffer's underrun rate, 0.15 buys about 5% less delay at 60 snapshots/s and 7% at
+    /// 10; 0.5 buys 21% and 31%, for a visible hitch after most late snapshots (the
+    /// README has the table). The fixed policy never stretches.
+    pub max_stretch: f32,
+    /// When the snapshot after the newest counts as overdue, so that a stretch may
+    /// start: once it is later than this share of the window's arrivals, plus one send
+    /// interval (0.9: later than nine arrivals in ten; 1: later than the slowest; at least
+    /// [`MIN_OVERDUE_QUANTILE`]).
+    ///
+    /// Not the slowest arrival by default: when snapshots come faster than jitter spreads
+    /// them, a late one holds back those sent after it (links deliver in order), and the
+    /// underruns come from such runs of late snapshots rather than from losses. Waiting
+    /// for the slowest arrival before stretching spends the delay those runs need (in the
+    /// lab's `examples/playback_frontier`, at 60 snapshots/s and the best constant lag,
+    /// stretching from the slowest arrival buys 13% of delay, from the 90th percentile
+    /// 32%; at 10/s both buy 35%). An earlier moment buys a little more delay again, and
+    /// costs a stretch for every snapshot that is merely later than it: at 0.8, about
+    /// twice as many frames in slow motion as at 0.9 (`lagless sweep-playback
+    /// --overdue-quantile`).
+    pub overdue_quantile: f32,
+    /// Recent arrivals the adaptive policy watches for a change of link (0 turns the
+    /// watch off; [`DEFAULT_SHIFT_WINDOW`]).
+    ///
+    /// The delay statistics span [`history`](Self::history) arrivals, so after the link
+    /// changes they mix the old link and the new one until the window has turned over,
+    /// which at 10 snapshots/s takes 51 s. At every arrival the buffer therefore asks
+    /// whether the last `shift_window` pairs needed more lag than the 1% tail of the
+    /// window's earlier pairs far more often than chance allows, or whether all of the
+    /// last `shift_window` arrivals came well before most earlier ones (either at most
+    /// once in a million tests on a link that has not changed; see
+    /// [`InterpolationStats::shifts_worse`](super::InterpolationStats::shifts_worse)). When the link got worse, the delay becomes
+    /// the larger of the whole window's estimate and the estimate over only the arrivals
+    /// since the change, until those fill the window: the delay rises within a few
+    /// arrivals, and the window's longer memory can only add to it. When the link got
+    /// better, the window forgets what came before the change, so the delay it no longer
+    /// needs is given back at once rather than as the old arrivals age out. Either test
+    /// needs eight times `shift_window` earlier pairs in the window, and the fixed policy
+    /// ignores the setting.
+    pub shift_window: usize,
+    /// How far playback may slow down to reach the longer delay a link that got worse
+    /// needs, once the buffer has seen it get worse (see
+    /// [`shift_window`](Self::shift_window)), as a fraction of real time taken off (0.5
+    /// = half speed; at most [`MAX_STRETCH`]; below
+    /// [`max_time_scale`](Self::max_time_scale), that bound applies as to any change of
+    /// delay). Playback past the newest snapshot is guesswork until it is back behind
+    /// it: at the time-scale bound alone (90% speed) following a rise of 50 ms takes half
+    /// a second of extrapolated frames, at half speed a tenth of a second of slow motion.
+    /// Only the first catch-up after each change seen is this steep: a link change is
+    /// rare, unlike the late snapshots [`max_stretch`](Self::max_stretch) is about.
+    pub shift_slowdown: f32,
+    /// Time constant of that correction: an error of `e` is corrected at `e / slew_time`
+    /// per second (within `max_time_scale`).
+    pub slew_time: Duration,
+    /// Playback further than this ahead of its target waits, and further behind jumps,
+    /// rather than slewing for seconds.
+    pub snap_threshold: Duration,
+}
+
+impl Default for InterpolationConfig {
+    fn default() -> Self {
+        Self {
+            tick_hz: 64,
+            policy: DelayPolicy::default(),
+            curve: Curve::Hermite,
+            capacity: 64,
+            max_extrapolation: Duration::from_millis(100),
+            max_tick_jump: Duration::from_secs(4),
+            history: DEFAULT_HISTORY,
+            max_time_scale: 0.1,
+            max_stretch: DEFAULT_MAX_STRETCH,
+            overdue_quantile: DEFAULT_OVERDUE_QUANTILE,
+            shift_window: DEFAULT_SHIFT_WINDOW,
+            shift_slowdown: DEFAULT_SHIFT_SLOWDOWN,
+            slew_time: Duration::from_millis(500),
+            snap_threshold: Duration::from_millis(500),
+        }
+    }
+}

@@ -425,10 +425,10 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         }
         let watched = self.since_worse.as_mut().unwrap_or(&mut self.arrivals);
         match watched.shift(recent) {
-            Some(Shift::Worse) => {
+            Some(Shift::Worse { since }) => {
                 self.stats.shifts_worse += 1;
                 self.rising = true;
-                self.since_worse = Some(watched.tail(recent));
+                self.since_worse = Some(watched.tail(since));
                 self.since_worse_hint = None;
             }
             Some(Shift::Better) => {

@@ -66,6 +66,8 @@ pub(crate) struct ArrivalStats {
     /// Room for the recent needs the shift test sorts, kept to spare an allocation per
     /// arrival.
     scratch: Vec<f64>,
+    /// Cut from a longer window by [`tail`](Self::tail): see [`is_cut`](Self::is_cut).
+    cut: bool,
 }
 
 impl ArrivalStats {
@@ -84,6 +86,7 @@ impl ArrivalStats {
             last_tick: None,
             frames: VecDeque::with_capacity(FRAME_WINDOW),
             scratch: Vec::new(),
+            cut: false,
         }
     }
 
@@ -150,7 +153,16 @@ impl ArrivalStats {
             last_tick: self.last_tick,
             frames: self.frames.clone(),
             scratch: Vec::new(),
+            cut: true,
         }
+    }
+
+    /// Whether the window was cut from a longer one (by [`tail`](Self::tail)) rather
+    /// than started afresh. A cut window holds the arrivals since the link changed, and
+    /// the policy's estimates are trusted from its first pair: the warm-up's three
+    /// intervals are for a buffer that knows nothing yet, and would overshoot by far.
+    pub fn is_cut(&self) -> bool {
+        self.cut
     }
 
     /// Arrivals in the window (at most the history it was made with).
@@ -164,15 +176,27 @@ impl ArrivalStats {
     }
 
     /// Whether the link changed over the last `recent` arrivals: their pairs needed more
-    /// lag than the window's earlier ones far more often than chance allows, or all of
-    /// them came faster than most earlier arrivals (see the [shift test](super::shift)).
-    /// `None` too while the window holds too few earlier arrivals to tell.
+    /// lag, or they came later, than the window's earlier ones far more often than
+    /// chance allows, or all of them came faster than most earlier arrivals (see the
+    /// [shift test](super::shift)). `None` too while the window holds too few earlier
+    /// arrivals to tell.
     pub fn shift(&mut self, recent: usize) -> Option<Shift> {
-        self.scratch.clear();
-        self.scratch
-            .extend(last(&self.needs, recent).map(|n| n.need));
-        if shift::worse(self.need_values.sorted(), &mut self.scratch) {
-            return Some(Shift::Worse);
+        // Needs show a link that loses more, as longer spans; offsets show a slower link
+        // even when a few losses in the window put the needs' tail a whole send interval
+        // up, out of reach of a few tens of milliseconds more delay (at 10 snapshots a
+        // second, a handful of losses in 512 do).
+        let by_needs = worse_since(
+            self.need_values.sorted(),
+            last(&self.needs, recent).map(|n| n.need),
+            &mut self.scratch,
+        );
+        let by_offsets = worse_since(
+            self.offsets.sorted(),
+            self.offsets.recent(recent),
+            &mut self.scratch,
+        );
+        if let Some(since) = by_needs.max(by_offsets) {
+            return Some(Shift::Worse { since });
         }
         self.scratch.clear();
         self.scratch.extend(self.offsets.recent(recent));
@@ -282,7 +306,7 @@ impl<T: Copy + PartialOrd> SortedWindow<T> {
     }
 
     /// The last `n` values, in arrival order.
-    fn recent(&self, n: usize) -> impl Iterator<Item = T> + '_ {
+    fn recent(&self, n: usize) -> impl Iterator<Item = T> + Clone + '_ {
         last(&self.arrived, n).copied()
     }
 
@@ -305,8 +329,24 @@ impl<T: Copy + PartialOrd> SortedWindow<T> {
     }
 }
 
+/// Whether the `recent` values (the last of a window whose values are `all`, sorted) are
+/// worse than the earlier ones ([`shift::worse`]), and if so how many of them there are
+/// from the first that lay beyond the earlier ones on: the arrivals since the change.
+fn worse_since(
+    all: &[f64],
+    recent: impl Iterator<Item = f64> + Clone,
+    scratch: &mut Vec<f64>,
+) -> Option<usize> {
+    scratch.clear();
+    scratch.extend(recent.clone());
+    let n = scratch.len();
+    let above = shift::worse(all, scratch)?;
+    let first = recent.clone().position(|x| x > above).unwrap_or(0);
+    Some(n - first)
+}
+
 /// The last `n` entries of `q`, oldest first.
-fn last<T>(q: &VecDeque<T>, n: usize) -> impl Iterator<Item = &T> {
+fn last<T>(q: &VecDeque<T>, n: usize) -> impl Iterator<Item = &T> + Clone {
     q.iter().skip(q.len().saturating_sub(n))
 }
 
@@ -374,6 +414,53 @@ mod tests {
         // The test wants eight earlier arrivals per recent one: 54 cannot tell about 10.
         assert!(s.shift(10).is_none());
         assert_eq!(slow_then_fast(1024, 700, 40).shift(32), Some(Shift::Better));
+    }
+
+    #[test]
+    fn a_worse_link_is_cut_where_its_arrivals_begin() {
+        // 500 arrivals needing 20-30 ms, then 12 needing 60-126 ms.
+        let mut s = ArrivalStats::new(512);
+        for k in 0..512u32 {
+            let need = if k < 500 {
+                0.02 + f64::from(k * 7 % 11) * 0.001
+            } else {
+                0.06 + f64::from(k * 5 % 13) * 0.005
+            };
+            s.add_offset(need - 0.02);
+            s.add_tick(k * 2);
+            s.add_gap(2);
+            s.add_need(Need { need, span: 0.02 });
+        }
+        assert_eq!(s.shift(32), Some(Shift::Worse { since: 12 }));
+        let since = s.tail(12);
+        assert!(since.is_cut() && !s.is_cut());
+        // Every one of them from the new link.
+        assert_eq!(since.len(), 12);
+        assert!(since.min_offset().unwrap() > 0.039, "{since:?}");
+    }
+
+    #[test]
+    fn a_slower_link_shows_in_the_offsets_when_losses_fill_the_needs_tail() {
+        // 10 snapshots a second, 20-24 ms on the way, one in 50 lost: the needs' tail is
+        // the lost snapshots' pairs, 100 ms above the rest. Then 12 arrivals 40-70 ms on
+        // the way: their needs stay below that tail, their offsets do not.
+        let mut s = ArrivalStats::new(512);
+        for k in 0..512u32 {
+            let delay = if k < 500 {
+                0.02 + f64::from(k * 7 % 5) * 0.001
+            } else {
+                0.04 + f64::from(k * 5 % 13) * 0.0025
+            };
+            let span = if k < 500 && k % 50 == 25 { 0.2 } else { 0.1 };
+            s.add_offset(delay);
+            s.add_tick(k * 6);
+            s.add_gap(6);
+            s.add_need(Need {
+                need: delay + span,
+                span,
+            });
+        }
+        assert_eq!(s.shift(32), Some(Shift::Worse { since: 12 }));
     }
 
     #[test]

@@ -3,6 +3,10 @@
 use super::DelayPolicy;
 use std::time::Duration;
 
+// Named in the docs only.
+#[cfg(doc)]
+use super::{Interpolate, InterpolationBuffer, InterpolationStats};
+
 /// Default [`InterpolationConfig::max_stretch`]: never stretch. The underruns a stretch
 /// avoids are mostly extrapolations of a frame or two, which barely show, and the slow
 /// motion that replaces them does (the lab's `interpolation.jerk_cm_p99` on
@@ -34,9 +38,10 @@ pub const MAX_STRETCH: f32 = 0.9;
 /// How the value between two snapshots is computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Curve {
-    /// [`Interpolate::lerp`](super::Interpolate::lerp).
+    /// [`Interpolate::lerp`].
     Linear,
-    /// [`Interpolate::hermite`](super::Interpolate::hermite) (which defaults to `lerp` for samples without derivatives).
+    /// [`Interpolate::hermite`] (which defaults to `lerp` for
+    /// samples without derivatives).
     #[default]
     Hermite,
 }
@@ -75,7 +80,7 @@ pub struct InterpolationConfig {
     /// later still finds a pair to interpolate, and the policy counts on it when choosing
     /// the delay: a larger stretch buys a shorter delay at the same underrun rate, paid
     /// for by remote entities moving in slow motion for a moment after each late or lost
-    /// snapshot ([`InterpolationStats::stretched`](super::InterpolationStats::stretched) counts those frames). Off by default
+    /// snapshot ([`InterpolationStats::stretched`] counts those frames). Off by default
     /// ([`DEFAULT_MAX_STRETCH`]): on `snapshot-demo`, at the fixed three-interval
     /// buffer's underrun rate, 0.15 buys about 5% less delay at 60 snapshots/s and 7% at
     /// 10; 0.5 buys 21% and 31%, for a visible hitch after most late snapshots (the
@@ -103,18 +108,19 @@ pub struct InterpolationConfig {
     /// The delay statistics span [`history`](Self::history) arrivals, so after the link
     /// changes they mix the old link and the new one until the window has turned over,
     /// which at 10 snapshots/s takes 51 s. At every arrival the buffer therefore asks
-    /// whether the last `shift_window` pairs needed more lag than the 1% tail of the
-    /// window's earlier pairs far more often than chance allows, or whether all of the
-    /// last `shift_window` arrivals came well before most earlier ones (either at most
-    /// once in a million tests on a link that has not changed; see
-    /// [`InterpolationStats::shifts_worse`](super::InterpolationStats::shifts_worse)). When the link got worse, the delay becomes
-    /// the larger of the whole window's estimate and the estimate over only the arrivals
-    /// since the change, until those fill the window: the delay rises within a few
-    /// arrivals, and the window's longer memory can only add to it. When the link got
-    /// better, the window forgets what came before the change, so the delay it no longer
-    /// needs is given back at once rather than as the old arrivals age out. Either test
-    /// needs eight times `shift_window` earlier pairs in the window, and the fixed policy
-    /// ignores the setting.
+    /// whether the last `shift_window` pairs needed more lag, or arrived later, than the
+    /// 1% tail of the window's earlier ones far more often than chance allows, or whether
+    /// all of the last `shift_window` arrivals came well before most earlier ones (each
+    /// test at most once in a million on a link that has not changed; see
+    /// [`InterpolationStats::shifts_worse`]).
+    /// When the link got worse, the delay becomes the larger of the whole window's
+    /// estimate and the estimate over only the arrivals since the change (from the first
+    /// recent one beyond the earlier ones' tail), until those fill the window: the delay
+    /// rises within a few arrivals, and the window's longer memory can only add to it.
+    /// When the link got better, the window forgets what came before the change, so the
+    /// delay it no longer needs is given back at once rather than as the old arrivals age
+    /// out. Either test needs eight times `shift_window` earlier pairs in the window, and
+    /// the fixed policy ignores the setting.
     pub shift_window: usize,
     /// How far playback may slow down to reach the longer delay a link that got worse
     /// needs, once the buffer has seen it get worse (see

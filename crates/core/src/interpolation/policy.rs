@@ -122,7 +122,9 @@ impl DelayPolicy {
                 max_delay,
             } => {
                 let max_delay = max_delay.as_secs_f64();
-                let warm = if stats.needs_len() >= WARMUP_PAIRS {
+                // A window cut at a change of link is trusted from its first pair.
+                let warmed_up = if stats.is_cut() { 1 } else { WARMUP_PAIRS };
+                let warm = if stats.needs_len() >= warmed_up {
                     let target = f64::from(target_underrun);
                     let seen =
                         stats.lag_for_fraction(target, max_delay, frame, stretch, *seen_hint);

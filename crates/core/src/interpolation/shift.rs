@@ -5,16 +5,18 @@
 //! over: 8.5 s at 60 snapshots/s, but 51 s at 10. Meanwhile a slower link underruns and a
 //! faster one pays delay it no longer needs.
 //!
-//! So the buffer also asks, at every arrival, whether the last few pairs' needs (32 by
+//! So the buffer also asks, at every arrival, whether the last few arrivals (32 by
 //! default, [`InterpolationConfig::shift_window`](super::InterpolationConfig::shift_window))
-//! sit apart from the window's earlier needs more often than chance allows ([`worse`]).
-//! On a link that has not changed each recent need lands beyond the earlier ones' 1% tail
-//! with a chance of about 1%, so 7 of 32 doing so happens less than once in a million
-//! tests; after a change to a link 30 ms slower nearly every new pair does, and seven
-//! or eight arrivals tell. The test looks at needs (arrival time minus the previous
-//! snapshot's server time) rather than arrival offsets, so more losses show too, as
-//! longer spans. The other way round ([`better`]), it asks whether all recent
-//! arrivals came faster than most earlier ones.
+//! sit apart from the window's earlier ones more often than chance allows ([`worse`]).
+//! On a link that has not changed each recent value lands beyond the earlier ones' 1%
+//! tail with a chance of about 1%, so 7 of 32 doing so happens less than once in a
+//! million tests; after a change to a link 30 ms slower nearly every new arrival does,
+//! and seven or eight arrivals tell. The test runs on two values per arrival. On needs
+//! (arrival time minus the previous snapshot's server time), so that more losses show
+//! too, as longer spans. And on arrival offsets, since at 10 snapshots a second a few
+//! losses in the window put the needs' tail a whole send interval (100 ms) above the
+//! rest, out of reach of a link a few tens of milliseconds slower. The other way round
+//! ([`better`]), it asks whether all recent arrivals came faster than most earlier ones.
 //!
 //! What the buffer does with the answer is in
 //! [`InterpolationConfig::shift_window`](super::InterpolationConfig::shift_window).
@@ -22,8 +24,14 @@
 /// Which way the link moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Shift {
-    /// Recent pairs need more lag than the window's earlier ones.
-    Worse,
+    /// Recent pairs need more lag than the window's earlier ones. The last `since` pairs
+    /// are those from the first recent one that did on: as near to the change as the
+    /// test can tell (a new link's first pairs may need no more than the old one's, but
+    /// the old link's last ones rarely need more).
+    Worse {
+        /// Pairs since the change, the newest included.
+        since: usize,
+    },
     /// Recent arrivals came sooner than the window's earlier ones.
     Better,
 }
@@ -50,20 +58,19 @@ const MARGIN_SHARE: f64 = 0.25;
 /// need a millisecond longer is rounding.
 const MIN_MARGIN: f64 = 0.002;
 
-/// True when more of the needs in `recent` (the last of the window, in any order;
-/// sorted here unless a quick check settles it) than chance allows lie beyond the
-/// window's earlier needs' 1% tail, by the margin. `all` is every need in the window,
-/// sorted, `recent` included. False too when there are too few earlier needs to tell.
+/// When more of the needs in `recent` (the last of the window, in any order; sorted
+/// here unless a quick check settles it) than chance allows lie beyond the window's
+/// earlier needs' 1% tail, by the margin, the need beyond which they count; `None`
+/// otherwise, and when there are too few earlier needs to tell. `all` is every need in
+/// the window, sorted, `recent` included.
 ///
 /// "Than chance allows" is exact for a link that has not changed, whatever its
 /// distribution: then the window's needs come in random order, and `c` recent needs lie
 /// beyond the `k`-th largest earlier one exactly when at least `c` of the `c + k - 1`
 /// largest in the window are recent ([`chance_among_extremes`]). With 480 earlier needs
 /// and 32 recent that takes 7 of them; the margin only makes it rarer.
-pub(crate) fn worse(all: &[f64], recent: &mut [f64]) -> bool {
-    let Some((_, k)) = sizes(all, recent) else {
-        return false;
-    };
+pub(crate) fn worse(all: &[f64], recent: &mut [f64]) -> Option<f64> {
+    let (_, k) = sizes(all, recent)?;
     let (total, n) = (all.len(), recent.len());
     let rare = |c: usize| c > 0 && chance_among_extremes(total, n, k, c) < SIGNIFICANCE;
     // Most arrivals settle it without sorting: the k-th largest earlier need is at
@@ -71,17 +78,13 @@ pub(crate) fn worse(all: &[f64], recent: &mut [f64]) -> bool {
     // its least, so no more recent needs can lie beyond the two together.
     let at_least = all[all.len() - k - recent.len()] + MIN_MARGIN;
     if !rare(recent.iter().filter(|x| **x > at_least).count()) {
-        return false;
+        return None;
     }
     recent.sort_by(f64::total_cmp);
-    let (Some(low), Some(high)) = (
-        kth_earlier(all.iter(), recent.iter(), k),
-        kth_earlier(all.iter().rev(), recent.iter().rev(), k),
-    ) else {
-        return false;
-    };
+    let low = kth_earlier(all.iter(), recent.iter(), k)?;
+    let high = kth_earlier(all.iter().rev(), recent.iter().rev(), k)?;
     let above = high + margin(low, high);
-    rare(recent.iter().filter(|x| **x > above).count())
+    rare(recent.iter().filter(|x| **x > above).count()).then_some(above)
 }
 
 /// True when every arrival offset in `recent` (as in [`worse`]) lies below the window's
@@ -224,8 +227,11 @@ mod tests {
 
     fn test(earlier: &[f64], recent: &[f64]) -> Option<Shift> {
         let all = sorted(earlier.iter().chain(recent).copied().collect());
-        if worse(&all, &mut recent.to_vec()) {
-            Some(Shift::Worse)
+        if let Some(above) = worse(&all, &mut recent.to_vec()) {
+            let first = recent.iter().position(|x| *x > above).unwrap_or(0);
+            Some(Shift::Worse {
+                since: recent.len() - first,
+            })
         } else if better(&all, &mut recent.to_vec()) {
             Some(Shift::Better)
         } else {
@@ -270,7 +276,7 @@ mod tests {
             }
             sorted.insert(sorted.partition_point(|x| x < v), *v);
             let recent = &stream[(i + 1).saturating_sub(n)..=i];
-            worse_count += usize::from(worse(&sorted, &mut recent.to_vec()));
+            worse_count += usize::from(worse(&sorted, &mut recent.to_vec()).is_some());
             better_count += usize::from(better(&sorted, &mut recent.to_vec()));
         }
         (worse_count, better_count)
@@ -323,9 +329,11 @@ mod tests {
         recent.extend_from_slice(&slower[..6]);
         assert_eq!(test(&earlier, &recent[recent.len() - 32..]), None);
         recent.push(slower[6]);
+        // The change is placed at the first of the slower link's pairs that needed more
+        // than the old one ever did: here the first.
         assert_eq!(
             test(&earlier, &recent[recent.len() - 32..]),
-            Some(Shift::Worse)
+            Some(Shift::Worse { since: 7 })
         );
     }
 

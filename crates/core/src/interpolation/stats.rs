@@ -1,18 +1,22 @@
 //! [`InterpolationStats`]: what the buffer did with every snapshot and every frame.
 
-/// Counters. Every push and every answered [`InterpolationBuffer::sample_at`](super::InterpolationBuffer::sample_at) lands in
+// Named in the docs only.
+#[cfg(doc)]
+use super::{InterpolationBuffer, InterpolationConfig, PushError};
+
+/// Counters. Every push and every answered [`InterpolationBuffer::sample_at`] lands in
 /// exactly one of them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct InterpolationStats {
     /// Snapshots accepted.
     pub accepted: u64,
-    /// Refused as stale ([`PushError::Stale`](super::PushError::Stale)).
+    /// Refused as stale ([`PushError::Stale`]).
     pub stale: u64,
-    /// Refused as duplicates ([`PushError::Duplicate`](super::PushError::Duplicate)).
+    /// Refused as duplicates ([`PushError::Duplicate`]).
     pub duplicates: u64,
-    /// Refused as too far ahead ([`PushError::TooFarAhead`](super::PushError::TooFarAhead)).
+    /// Refused as too far ahead ([`PushError::TooFarAhead`]).
     pub too_far_ahead: u64,
-    /// Refused because the buffer was full of newer snapshots ([`PushError::Full`](super::PushError::Full)).
+    /// Refused because the buffer was full of newer snapshots ([`PushError::Full`]).
     pub full: u64,
     /// Accepted snapshots later dropped unplayed because the buffer was full.
     pub evicted: u64,
@@ -29,15 +33,16 @@ pub struct InterpolationStats {
     /// Of which before the oldest snapshot.
     pub early: u64,
     /// Samples answered while playback was slowed down to stretch the buffer over an
-    /// overdue snapshot ([`InterpolationConfig::max_stretch`](super::InterpolationConfig::max_stretch)), whatever their kind.
+    /// overdue snapshot ([`InterpolationConfig::max_stretch`]), whatever their kind.
     pub stretched: u64,
     /// Stretches begun: runs of consecutive [stretched](Self::stretched) samples. How
     /// slow motion feels depends on whether it comes as a few long moments or many
     /// short ones; `stretched / stretches` is the mean length in frames.
     pub stretches: u64,
     /// Times the adaptive policy saw the link get worse (see
-    /// [`InterpolationConfig::shift_window`](super::InterpolationConfig::shift_window)): the recent pairs needed more lag than the
-    /// window's earlier ones. On a link that does not change this stays near zero.
+    /// [`InterpolationConfig::shift_window`]): the recent pairs needed more lag, or
+    /// arrived later, than the window's earlier ones. On a link that does not change this
+    /// stays near zero.
     pub shifts_worse: u64,
     /// Times the adaptive policy saw the link get better, and forgot the arrivals from
     /// before.

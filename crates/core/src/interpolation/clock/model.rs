@@ -10,6 +10,10 @@ use super::{ArrivalStats, Stretch};
 /// Pseudo-losses, at the overall loss rate, added to the losses after a loss.
 const LOSS_PRIOR: f64 = 8.0;
 
+/// Jeffreys' prior on the loss rate, as pseudo-snapshots lost and received (see
+/// [`LossModel::estimate`]).
+const JEFFREYS: f64 = 0.5;
+
 /// Parts of the send interval the frames' phases are counted in.
 const PHASE_BINS: usize = 64;
 
@@ -189,13 +193,20 @@ pub(crate) struct LossModel {
 impl LossModel {
     /// The model from `received` snapshots, `lost` ones and the number of loss `runs`.
     ///
+    /// The loss rate is not the share lost but its expected value given that share (the
+    /// mean of the posterior under Jeffreys' prior, `(lost + 1/2) / (sent + 1)`): over
+    /// thousands of snapshots the two agree, but a window cut to the few arrivals since
+    /// the link changed, or a buffer just started, that holds no loss yet has not seen a
+    /// link that never loses. At 10 snapshots a second the share would say nothing is
+    /// lost for seconds at a time, and the delay would leave losses uncovered.
+    ///
     /// Runs of two or more are rare on a link that loses independently (at 5%, one loss
     /// in twenty is followed by another), so the chance of a loss after a loss is drawn
     /// towards the overall loss rate by [`LOSS_PRIOR`] pseudo-losses: a window that
     /// happens to hold no double loss does not conclude that none can happen.
     fn estimate(received: u64, lost: u64, runs: u64) -> Self {
         let sent = (received + lost).max(1) as f64;
-        let loss = (lost as f64 / sent).min(MAX_LOSS);
+        let loss = ((lost as f64 + JEFFREYS) / (sent + 2.0 * JEFFREYS)).min(MAX_LOSS);
         let after_lost =
             (lost.saturating_sub(runs) as f64 + LOSS_PRIOR * loss) / (lost as f64 + LOSS_PRIOR);
         let after_lost = after_lost.min(MAX_LOSS);
@@ -245,6 +256,23 @@ mod tests {
         let o = outage.loss_model(period, 0.5).unwrap();
         assert!((o.loss - 0.05).abs() < 0.003, "{o:?}");
         assert!(ArrivalStats::new(8).loss_model(period, 0.5).is_none());
+    }
+
+    #[test]
+    fn a_few_snapshots_without_a_loss_are_not_a_link_that_never_loses() {
+        let period = 1.0 / 60.0;
+        // Three seconds at 10 snapshots a second, none lost.
+        let few = stream(180, |t| t % 6 != 0, |_| 0.0).loss_model(period, 0.5);
+        let few = few.unwrap().loss;
+        assert!(few > 0.01 && few < 0.05, "{few}");
+        // Hundreds without a loss leave little doubt.
+        let many = stream(6 * 2000, |t| t % 6 != 0, |_| 0.0).loss_model(period, 0.5);
+        let many = many.unwrap().loss;
+        assert!(many < 0.001, "{many}");
+        // One loss in the first 30: the expected rate, above the share lost (1 in 30).
+        let one = stream(180, |t| t % 6 != 0 || t == 60, |_| 0.0).loss_model(period, 0.5);
+        let one = one.unwrap().loss;
+        assert!(one > 1.0 / 30.0 && one < 0.06, "{one}");
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! Stretching playback while a snapshot is overdue: when, how slowly, and what it buys.
 
 use super::{ArrivalStats, fraction_setting};
+// Named in the docs only.
+#[cfg(doc)]
+use crate::interpolation::InterpolationConfig;
 
 /// How the buffer stretches playback while the snapshot after the newest is overdue: from
 /// `from` seconds after the newest one's server time (in lag coordinates: the window's
 /// `overdue_quantile` of offsets plus one send interval, see
-/// [`InterpolationConfig::overdue_quantile`](crate::interpolation::InterpolationConfig::overdue_quantile)),
+/// [`InterpolationConfig::overdue_quantile`]),
 /// playback slows to `rate` of real time until a newer snapshot arrives or playback
 /// reaches the newest, and afterwards catches up with its target lag at `1 + catch_up` of
 /// real time. Made by [`ArrivalStats::stretch`], which the buffer asks both when to

@@ -112,14 +112,16 @@ fn millis(ms: f64) -> Duration {
 /// it was scheduled (see [`lagless_netem::Link::reconfigure`]).
 ///
 /// Overrides on the command line (`--loss-pct`, `--trace`, ...) shape the starting link
-/// only; a change brings its profile as named.
+/// only; a change brings its profile as named, with the overrides it names itself
+/// (`120:snapshot-demo,loss-pct=0`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinkChange {
     /// Simulated time from which the new conditions hold.
     pub at: Duration,
-    /// The profile's name, for reports.
+    /// The profile's name, with the overrides the change names (`snapshot-demo,loss-pct=0`),
+    /// for reports.
     pub profile: String,
-    /// The profile's link.
+    /// The profile's link, overrides applied.
     pub link: LinkConfig,
 }
 
@@ -143,12 +145,15 @@ impl LinkChange {
         })
     }
 
-    /// Parses `SECONDS:PROFILE`, as the command line spells it (`60:mobile`).
+    /// Parses `SECONDS:PROFILE[,KEY=VALUE...]`, as the command line spells it
+    /// (`60:mobile`, or `120:snapshot-demo,loss-pct=0` for the same link without its
+    /// losses). The keys are the network options' names without their dashes:
+    /// `delay-ms`, `jitter-ms`, `loss-pct`, `dup-pct` and `reorder-pct`, applied to the
+    /// profile as on the command line (see [`NetOverrides::apply`]).
     pub fn parse(text: &str) -> Result<Self, String> {
-        let (at, name) = text
-            .trim()
-            .split_once(':')
-            .ok_or_else(|| format!("link change {text:?}: expected SECONDS:PROFILE"))?;
+        let (at, spec) = text.trim().split_once(':').ok_or_else(|| {
+            format!("link change {text:?}: expected SECONDS:PROFILE[,KEY=VALUE...]")
+        })?;
         let secs: f64 = at
             .trim()
             .parse()
@@ -158,7 +163,49 @@ impl LinkChange {
                 "link change {text:?}: the time must be positive and at most 1e6 s"
             ));
         }
-        Self::new(Duration::from_secs_f64(secs), name.trim())
+        let mut parts = spec.split(',').map(str::trim);
+        let name = parts.next().unwrap_or_default();
+        let mut overrides = NetOverrides::default();
+        for part in parts {
+            let (key, value) = part.split_once('=').ok_or_else(|| {
+                format!("link change {text:?}: expected KEY=VALUE after the profile, got {part:?}")
+            })?;
+            let number: f64 = value
+                .trim()
+                .parse()
+                .ok()
+                .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| {
+                    format!(
+                        "link change {text:?}: {key} wants a number of at least 0, got {value:?}"
+                    )
+                })?;
+            let slot = match key.trim() {
+                "delay-ms" => &mut overrides.delay_ms,
+                "jitter-ms" => &mut overrides.jitter_ms,
+                "loss-pct" => &mut overrides.loss_pct,
+                "dup-pct" => &mut overrides.duplicate_pct,
+                "reorder-pct" => &mut overrides.reorder_pct,
+                other => {
+                    return Err(format!(
+                        "link change {text:?}: unknown setting {other:?} (known: delay-ms, \
+                         jitter-ms, loss-pct, dup-pct, reorder-pct)"
+                    ));
+                }
+            };
+            *slot = Some(number);
+        }
+        let mut change = Self::new(Duration::from_secs_f64(secs), name)
+            .map_err(|e| format!("link change {text:?}: {e}"))?;
+        if overrides != NetOverrides::default() {
+            change.link = overrides.apply(&change.link).0;
+            change.profile = spec.split(',').map(str::trim).collect::<Vec<_>>().join(",");
+        }
+        change
+            .link
+            .validate()
+            .map_err(|e| format!("link change {text:?}: {e}"))?;
+        Ok(change)
     }
 }
 
@@ -298,6 +345,46 @@ mod tests {
             unknown.contains("broadband"),
             "names the known ones: {unknown}"
         );
+    }
+
+    #[test]
+    fn link_changes_may_override_their_profile() {
+        let calm = LinkChange::parse("120:snapshot-demo, loss-pct=0,jitter-ms=10").unwrap();
+        assert_eq!(calm.profile, "snapshot-demo,loss-pct=0,jitter-ms=10");
+        let demo = lagless_netem::profile("snapshot-demo").unwrap();
+        assert_eq!(calm.link.loss, lagless_netem::Loss::None);
+        assert_eq!(
+            calm.link.jitter,
+            lagless_netem::Jitter::Uniform {
+                max: Duration::from_millis(10)
+            }
+        );
+        assert_eq!(calm.link.delay, demo.delay);
+        // The same as the options on the command line.
+        let overrides = NetOverrides {
+            delay_ms: Some(80.0),
+            loss_pct: Some(2.0),
+            ..NetOverrides::default()
+        };
+        let slower = LinkChange::parse("60:wifi,delay-ms=80,loss-pct=2").unwrap();
+        assert_eq!(
+            slower.link,
+            overrides.apply(&lagless_netem::profile("wifi").unwrap()).0
+        );
+        // No override: the profile as named.
+        assert_eq!(LinkChange::parse("60:wifi").unwrap().profile, "wifi");
+        for bad in [
+            "60:wifi,loss",
+            "60:wifi,loss-pct=x",
+            "60:wifi,loss-pct=-1",
+            "60:wifi,loss-pct=inf",
+            "60:wifi,speed=3",
+            "60:wifi,dup-pct=150",
+            "60:nope,loss-pct=1",
+        ] {
+            let err = LinkChange::parse(bad).unwrap_err();
+            assert!(err.contains(bad), "{bad}: {err}");
+        }
     }
 
     #[test]

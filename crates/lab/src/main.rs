@@ -194,8 +194,10 @@ struct NetArgs {
     #[arg(long)]
     trace_queue: Option<usize>,
     /// Switch the link to a named profile part-way through, e.g. `60:mobile` (repeat in
-    /// time order; the overrides above shape only the starting link).
-    #[arg(long = "link-change", value_name = "SECONDS:PROFILE", value_parser = LinkChange::parse)]
+    /// time order; the overrides above shape only the starting link). A change may
+    /// override its profile's `delay-ms`, `jitter-ms`, `loss-pct`, `dup-pct` and
+    /// `reorder-pct`: `120:snapshot-demo,loss-pct=0` is the same link without its losses.
+    #[arg(long = "link-change", value_name = "SECONDS:PROFILE[,KEY=VALUE]", value_parser = LinkChange::parse)]
     link_changes: Vec<LinkChange>,
 }
 

@@ -6,7 +6,7 @@ use lagless_core::interpolation::{
     Curve, DelayPolicy, Interpolate, InterpolationBuffer, InterpolationConfig, Pose, PushError,
     SampleKind,
 };
-use lagless_netem::{Link, profile};
+use lagless_netem::{Link, LinkConfig, Loss, profile};
 use proptest::prelude::*;
 use std::time::Duration;
 
@@ -607,9 +607,26 @@ fn over_changing_link(
     config_with: impl Fn(InterpolationConfig) -> InterpolationConfig,
     bounds: &[u64],
 ) -> (Vec<Phase>, InterpolationBuffer<f32>) {
-    let mut link = Link::new(profile("broadband").expect("a LAB.md profile"), seed)
-        .expect("profiles validate");
-    let changes = [(90_000u64, "snapshot-demo"), (150_000, "broadband")];
+    let named = |name: &str| profile(name).expect("a LAB.md profile");
+    let changes = [
+        (0, named("broadband")),
+        (90_000, named("snapshot-demo")),
+        (150_000, named("broadband")),
+    ];
+    over_links(seed, interval, &changes, config_with, bounds)
+}
+
+/// [`over_changing_link`] over the given `links`, each from its start (milliseconds; the
+/// first from 0).
+fn over_links(
+    seed: u64,
+    interval: u64,
+    links: &[(u64, LinkConfig)],
+    config_with: impl Fn(InterpolationConfig) -> InterpolationConfig,
+    bounds: &[u64],
+) -> (Vec<Phase>, InterpolationBuffer<f32>) {
+    let mut link = Link::new(links[0].1.clone(), seed).expect("profiles validate");
+    let changes = &links[1..];
     let mut buffer = InterpolationBuffer::<f32>::new(config_with(config(DelayPolicy::adaptive())));
     let mut phases = vec![Phase::default(); bounds.len() - 1];
     let (mut newest, mut changed) = (None::<u32>, 0);
@@ -617,8 +634,8 @@ fn over_changing_link(
     for ms in 0..bounds[bounds.len() - 1] {
         let now = MS * ms as u32;
         if changes.get(changed).is_some_and(|(at, _)| ms == *at) {
-            let next = profile(changes[changed].1).expect("a LAB.md profile");
-            link.reconfigure(next).expect("profiles validate");
+            link.reconfigure(changes[changed].1.clone())
+                .expect("profiles validate");
             changed += 1;
         }
         // Each tick's first millisecond, every `interval`-th tick.
@@ -724,6 +741,49 @@ fn after_the_link_gets_worse_the_delay_rests_on_the_new_link_alone() {
         early.delay_ms_mean() > 0.85 * settled.delay_ms_mean(),
         "{ctx}"
     );
+}
+
+/// A link whose losses stop: its delay covered them, and the window of 2048 snapshots
+/// the loss rate is measured over takes 205 s to turn over at 10 snapshots a second.
+/// Once the last quarter of it has lost far fewer than the rest, the windows keep only
+/// that quarter, and the delay comes down within a minute.
+#[test]
+fn after_losses_stop_the_delay_comes_down_within_a_minute() {
+    let demo = profile("snapshot-demo").expect("a LAB.md profile");
+    let calm = LinkConfig {
+        loss: Loss::None,
+        ..demo.clone()
+    };
+    let links = [(0, demo.clone()), (150_000, calm.clone())];
+    let bounds = [150_000, 210_000, 270_000];
+    let (mut watching, mut blind) = (Vec::new(), Vec::new());
+    for seed in 1..=2 {
+        let (w, wb) = over_links(seed, 6, &links, |c| c, &bounds);
+        let (b, _) = over_links(
+            seed,
+            6,
+            &links,
+            |c| InterpolationConfig {
+                shift_window: 0,
+                ..c
+            },
+            &bounds,
+        );
+        assert!(
+            wb.stats().shifts_better >= 1,
+            "seed {seed}: {:?}",
+            wb.stats()
+        );
+        watching.push(w[1]);
+        blind.push(b[1]);
+    }
+    let ctx = format!("{watching:?}\n{blind:?}");
+    println!("{ctx}");
+    // A minute to two minutes after the losses stopped, no losses to cover.
+    for (w, b) in watching.iter().zip(&blind) {
+        assert!(w.delay_ms_mean() < 0.8 * b.delay_ms_mean(), "{ctx}");
+        assert!(w.underrun_pct() < 0.2, "{ctx}");
+    }
 }
 
 /// At 60 snapshots a second the change shows within a fraction of a second, and what is

@@ -139,9 +139,10 @@ struct PlaybackArgs {
     #[arg(long, default_value_t = DEFAULT_HISTORY, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     history: usize,
     /// Recent arrivals adaptive buffers watch for a change of link: when they needed far
-    /// more lag, or came far later, than the window's earlier ones, the delay follows the
-    /// arrivals since the change at once; when they came far faster, the window forgets
-    /// the old link. 0 turns the watch off.
+    /// more lag, came far later or lost far more than the window's earlier ones, the
+    /// delay follows the arrivals since the change at once; when they came far faster
+    /// (or far fewer were lost lately), the window forgets the old link. 0 turns the
+    /// watch off.
     #[arg(long, default_value_t = DEFAULT_SHIFT_WINDOW, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=4096))]
     shift_window: usize,
     /// How far adaptive buffers may slow playback down to reach the longer delay a link

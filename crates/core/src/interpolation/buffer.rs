@@ -431,10 +431,10 @@ impl<T: Interpolate> InterpolationBuffer<T> {
                 self.since_worse = Some(watched.tail(since));
                 self.since_worse_hint = None;
             }
-            Some(Shift::Better) => {
+            Some(Shift::Better { since }) => {
                 self.stats.shifts_better += 1;
                 self.rising = false;
-                self.arrivals = watched.tail(recent);
+                self.arrivals = watched.tail(since);
                 self.since_worse = None;
                 self.seen_hint = None;
                 self.since_worse_hint = None;

@@ -28,6 +28,10 @@ const GAP_WINDOW: usize = 32;
 /// model's tails go with the loss rate squared, so it needs more samples than the rest.
 const LOSS_WINDOW: usize = 2048;
 
+/// Arrivals between two looks for a link that loses less: telling takes hundreds of
+/// arrivals, and each look walks the whole loss window.
+const LOSS_CHECK_EVERY: u32 = 16;
+
 /// Frames remembered for where in the send interval rendering samples.
 const FRAME_WINDOW: usize = 256;
 
@@ -68,6 +72,8 @@ pub(crate) struct ArrivalStats {
     scratch: Vec<f64>,
     /// Cut from a longer window by [`tail`](Self::tail): see [`is_cut`](Self::is_cut).
     cut: bool,
+    /// Arrivals until the shift test next looks for a link that loses less.
+    arrivals_to_loss_check: u32,
 }
 
 impl ArrivalStats {
@@ -87,6 +93,7 @@ impl ArrivalStats {
             frames: VecDeque::with_capacity(FRAME_WINDOW),
             scratch: Vec::new(),
             cut: false,
+            arrivals_to_loss_check: 0,
         }
     }
 
@@ -154,6 +161,7 @@ impl ArrivalStats {
             frames: self.frames.clone(),
             scratch: Vec::new(),
             cut: true,
+            arrivals_to_loss_check: 0,
         }
     }
 
@@ -195,12 +203,37 @@ impl ArrivalStats {
             self.offsets.recent(recent),
             &mut self.scratch,
         );
-        if let Some(since) = by_needs.max(by_offsets) {
+        // A link that loses more shows in the loss runs among the last arrivals' gaps.
+        // Most arrivals are settled by those alone: were they all of the window's runs,
+        // they still would not be rare enough.
+        let gaps = self.ticks.len().saturating_sub(1);
+        let by_losses = self
+            .loss_runs(recent)
+            .filter(|last| shift::may_be_more_losses(gaps, last.gaps, last.runs))
+            .and_then(|last| {
+                let all = self.loss_runs(usize::MAX)?;
+                shift::more_losses(all.gaps, all.runs, last.gaps, last.runs)
+                    .then_some(last.since_first)
+            });
+        if let Some(since) = by_needs.max(by_offsets).max(by_losses) {
             return Some(Shift::Worse { since });
         }
         self.scratch.clear();
         self.scratch.extend(self.offsets.recent(recent));
-        shift::better(self.offsets.sorted(), &mut self.scratch).then_some(Shift::Better)
+        if shift::better(self.offsets.sorted(), &mut self.scratch) {
+            return Some(Shift::Better { since: recent });
+        }
+        // One that loses less shows only over many arrivals (see `shift::fewer_losses`):
+        // the loss window's last quarter, looked at every few arrivals.
+        self.arrivals_to_loss_check = self.arrivals_to_loss_check.saturating_sub(1);
+        if self.arrivals_to_loss_check > 0 {
+            return None;
+        }
+        self.arrivals_to_loss_check = LOSS_CHECK_EVERY;
+        let long = self.ticks.capacity / 4;
+        let (last, all) = (self.loss_runs(long)?, self.loss_runs(usize::MAX)?);
+        (all.gaps >= 2 * long && shift::fewer_losses(all.gaps, all.runs, long, last.runs))
+            .then_some(Shift::Better { since: long })
     }
 
     /// Records the tick gap between a snapshot and the newest before it.
@@ -413,7 +446,10 @@ mod tests {
         assert_eq!(tail.len(), 64);
         // The test wants eight earlier arrivals per recent one: 54 cannot tell about 10.
         assert!(s.shift(10).is_none());
-        assert_eq!(slow_then_fast(1024, 700, 40).shift(32), Some(Shift::Better));
+        assert_eq!(
+            slow_then_fast(1024, 700, 40).shift(32),
+            Some(Shift::Better { since: 32 })
+        );
     }
 
     #[test]
@@ -461,6 +497,30 @@ mod tests {
             });
         }
         assert_eq!(s.shift(32), Some(Shift::Worse { since: 12 }));
+    }
+
+    #[test]
+    fn losses_that_start_or_stop_are_told() {
+        use super::streams::{hash, stream};
+        // 60 snapshots a second, one in 20 lost until tick 2000, none after: no alarm
+        // while the window's last quarter still holds losses, then the window keeps
+        // only that quarter.
+        let fewer = |until: u32, count: u32| {
+            stream(count, |t| t < until && hash(t) % 20 == 0, |_| 0.0).shift(32)
+        };
+        assert_eq!(fewer(2000, 2000), None);
+        assert_eq!(fewer(2000, 2150), None);
+        assert_eq!(fewer(2000, 2600), Some(Shift::Better { since: 512 }));
+        // None lost until tick 2000, then four in the last 30: the losses started with
+        // the first of them, and the 21 snapshots received since are the new link's.
+        let lost = |t: u32| [2005, 2013, 2021, 2027].contains(&t);
+        assert_eq!(
+            stream(2000 + 30, lost, |_| 0.0).shift(32),
+            Some(Shift::Worse { since: 21 })
+        );
+        // Three are chance.
+        let lost = |t: u32| [2005, 2013, 2021].contains(&t);
+        assert_eq!(stream(2000 + 30, lost, |_| 0.0).shift(32), None);
     }
 
     #[test]

@@ -109,9 +109,10 @@ pub struct InterpolationConfig {
     /// changes they mix the old link and the new one until the window has turned over,
     /// which at 10 snapshots/s takes 51 s. At every arrival the buffer therefore asks
     /// whether the last `shift_window` pairs needed more lag, or arrived later, than the
-    /// 1% tail of the window's earlier ones far more often than chance allows, or whether
-    /// all of the last `shift_window` arrivals came well before most earlier ones (each
-    /// test at most once in a million on a link that has not changed; see
+    /// 1% tail of the window's earlier ones far more often than chance allows, or lost
+    /// snapshots far more often; or whether all of the last `shift_window` arrivals came
+    /// well before most earlier ones, or the last quarter of the loss window lost far
+    /// fewer (each test at most once in a million on a link that has not changed; see
     /// [`InterpolationStats::shifts_worse`]).
     /// When the link got worse, the delay becomes the larger of the whole window's
     /// estimate and the estimate over only the arrivals since the change (from the first

@@ -18,6 +18,13 @@
 //! rest, out of reach of a link a few tens of milliseconds slower. The other way round
 //! ([`better`]), it asks whether all recent arrivals came faster than most earlier ones.
 //!
+//! Losses alone are counted apart, as loss runs among the gaps between the snapshots
+//! received: more of them among the last few gaps than chance allows is a link that
+//! started losing ([`more_losses`]: four in 32 after none), and fewer among the last
+//! quarter of the loss window is one that stopped ([`fewer_losses`]). A rarer event
+//! takes more gaps to tell: a few seconds when losses start, the better part of a
+//! minute at 10 snapshots a second when they stop.
+//!
 //! What the buffer does with the answer is in
 //! [`InterpolationConfig::shift_window`](super::InterpolationConfig::shift_window).
 
@@ -32,8 +39,12 @@ pub(crate) enum Shift {
         /// Pairs since the change, the newest included.
         since: usize,
     },
-    /// Recent arrivals came sooner than the window's earlier ones.
-    Better,
+    /// Recent arrivals came sooner, or lost fewer snapshots, than the window's earlier
+    /// ones; the window should keep only its last `since` arrivals.
+    Better {
+        /// Arrivals to keep, the newest included.
+        since: usize,
+    },
 }
 
 /// The share of earlier values at each end that counts as their tail.
@@ -99,8 +110,8 @@ pub(crate) fn worse(all: &[f64], recent: &mut [f64]) -> Option<f64> {
 /// spread is a link that changed, not a quiet spell. Every one of them, not nearly
 /// every one: the window is about to be cut down to them, and one straggler from the
 /// old link (a snapshot held up behind a slow one) would be a need as long as the old
-/// link's, left alone in a short window. A link that only loses less is not told: its
-/// delay comes down as the window turns over.
+/// link's, left alone in a short window. A link that only loses less is told by
+/// [`fewer_losses`].
 pub(crate) fn better(all: &[f64], recent: &mut [f64]) -> bool {
     let Some((earlier, k)) = sizes(all, recent) else {
         return false;
@@ -128,6 +139,66 @@ pub(crate) fn better(all: &[f64], recent: &mut [f64]) -> bool {
     };
     let below = median - margin(low, high);
     recent.iter().all(|x| *x < below)
+}
+
+/// True when more of the loss runs among a window's `gaps` (the spaces between
+/// consecutive snapshots received, in tick order; `runs` of them had snapshots missing)
+/// fall among its last `recent` gaps (`recent_runs`) than chance allows.
+///
+/// Runs, not lost snapshots: on a bursty link one run loses several snapshots, but
+/// whether a run begins hardly depends on when the last one did, so on a link that has
+/// not changed the runs fall among the gaps in random order and `recent_runs` follows a
+/// hypergeometric law, whatever the loss rate. With 32 recent gaps of 2000 and no loss
+/// before, it takes four; at 5% loss before (about 100 runs), eleven.
+pub(crate) fn more_losses(gaps: usize, runs: usize, recent: usize, recent_runs: usize) -> bool {
+    if recent_runs == 0 || gaps < EARLIER_PER_RECENT * recent {
+        return false;
+    }
+    // Most arrivals are settled without the sum: a count within two standard deviations
+    // (at most the root of the mean) of the mean is never that rare.
+    let mean = (runs * recent) as f64 / gaps as f64;
+    if recent_runs as f64 <= mean + 2.0 * mean.sqrt() + 1.0 {
+        return false;
+    }
+    at_least(gaps, runs, recent, recent_runs) < SIGNIFICANCE
+}
+
+/// False when `recent_runs` runs among the last `recent` of `gaps` gaps could not be
+/// rare enough for [`more_losses`] even if they were all the runs there are (the
+/// rarest case): a test that needs no count of the whole window.
+pub(crate) fn may_be_more_losses(gaps: usize, recent: usize, recent_runs: usize) -> bool {
+    recent_runs > 0 && at_least(gaps, recent_runs, recent, recent_runs) < SIGNIFICANCE
+}
+
+/// True when fewer of the loss runs among a window's `gaps` fall among its last `recent`
+/// gaps than chance allows (as in [`more_losses`]): the link loses less than it did. It
+/// takes many gaps (a loss run is rare): with 5% loss in the 1536 gaps before, none in
+/// the last 512 happens by chance once in 10^13 tests, none in the last 128 once in 20.
+pub(crate) fn fewer_losses(gaps: usize, runs: usize, recent: usize, recent_runs: usize) -> bool {
+    if recent > gaps || runs > gaps || recent_runs > runs {
+        return false;
+    }
+    // As in `more_losses`, a count not far below the mean settles it at once.
+    let mean = (runs * recent) as f64 / gaps as f64;
+    if recent_runs as f64 >= mean - 2.5 * mean.sqrt() {
+        return false;
+    }
+    // At most `recent_runs` runs among the recent gaps: at least `recent - recent_runs`
+    // of them without one.
+    at_least(gaps, gaps - runs, recent, recent - recent_runs) < SIGNIFICANCE
+}
+
+/// The chance that at least `c` of `drawn` items, drawn at random from `total` of which
+/// `marked` are marked, are marked: [`chance_among_extremes`] with the roles of the
+/// drawn and the marked exchanged (the law is the same).
+fn at_least(total: usize, marked: usize, drawn: usize, c: usize) -> f64 {
+    if c == 0 {
+        return 1.0;
+    }
+    if c > marked.min(drawn) || marked > total {
+        return 0.0;
+    }
+    chance_among_extremes(total, drawn, marked + 1 - c, c)
 }
 
 /// The number of earlier values and the [`TAIL`] share of them (at least one); `None`
@@ -194,7 +265,7 @@ fn chance_among_extremes(total: usize, n: usize, k: usize, c: usize) -> f64 {
             sum += ln_p.exp();
         }
         // From x to x + 1 recent among them.
-        ln_p += (f(n - x) * f(top - x)).ln() - (f(x + 1) * f(others - top + x + 1)).ln();
+        ln_p += (f(n - x) * f(top - x)).ln() - (f(x + 1) * f(others + x + 1 - top)).ln();
     }
     sum.min(1.0)
 }
@@ -233,7 +304,9 @@ mod tests {
                 since: recent.len() - first,
             })
         } else if better(&all, &mut recent.to_vec()) {
-            Some(Shift::Better)
+            Some(Shift::Better {
+                since: recent.len(),
+            })
         } else {
             None
         }
@@ -322,6 +395,70 @@ mod tests {
     }
 
     #[test]
+    fn the_chance_of_drawing_marked_items_is_hypergeometric() {
+        // 2 of 3 drawn from 5 with 2 marked: C(2,2) C(3,1) / C(5,3) = 3/10.
+        assert!((at_least(5, 2, 3, 2) - 0.3).abs() < 1e-12);
+        // At least one: 1 - C(3,3) / C(5,3) = 9/10.
+        assert!((at_least(5, 2, 3, 1) - 0.9).abs() < 1e-12);
+        assert_eq!(at_least(5, 2, 3, 0), 1.0);
+        assert_eq!(at_least(5, 2, 3, 3), 0.0);
+    }
+
+    #[test]
+    fn losses_that_start_or_stop_are_told() {
+        // No loss run in 1968 gaps, then runs among the last 32: four are enough.
+        assert!(!more_losses(2000, 3, 32, 3));
+        assert!(more_losses(2000, 4, 32, 4));
+        // Whatever the window's other runs, three in the last 32 never tell; four may.
+        assert!(!may_be_more_losses(2000, 32, 3));
+        assert!(may_be_more_losses(2000, 32, 4));
+        assert!(!may_be_more_losses(2000, 32, 0));
+        // At 5% before, a few more in the last 32 are chance; eleven are not.
+        assert!(!more_losses(2000, 104, 32, 6));
+        assert!(more_losses(2000, 111, 32, 11));
+        // Too few gaps to tell.
+        assert!(!more_losses(200, 10, 32, 10));
+        // None in the last 512 of 2048 at 5% before; the last 128 cannot tell.
+        assert!(fewer_losses(2047, 77, 511, 0));
+        assert!(!fewer_losses(2047, 77, 127, 0));
+        // As many as before: nothing.
+        assert!(!fewer_losses(2047, 100, 511, 25));
+        assert!(!fewer_losses(10, 20, 5, 0));
+    }
+
+    /// Runs of losses at random on a link that does not change: the chance of a run
+    /// beginning after each snapshot received is fixed (independent losses, or the
+    /// Gilbert-Elliott bursts of `wifi` and `mobile`).
+    #[test]
+    fn losses_at_an_unchanged_rate_raise_no_alarm() {
+        for (rate, seed) in [(0.005, 1u64), (0.02, 2), (0.05, 3), (0.2, 4)] {
+            let fate = uniform(60_000, seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let runs: Vec<bool> = fate.iter().map(|f| *f < rate).collect();
+            let (window, short, long) = (2047, 32, 511);
+            let (mut more, mut fewer) = (0, 0);
+            // Runs among the window's gaps, its last `long` and its last `short`, slid
+            // along one gap at a time.
+            let count = |from: usize, to: usize| runs[from..to].iter().filter(|r| **r).count();
+            let (mut total, mut in_long, mut in_short) = (
+                count(0, window),
+                count(window - long, window),
+                count(window - short, window),
+            );
+            for end in window..runs.len() {
+                if end > window {
+                    let add = usize::from(runs[end - 1]);
+                    total = total + add - usize::from(runs[end - 1 - window]);
+                    in_long = in_long + add - usize::from(runs[end - 1 - long]);
+                    in_short = in_short + add - usize::from(runs[end - 1 - short]);
+                }
+                more += usize::from(more_losses(window, total, short, in_short));
+                fewer += usize::from(fewer_losses(window, total, long, in_long));
+            }
+            assert_eq!((more, fewer), (0, 0), "rate {rate}");
+        }
+    }
+
+    #[test]
     fn a_slower_link_shows_within_seven_arrivals() {
         let earlier = needs(480, 0.02, 0.01, 1);
         let slower = needs(32, 0.06, 0.066, 2);
@@ -341,7 +478,7 @@ mod tests {
     fn a_faster_link_shows_too() {
         let earlier = needs(480, 0.06, 0.066, 4);
         let recent = needs(32, 0.02, 0.01, 5);
-        assert_eq!(test(&earlier, &recent), Some(Shift::Better));
+        assert_eq!(test(&earlier, &recent), Some(Shift::Better { since: 32 }));
     }
 
     #[test]

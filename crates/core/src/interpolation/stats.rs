@@ -40,9 +40,9 @@ pub struct InterpolationStats {
     /// short ones; `stretched / stretches` is the mean length in frames.
     pub stretches: u64,
     /// Times the adaptive policy saw the link get worse (see
-    /// [`InterpolationConfig::shift_window`]): the recent pairs needed more lag, or
-    /// arrived later, than the window's earlier ones. On a link that does not change this
-    /// stays near zero.
+    /// [`InterpolationConfig::shift_window`]): the recent pairs needed more lag, arrived
+    /// later or lost more snapshots than the window's earlier ones. On a link that does
+    /// not change this stays near zero.
     pub shifts_worse: u64,
     /// Times the adaptive policy saw the link get better, and forgot the arrivals from
     /// before.

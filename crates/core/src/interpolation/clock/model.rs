@@ -50,6 +50,29 @@ impl ArrivalStats {
         Some(LossModel::estimate(received, lost, runs))
     }
 
+    /// The loss runs among the last `last` gaps of the window of ticks (see
+    /// [`LossRuns`]; `usize::MAX` for all of them); `None` until the interval is known.
+    pub(crate) fn loss_runs(&self, last: usize) -> Option<LossRuns> {
+        let interval = i64::from(self.interval?);
+        let mut runs = LossRuns::default();
+        for pair in self.ticks.sorted().windows(2).rev() {
+            if runs.gaps == last {
+                break;
+            }
+            let gap = pair[1] - pair[0];
+            // A tick recorded twice is one snapshot.
+            if gap <= 0 {
+                continue;
+            }
+            runs.gaps += 1;
+            if gap > interval {
+                runs.runs += 1;
+                runs.since_first = runs.gaps;
+            }
+        }
+        Some(runs)
+    }
+
     /// The smallest playback lag at which a *model* of the link misses at most `fraction`
     /// of the rendered frames: snapshots are lost as the window's
     /// [`loss_model`](Self::loss_model) says, and the others arrive with offsets drawn
@@ -175,6 +198,20 @@ impl ArrivalStats {
         }
         Some(bins)
     }
+}
+
+/// Loss runs among the newest gaps of the window of ticks: a gap is the space between
+/// two consecutive snapshots received, in tick order, and a run is a gap longer than the
+/// send interval (one snapshot lost or more). Made by [`ArrivalStats::loss_runs`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct LossRuns {
+    /// Gaps counted.
+    pub gaps: usize,
+    /// Runs among them.
+    pub runs: usize,
+    /// Gaps from the oldest run among them to the newest gap, that one included (0
+    /// without a run): the arrivals since losses began, if they did.
+    pub since_first: usize,
 }
 
 /// A two-state (Gilbert) model of snapshot loss: whether a snapshot is lost depends on

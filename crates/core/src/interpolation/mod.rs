@@ -18,11 +18,13 @@
 //!   picks the shortest delay that would have left at most a target fraction of playback
 //!   time without a snapshot pair, from the lag each recent pair needed (jitter and
 //!   losses included), and follows a change of link within a few arrivals
-//!   ([`InterpolationConfig::shift_window`]). Playback follows delay changes by speeding
-//!   up or slowing down a little, never by jumping. If asked to ([`InterpolationConfig::max_stretch`], off by
-//!   default), adaptive playback also slows down further while a snapshot is overdue (late
-//!   or lost), so what is buffered lasts until it or a replacement arrives, and the policy
-//!   picks a shorter delay for it: less delay for a moment of slow motion after each.
+//!   ([`InterpolationConfig::shift_window`]): a slower link, one that loses more, or a
+//!   faster or less lossy one. Playback follows delay changes by speeding up or slowing
+//!   down a little, never by jumping. If asked to
+//!   ([`InterpolationConfig::max_stretch`], off by default), adaptive playback also
+//!   slows down further while a snapshot is overdue (late or lost), so what is buffered
+//!   lasts until it or a replacement arrives, and the policy picks a shorter delay for
+//!   it: less delay for a moment of slow motion after each.
 //! * **Output.** [`Sampled::render_tick`] is the (fractional) server tick shown, to
 //!   compare against the server's state at that tick; [`SampleKind`] says whether the
 //!   value was interpolated, extrapolated (bounded by

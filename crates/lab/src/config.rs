@@ -163,10 +163,10 @@ impl LinkChange {
                 "link change {text:?}: the time must be positive and at most 1e6 s"
             ));
         }
-        let mut parts = spec.split(',').map(str::trim);
-        let name = parts.next().unwrap_or_default();
+        let parts: Vec<&str> = spec.split(',').map(str::trim).collect();
+        let (name, settings) = parts.split_first().unwrap_or((&"", &[]));
         let mut overrides = NetOverrides::default();
-        for part in parts {
+        for part in settings {
             let (key, value) = part.split_once('=').ok_or_else(|| {
                 format!("link change {text:?}: expected KEY=VALUE after the profile, got {part:?}")
             })?;
@@ -199,7 +199,7 @@ impl LinkChange {
             .map_err(|e| format!("link change {text:?}: {e}"))?;
         if overrides != NetOverrides::default() {
             change.link = overrides.apply(&change.link).0;
-            change.profile = spec.split(',').map(str::trim).collect::<Vec<_>>().join(",");
+            change.profile = parts.join(",");
         }
         change
             .link

@@ -407,8 +407,25 @@ mod tests {
         assert_eq!(s.min_offset(), Some(1.0));
     }
 
+    /// A window of `history` fed, as the buffer feeds it, snapshots of the given ticks
+    /// arriving `offset` seconds after their server time (ticks of `period` seconds).
+    fn recorded(
+        history: usize,
+        period: f64,
+        arrivals: impl Iterator<Item = (u32, f64)>,
+    ) -> ArrivalStats {
+        let mut s = ArrivalStats::new(history);
+        let mut newest = None;
+        for (tick, offset) in arrivals {
+            let at = f64::from(tick) * period + offset;
+            streams::arrive(&mut s, &mut newest, tick, at, period);
+        }
+        s
+    }
+
     /// `count` arrivals every other tick over a window of `history`: a slow link, then a
-    /// fast one for the last `fast` arrivals.
+    /// fast one for the last `fast` arrivals. Fed directly rather than [`recorded`], so
+    /// that offsets and needs are exactly the values written here.
     fn slow_then_fast(history: usize, count: u32, fast: u32) -> ArrivalStats {
         let mut s = ArrivalStats::new(history);
         for k in 0..count {
@@ -454,19 +471,16 @@ mod tests {
 
     #[test]
     fn a_worse_link_is_cut_where_its_arrivals_begin() {
-        // 500 arrivals needing 20-30 ms, then 12 needing 60-126 ms.
-        let mut s = ArrivalStats::new(512);
-        for k in 0..512u32 {
-            let need = if k < 500 {
+        // 500 arrivals needing 20-30 ms, then 12 needing 60-126 ms (every other tick of
+        // 10 ms: a pair spans 20 ms, and needs that much more than its offset).
+        let need = |k: u32| {
+            if k < 500 {
                 0.02 + f64::from(k * 7 % 11) * 0.001
             } else {
                 0.06 + f64::from(k * 5 % 13) * 0.005
-            };
-            s.add_offset(need - 0.02);
-            s.add_tick(k * 2);
-            s.add_gap(2);
-            s.add_need(Need { need, span: 0.02 });
-        }
+            }
+        };
+        let mut s = recorded(512, 0.01, (0..512).map(|k| (k * 2, need(k) - 0.02)));
         assert_eq!(s.shift(32), Some(Shift::Worse { since: 12 }));
         let since = s.tail(12);
         assert!(since.is_cut() && !s.is_cut());
@@ -480,22 +494,15 @@ mod tests {
         // 10 snapshots a second, 20-24 ms on the way, one in 50 lost: the needs' tail is
         // the lost snapshots' pairs, 100 ms above the rest. Then 12 arrivals 40-70 ms on
         // the way: their needs stay below that tail, their offsets do not.
-        let mut s = ArrivalStats::new(512);
-        for k in 0..512u32 {
-            let delay = if k < 500 {
+        let delay = |k: u32| {
+            if k < 500 {
                 0.02 + f64::from(k * 7 % 5) * 0.001
             } else {
                 0.04 + f64::from(k * 5 % 13) * 0.0025
-            };
-            let span = if k < 500 && k % 50 == 25 { 0.2 } else { 0.1 };
-            s.add_offset(delay);
-            s.add_tick(k * 6);
-            s.add_gap(6);
-            s.add_need(Need {
-                need: delay + span,
-                span,
-            });
-        }
+            }
+        };
+        let sent = (0..512).filter(|k| *k >= 500 || k % 50 != 25);
+        let mut s = recorded(512, 1.0 / 60.0, sent.map(|k| (k * 6, delay(k))));
         assert_eq!(s.shift(32), Some(Shift::Worse { since: 12 }));
     }
 

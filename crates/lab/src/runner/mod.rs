@@ -1,0 +1,292 @@
+//! Runs a scene's server and clients in one process over the emulated network on a
+//! virtual clock, and measures the run.
+//!
+//! [`run`] checks the settings, builds the world, and steps it on the virtual clock; each
+//! step moves packets up, ticks the server, moves packets down and runs every client
+//! (`client.rs`); at the end the measurements become a [`Report`] (`report.rs`).
+
+mod client;
+mod report;
+
+use crate::config::{RunConfig, ScriptChoice};
+use crate::cpu::CpuTimer;
+use crate::metrics::Report;
+use crate::playback::{PolicyFigures, PolicyShadows};
+use crate::replication::SnapshotSender;
+use client::{ClientSim, pos};
+use lagless_core::{ClientId, ClientStats, ServerClientStats, ServerConfig, ServerSession, Tick};
+use lagless_netem::{ConfigError, Duplex, LinkConfig, PROFILE_NAMES, derive_seed, profile};
+use lagless_scenes::cubes::delta::SnapshotCodec;
+use lagless_scenes::cubes::script::{SCRIPT_NAMES, script_by_name};
+use lagless_scenes::cubes::{BodyState, CubeInput, CubeScene, CubeSceneConfig, PlayerId};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// Per-packet UDP/IP header bytes counted in bandwidth figures (LAB.md).
+pub const UDP_IP_HEADER_BYTES: u64 = 28;
+
+/// Why a run could not start.
+#[derive(Debug, Error)]
+pub enum RunError {
+    /// The scene name is not known.
+    #[error("unknown scene {0:?} (known: cubes)")]
+    UnknownScene(String),
+    /// The profile name is not known.
+    #[error("unknown network profile {0:?} (known: {known})", known = PROFILE_NAMES.join(", "))]
+    UnknownProfile(String),
+    /// The script name is not known.
+    #[error("unknown script {0:?} (known: {known})", known = SCRIPT_NAMES.join(", "))]
+    UnknownScript(String),
+    /// The network settings are invalid.
+    #[error("invalid network settings: {0}")]
+    Net(#[from] ConfigError),
+    /// Some other setting is out of range.
+    #[error("invalid setting: {0}")]
+    Invalid(String),
+}
+
+/// What a run produced: the report plus final states, for tests and tools.
+pub struct RunOutcome {
+    /// The metrics.
+    pub report: Report,
+    /// Each player's final authoritative state on the server.
+    pub server_players: Vec<(PlayerId, BodyState)>,
+    /// Every cube's final authoritative state on the server.
+    pub server_cubes: Vec<BodyState>,
+    /// The server's counters per client.
+    pub server_stats: Vec<(ClientId, ServerClientStats)>,
+    /// Each client's counters.
+    pub client_stats: Vec<ClientStats>,
+    /// The server tick reached.
+    pub final_tick: Tick,
+    /// Real time the run took.
+    pub wall: Duration,
+    /// Per policy in [`RunConfig::interpolation_shadows`], its figures on the same
+    /// arrivals and frames as the real interpolation buffer (empty with one client).
+    pub interpolation_shadows: Vec<PolicyFigures>,
+}
+
+/// Runs `config`, calling `progress` with the simulated seconds elapsed now and then.
+pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutcome, RunError> {
+    let mut sim = Sim::new(config)?;
+    let wall_start = Instant::now();
+    let end = Duration::from_secs_f64(config.seconds);
+    let mut now = Duration::ZERO;
+    let mut next_progress = Duration::ZERO;
+    let mut changes = config.link_changes.iter().peekable();
+    while now <= end {
+        while let Some(change) = changes.next_if(|c| c.at <= now) {
+            for c in &mut sim.clients {
+                c.link
+                    .reconfigure(change.link.clone(), change.link.clone())?;
+            }
+        }
+        sim.step(now)?;
+        if now >= next_progress {
+            progress(now.as_secs_f64());
+            next_progress += Duration::from_millis(100);
+        }
+        now += config.clock_step;
+    }
+    progress(config.seconds);
+    let wall = wall_start.elapsed();
+    let shadows = sim.shadow_figures();
+    let report = report::build(&sim, wall, &shadows);
+    Ok(sim.outcome(report, wall, shadows))
+}
+
+/// Checks the settings, and finds the network profile.
+fn check(config: &RunConfig) -> Result<LinkConfig, RunError> {
+    if config.scene != "cubes" {
+        return Err(RunError::UnknownScene(config.scene.clone()));
+    }
+    let base =
+        profile(&config.profile).ok_or_else(|| RunError::UnknownProfile(config.profile.clone()))?;
+    if !(config.seconds > 0.0 && config.seconds <= 24.0 * 3600.0) {
+        return Err(RunError::Invalid(format!(
+            "seconds must be in (0, 86400], got {}",
+            config.seconds
+        )));
+    }
+    crate::config::check_link_changes(&config.link_changes, config.seconds)
+        .map_err(RunError::Invalid)?;
+    if config.clients == 0 || config.clients > 256 {
+        return Err(RunError::Invalid(format!(
+            "clients must be 1..=256, got {}",
+            config.clients
+        )));
+    }
+    let tick_hz = config.server.tick_hz;
+    if config.client.tick_hz != tick_hz {
+        return Err(RunError::Invalid(
+            "client and server tick rates differ".into(),
+        ));
+    }
+    if config.snapshot_hz == 0 || config.snapshot_hz > tick_hz {
+        return Err(RunError::Invalid(format!(
+            "snapshot rate must be 1..={tick_hz} Hz, got {}",
+            config.snapshot_hz
+        )));
+    }
+    Ok(base)
+}
+
+/// Everything a run simulates, and what it measured on the server side.
+struct Sim<'a> {
+    config: &'a RunConfig,
+    scene: CubeScene,
+    server: ServerSession<CubeInput>,
+    sender: SnapshotSender,
+    clients: Vec<ClientSim>,
+    client_ids: Vec<ClientId>,
+    player_index: BTreeMap<ClientId, usize>,
+    /// Every cube's state at the start, to count the cubes that moved.
+    cube_start: Vec<BodyState>,
+    /// Authoritative own-player position per client, indexed by state tick.
+    auth: Vec<Vec<[f32; 3]>>,
+    /// Server CPU per tick.
+    tick_ms: Vec<f64>,
+    awake_max: usize,
+}
+
+impl<'a> Sim<'a> {
+    /// Builds the scene, the server and one client (with its link) per player.
+    fn new(config: &'a RunConfig) -> Result<Self, RunError> {
+        let base = check(config)?;
+        let (up_cfg, down_cfg) = config.net.apply(&base);
+        let tick_hz = config.server.tick_hz;
+        let scene_config = CubeSceneConfig {
+            tick_hz,
+            ..CubeSceneConfig::default()
+        };
+        let mut scene = CubeScene::new(scene_config);
+        let server_config = ServerConfig {
+            snapshot_interval: (tick_hz as f64 / f64::from(config.snapshot_hz))
+                .round()
+                .max(1.0) as u32,
+            ..config.server.clone()
+        };
+        let mut server = ServerSession::<CubeInput>::new(server_config);
+        let codec =
+            SnapshotCodec::new(scene_config.quantize.unwrap_or_default()).with_tick_hz(tick_hz);
+        let sender = SnapshotSender::new(config.snapshot_codec, codec);
+        let mut clients = Vec::new();
+        for k in 0..config.clients {
+            let id = ClientId::from(k) + 1;
+            let player = k + 1;
+            server
+                .add_client(id)
+                .map_err(|e| RunError::Invalid(e.to_string()))?;
+            scene.add_player(player);
+            let script_seed = derive_seed(config.seed, 1000 + u64::from(k));
+            let script = match &config.script {
+                ScriptChoice::Named(name) => script_by_name(name, script_seed, &scene_config)
+                    .ok_or_else(|| RunError::UnknownScript(name.clone()))?,
+                ScriptChoice::Custom(f) => f(script_seed),
+            };
+            let link = Duplex::new(
+                up_cfg.clone(),
+                down_cfg.clone(),
+                derive_seed(config.seed, u64::from(k)),
+            )?;
+            clients.push(ClientSim::new(
+                config,
+                (id, player),
+                link,
+                script,
+                codec,
+                scene_config,
+            ));
+        }
+        let client_ids = clients.iter().map(|c| c.id).collect();
+        let player_index = clients.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
+        let auth = clients
+            .iter()
+            .map(|c| vec![pos(scene.player_state(c.player))])
+            .collect();
+        Ok(Self {
+            config,
+            cube_start: scene.cube_states(),
+            scene,
+            server,
+            sender,
+            clients,
+            client_ids,
+            player_index,
+            auth,
+            tick_ms: Vec::new(),
+            awake_max: 0,
+        })
+    }
+
+    /// One step of the virtual clock: inputs up, server ticks, snapshots down, clients.
+    fn step(&mut self, now: Duration) -> Result<(), RunError> {
+        for c in &mut self.clients {
+            while let Some(p) = c.link.up.poll(now) {
+                // Rejected packets are counted by the session; nothing else to do.
+                let _ = self.server.handle_packet(c.id, now, &p);
+            }
+        }
+        self.server.update(now);
+        while let Some(step) = self.server.next_tick() {
+            let started = CpuTimer::start();
+            let inputs: Vec<(PlayerId, CubeInput)> = step
+                .inputs
+                .iter()
+                .filter_map(|(id, input)| {
+                    Some((self.clients[*self.player_index.get(id)?].player, (*input)?))
+                })
+                .collect();
+            self.scene.step(&inputs);
+            if self.server.snapshot_due() {
+                self.sender
+                    .send(&self.scene, &mut self.server, &self.client_ids, now)
+                    .map_err(|e| RunError::Invalid(format!("snapshot: {e}")))?;
+            }
+            self.tick_ms.push(started.ms());
+            for (i, c) in self.clients.iter().enumerate() {
+                self.auth[i].push(pos(self.scene.player_state(c.player)));
+            }
+            self.awake_max = self.awake_max.max(self.scene.awake_cube_count());
+        }
+        while let Some((id, bytes)) = self.server.poll_transmit() {
+            if let Some(&i) = self.player_index.get(&id) {
+                self.clients[i].send_down(now, bytes);
+            }
+        }
+        for c in &mut self.clients {
+            c.step(now, self.config, &self.auth);
+        }
+        Ok(())
+    }
+
+    /// Each shadow policy's figures, averaged over clients.
+    fn shadow_figures(&self) -> Vec<PolicyFigures> {
+        let sets: Vec<&PolicyShadows> = self.clients.iter().map(|c| &c.shadows).collect();
+        PolicyShadows::mean_figures(&sets)
+    }
+
+    /// The run's result: the report and the final states.
+    fn outcome(self, report: Report, wall: Duration, shadows: Vec<PolicyFigures>) -> RunOutcome {
+        let scene = &self.scene;
+        RunOutcome {
+            report,
+            server_players: scene
+                .players()
+                .into_iter()
+                .filter_map(|p| scene.player_state(p).map(|s| (p, s)))
+                .collect(),
+            server_cubes: scene.cube_states(),
+            server_stats: self
+                .clients
+                .iter()
+                .filter_map(|c| self.server.client_stats(c.id).map(|s| (c.id, s.clone())))
+                .collect(),
+            client_stats: self.clients.iter().map(|c| c.session.stats()).collect(),
+            final_tick: self.server.current_tick(),
+            wall,
+            interpolation_shadows: shadows,
+        }
+    }
+}

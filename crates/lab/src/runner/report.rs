@@ -1,0 +1,316 @@
+//! Turns what a run measured into the [`Report`], under LAB.md's metric names.
+
+use super::Sim;
+use super::client::{ClientSim, Prediction};
+use crate::metrics::{Metric, Report, mean, percentile};
+use crate::playback::PolicyFigures;
+use crate::remote_view::{RemoteView, dist_cm};
+use crate::replication::{SnapshotReceiver, snapshot_metrics};
+use lagless_core::interpolation::{DelayPolicy, InterpolationStats};
+use lagless_core::{ClientStats, PredictionStats};
+use std::time::Duration;
+
+/// The report of a finished run that took `wall` of real time; `shadows` are the shadow
+/// policies' figures.
+pub(super) fn build(sim: &Sim, wall: Duration, shadows: &[PolicyFigures]) -> Report {
+    let config = sim.config;
+    let mut r = Report::default();
+    what_ran(&mut r, sim);
+    let down_kbps = net(&mut r, sim);
+    render(&mut r, sim);
+    prediction(&mut r, &sim.clients);
+    if config.clients > 1 {
+        interpolation(&mut r, sim, shadows);
+    }
+    server(&mut r, sim);
+    sync(&mut r, &sim.clients);
+    let receivers: Vec<&SnapshotReceiver> = sim.clients.iter().map(|c| &c.snapshots).collect();
+    snapshot_metrics(&mut r, config, &sim.sender, &receivers, down_kbps);
+
+    let moved = sim
+        .scene
+        .cube_states()
+        .iter()
+        .zip(&sim.cube_start)
+        .filter(|(now, start)| now.position.distance(start.position) > 0.5)
+        .count();
+    r.set("cubes.moved", Metric::Count(moved as u64));
+    r.set("cubes.awake_max", Metric::Count(sim.awake_max as u64));
+    r.number("lab.wall_s", Some(wall.as_secs_f64()));
+    r.number(
+        "lab.speedup",
+        Some(config.seconds / wall.as_secs_f64().max(1e-9)),
+    );
+    r
+}
+
+/// `scene`, `profile`, `seconds` and the other settings that say what ran.
+fn what_ran(r: &mut Report, sim: &Sim) {
+    let config = sim.config;
+    r.set("scene", Metric::Text(config.scene.clone()));
+    r.set("profile", Metric::Text(config.profile.clone()));
+    if !config.link_changes.is_empty() {
+        let changes: Vec<String> = config
+            .link_changes
+            .iter()
+            .map(|c| format!("{} s: {}", c.at.as_secs_f64(), c.profile))
+            .collect();
+        r.set("link_changes", Metric::Text(changes.join(", ")));
+    }
+    r.number("seconds", Some(config.seconds));
+    r.set("tick_hz", Metric::Count(u64::from(config.server.tick_hz)));
+    r.set("snapshot_hz", Metric::Count(u64::from(config.snapshot_hz)));
+    r.set("clients", Metric::Count(u64::from(config.clients)));
+    r.set("seed", Metric::Count(config.seed));
+}
+
+/// `net.*`; returns the mean downlink rate per client, kbit/s.
+fn net(r: &mut Report, sim: &Sim) -> Option<f64> {
+    let secs = sim.config.seconds;
+    let clients = &sim.clients;
+    let kbps = |bytes: u64| bytes as f64 * 8.0 / 1000.0 / secs;
+    let down: Vec<f64> = clients.iter().map(|c| kbps(c.down_bytes)).collect();
+    let up: Vec<f64> = clients.iter().map(|c| kbps(c.up_bytes)).collect();
+    // Whole seconds only: the last, partial second would understate the rate.
+    let whole = secs.floor() as usize;
+    let windows: Vec<f64> = clients
+        .iter()
+        .flat_map(|c| {
+            c.down_per_second
+                .iter()
+                .take(whole)
+                .map(|b| *b as f64 * 8.0 / 1000.0)
+        })
+        .collect();
+    r.number("net.down_kbps_mean", mean(&down));
+    r.number("net.down_kbps_p95", percentile(&windows, 95.0));
+    r.number("net.up_kbps_mean", mean(&up));
+    let (mut sent, mut dropped) = (0u64, 0u64);
+    for c in clients {
+        for l in [&c.link.up, &c.link.down] {
+            sent += l.stats().sent_packets;
+            dropped += l.stats().dropped_packets();
+        }
+    }
+    r.number(
+        "net.loss_pct",
+        (sent > 0).then(|| dropped as f64 * 100.0 / sent as f64),
+    );
+    mean(&down)
+}
+
+/// `render.*`: the own player's frames against the server's truth for the same tick.
+fn render(r: &mut Report, sim: &Sim) {
+    let mut errors = Vec::new();
+    let mut jerks = Vec::new();
+    let mut latency = Vec::new();
+    for (c, a) in sim.clients.iter().zip(&sim.auth) {
+        let mut prev: Option<(u32, [f32; 3], [f32; 3])> = None;
+        for (&t, frame) in &c.rendered {
+            let p = frame.position;
+            let Some(&truth) = a.get(t as usize) else {
+                prev = None;
+                continue;
+            };
+            errors.push(dist_cm(p, truth));
+            if let Some((pt, pp, ptruth)) = prev {
+                if pt + 1 == t {
+                    let rendered = [p[0] - pp[0], p[1] - pp[1], p[2] - pp[2]];
+                    let actual = [
+                        truth[0] - ptruth[0],
+                        truth[1] - ptruth[1],
+                        truth[2] - ptruth[2],
+                    ];
+                    jerks.push(dist_cm(rendered, actual));
+                }
+            }
+            prev = Some((t, p, truth));
+        }
+        latency.extend(c.input_to_motion());
+    }
+    r.number("render.error_cm_p99", percentile(&errors, 99.0));
+    r.number("render.jerk_cm_p99", percentile(&jerks, 99.0));
+    r.number("render.input_to_motion_ticks", percentile(&latency, 50.0));
+}
+
+/// `prediction.*` (and `render.smoothing_snaps`), when the clients predict.
+fn prediction(r: &mut Report, clients: &[ClientSim]) {
+    let preds: Vec<&Prediction> = clients
+        .iter()
+        .filter_map(|c| c.prediction.as_ref())
+        .collect();
+    if preds.is_empty() {
+        return;
+    }
+    let sum =
+        |f: fn(&PredictionStats) -> u64| preds.iter().map(|p| f(p.predictor.stats())).sum::<u64>();
+    let pooled = |of: fn(&Prediction) -> &[f64]| -> Vec<f64> {
+        preds.iter().flat_map(|p| of(p).iter().copied()).collect()
+    };
+    r.set("prediction.rollbacks", Metric::Count(sum(|s| s.rollbacks)));
+    let deepest = preds
+        .iter()
+        .map(|p| u64::from(p.predictor.stats().max_rollback_ticks))
+        .max()
+        .unwrap_or(0);
+    r.set("prediction.rollback_ticks_max", Metric::Count(deepest));
+    let ms = pooled(|p| &p.reconcile_ms);
+    r.number("prediction.reconcile_ms_p50", percentile(&ms, 50.0));
+    r.number("prediction.reconcile_ms_p99", percentile(&ms, 99.0));
+    r.set(
+        "prediction.reconciles",
+        Metric::Count(sum(|s| s.reconciles)),
+    );
+    r.set("prediction.resyncs", Metric::Count(sum(|s| s.resyncs)));
+    let replayed = sum(|s| s.replayed_ticks) as f64;
+    let rollbacks = sum(|s| s.rollbacks) as f64;
+    r.number(
+        "prediction.rollback_ticks_mean",
+        (rollbacks > 0.0).then(|| replayed / rollbacks),
+    );
+    r.number(
+        "prediction.predicted_cubes_mean",
+        mean(&pooled(|p| &p.predicted_cubes)),
+    );
+    let naive = pooled(|p| &p.naive_ms);
+    let paired = pooled(|p| &p.paired_ms);
+    r.set(
+        "prediction.naive_samples",
+        Metric::Count(naive.len() as u64),
+    );
+    r.number(
+        "prediction.naive_reconcile_ms_p50",
+        percentile(&naive, 50.0),
+    );
+    r.number(
+        "prediction.naive_reconcile_ms_p99",
+        percentile(&naive, 99.0),
+    );
+    let ratio = |p: f64| Some(percentile(&naive, p)? / percentile(&paired, p)?.max(1e-9));
+    r.number("prediction.naive_ratio_p50", ratio(50.0));
+    r.number("prediction.naive_ratio_p99", ratio(99.0));
+    let snaps = preds.iter().map(|p| p.smoother.snaps()).sum();
+    r.set("render.smoothing_snaps", Metric::Count(snaps));
+}
+
+/// `interpolation.*`: the other players, shown through each client's interpolation
+/// buffer, and the classic buffer on the very same arrivals.
+fn interpolation(r: &mut Report, sim: &Sim, shadows: &[PolicyFigures]) {
+    let clients = &sim.clients;
+    let delays: Vec<f64> = clients
+        .iter()
+        .filter_map(|c| c.remote.stats().mean_delay_secs())
+        .map(|s| s * 1000.0)
+        .collect();
+    r.number("interpolation.delay_ms_mean", mean(&delays));
+    // A percentage of each client's buffer, averaged over clients.
+    let per_client = |pct: fn(&InterpolationStats) -> f64| {
+        let values: Vec<f64> = clients.iter().map(|c| pct(c.remote.stats())).collect();
+        mean(&values)
+    };
+    r.number(
+        "interpolation.underrun_pct",
+        per_client(|s| s.underrun_ratio() * 100.0),
+    );
+    r.number(
+        "interpolation.stretched_pct",
+        per_client(|s| s.stretched_ratio() * 100.0),
+    );
+    r.number(
+        "interpolation.speed_error_pct",
+        per_client(|s| s.speed_error() * 100.0),
+    );
+    // Changes of link each client's buffer saw, worse or better: on a link that does not
+    // change, how often it was fooled.
+    r.number(
+        "interpolation.link_shifts",
+        per_client(|s| s.link_shifts() as f64),
+    );
+    // The 99th percentile of every client's frames together.
+    let pooled_p99 = |of: fn(&RemoteView) -> &[f64]| {
+        let values: Vec<f64> = clients
+            .iter()
+            .flat_map(|c| of(&c.remote_view).iter().copied())
+            .collect();
+        percentile(&values, 99.0)
+    };
+    r.number(
+        "interpolation.error_cm_p99",
+        pooled_p99(|v| v.error_cm.as_slice()),
+    );
+    r.number(
+        "interpolation.jerk_cm_p99",
+        pooled_p99(|v| v.jerk_cm.as_slice()),
+    );
+    r.set(
+        "interpolation.policy",
+        Metric::Text(crate::playback::policy_label(&sim.config.interpolation)),
+    );
+    let classic = shadows.iter().find(|f| f.policy == DelayPolicy::CLASSIC);
+    if let Some(f) = classic {
+        r.number("interpolation.fixed3.delay_ms_mean", Some(f.delay_ms_mean));
+        r.number("interpolation.fixed3.underrun_pct", Some(f.underrun_pct));
+        let cut = mean(&delays)
+            .filter(|_| f.delay_ms_mean > 0.0)
+            .map(|d| (1.0 - d / f.delay_ms_mean) * 100.0);
+        r.number("interpolation.delay_cut_pct", cut);
+    }
+}
+
+/// `server.*`: CPU per tick, and how the clients' inputs fared.
+fn server(r: &mut Report, sim: &Sim) {
+    r.number("server.tick_ms_p50", percentile(&sim.tick_ms, 50.0));
+    r.number("server.tick_ms_p99", percentile(&sim.tick_ms, 99.0));
+    let (mut starved, mut fed, mut late, mut rejected) = (0u64, 0u64, 0u64, 0u64);
+    for c in &sim.clients {
+        if let Some(s) = sim.server.client_stats(c.id) {
+            starved += s.ticks_starved;
+            fed += s.ticks_with_input;
+            late += s.inputs_late;
+            rejected += s.packets_rejected;
+        }
+    }
+    r.number(
+        "server.input_starved_pct",
+        (starved + fed > 0).then(|| starved as f64 * 100.0 / (starved + fed) as f64),
+    );
+    r.set("server.inputs_late", Metric::Count(late));
+    r.set("server.packets_rejected", Metric::Count(rejected));
+}
+
+/// `sync.*` (the clients' clocks) and `client.*` (what they received and refused).
+fn sync(r: &mut Report, clients: &[ClientSim]) {
+    let per_client = |f: &dyn Fn(&ClientSim) -> Option<f64>| {
+        mean(&clients.iter().filter_map(f).collect::<Vec<_>>())
+    };
+    r.number(
+        "sync.rtt_ms",
+        per_client(&|c| Some(c.session.rtt().smoothed()?.as_secs_f64() * 1000.0)),
+    );
+    r.number(
+        "sync.lead_ticks",
+        per_client(&|c| Some(c.session.target_lead_ticks())),
+    );
+    r.number(
+        "sync.input_slack_ticks",
+        per_client(&|c| c.session.input_slack()),
+    );
+    r.number(
+        "sync.lead_correction_ticks",
+        per_client(&|c| Some(c.session.lead_correction())),
+    );
+    let stats: Vec<ClientStats> = clients.iter().map(|c| c.session.stats()).collect();
+    let sum = |f: fn(&ClientStats) -> u64| Metric::Count(stats.iter().map(f).sum());
+    r.set("sync.clock_jumps", sum(|s| s.clock_jumps));
+    r.set("client.snapshots_received", sum(|s| s.snapshots_received));
+    r.set("client.snapshots_abandoned", sum(|s| s.snapshots_abandoned));
+    r.set(
+        "client.packets_rejected",
+        Metric::Count(
+            clients
+                .iter()
+                .map(|c| c.packet_errors + c.snapshots.stats.decode_errors)
+                .sum(),
+        ),
+    );
+}

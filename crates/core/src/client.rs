@@ -63,7 +63,29 @@ pub struct ClientStats {
     pub inputs_sent: u64,
     /// Times the clock jumped to resynchronise with the server.
     pub clock_jumps: u64,
+    /// Packets whose server tick lay implausibly far from the server clock estimate (more
+    /// than [`TICK_TRUST_SECS`] away): garbage, or a forgery. Also counted in
+    /// `packets_rejected`.
+    pub implausible_ticks: u64,
+    /// Times the client dropped everything it had learned from the server's tick stamps
+    /// (clock, acknowledgements, snapshots in progress, input history) and started over as
+    /// if newly connected, because [`RESYNC_AFTER_PACKETS`] packets in a row agreed with
+    /// each other and not with its estimate. The game should treat it like a reconnection:
+    /// ticks restart from the server's.
+    pub tick_resyncs: u64,
 }
+
+/// How far, in seconds of server ticks, a packet's tick may lie from where the client
+/// expects the server's clock to be. Far beyond any network delay or server hitch, yet a
+/// garbage tick (a uniformly random u32 is years away) can never slip through and pin the
+/// newest-tick bookkeeping for good.
+pub const TICK_TRUST_SECS: f64 = 10.0;
+
+/// Packets in a row that must contradict the client's server clock estimate, and agree
+/// with each other, before the client believes them over it. One bogus packet can come
+/// from anywhere; a steady stream that disagrees means the estimate itself came from a
+/// bogus first packet, or the server restarted.
+pub const RESYNC_AFTER_PACKETS: u32 = 8;
 
 /// A complete snapshot from the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +129,9 @@ pub struct ClientSession<I: Input> {
     last_slack_tick: Option<Tick>,
     reassembler: Reassembler,
     newest_essential: Option<Tick>,
+    /// The first tick and length of the current run of packets that contradicted the
+    /// server clock estimate.
+    contradictions: Option<(Tick, u32)>,
     snapshots: VecDeque<ReceivedSnapshot>,
     send_seq: Seq16,
     last_ping: Option<Duration>,
@@ -120,7 +145,6 @@ impl<I: Input> ClientSession<I> {
     /// If `config.tick_hz` is outside 1..=1000 or `input_history_ticks` is 0.
     pub fn new(config: ClientConfig) -> Self {
         let rate = TickRate::new(config.tick_hz);
-        let max_fragments = config.max_snapshot_bytes.div_ceil(FRAGMENT_PAYLOAD_BYTES);
         Self {
             timestep: FixedTimestep::new(rate, Tick(0), config.max_backlog_ticks),
             rate,
@@ -139,7 +163,8 @@ impl<I: Input> ClientSession<I> {
             snapshot_ack: None,
             last_slack_tick: None,
             newest_essential: None,
-            reassembler: Reassembler::new(config.max_partial_snapshots, max_fragments),
+            contradictions: None,
+            reassembler: reassembler(&config),
             snapshots: VecDeque::new(),
             send_seq: Seq16(0),
             last_ping: None,
@@ -218,6 +243,15 @@ impl<I: Input> ClientSession<I> {
 
     /// Processes a packet from the server received at `now`. Errors mean the packet was
     /// dropped (and counted).
+    ///
+    /// Snapshot ticks travel in full (a fresh client has nothing to expand 16 bits
+    /// against), so once the client has a server clock estimate, a packet stamped more than
+    /// [`TICK_TRUST_SECS`] away from it is refused with [`ProtocolError::TickOutOfRange`]:
+    /// one such packet must not pin the newest tick, the acknowledgements or snapshot
+    /// reassembly on a tick the server will never reach. If
+    /// [`RESYNC_AFTER_PACKETS`] packets in a row contradict the estimate and agree with
+    /// each other, the estimate is what was wrong, and the client starts over from them
+    /// ([`ClientStats::tick_resyncs`]).
     pub fn handle_packet(&mut self, now: Duration, bytes: &[u8]) -> Result<(), ProtocolError> {
         self.stats.packets_received += 1;
         self.stats.bytes_received += bytes.len() as u64;
@@ -229,6 +263,11 @@ impl<I: Input> ClientSession<I> {
             }
         };
         let tick = Tick(frag.tick);
+        if !self.tick_is_plausible(now, tick) {
+            self.stats.packets_rejected += 1;
+            self.stats.implausible_ticks += 1;
+            return Err(ProtocolError::TickOutOfRange);
+        }
         // See the server's SEQ_RESET_DISTANCE: a far older packet means the newest was bogus.
         let newest_packet = self
             .newest_recv_seq
@@ -270,6 +309,13 @@ impl<I: Input> ClientSession<I> {
             self.newest_server_tick = Some(tick);
         }
         self.sync.on_server_tick(now, tick, &self.rtt);
+        if self.clock_contradicts(now, self.newest_server_tick) {
+            // A tick from before the clock existed, far ahead of it: the estimate just
+            // formed from this packet is the better word, and everything keyed on the
+            // bogus tick (newest tick, acks, snapshots in progress) would wait for it.
+            self.forget_server_ticks();
+            self.newest_server_tick = Some(tick);
+        }
         if frag.essential {
             // Newer than any essential part or full snapshot delivered: hand it over now.
             let newer_than_full = self.reassembler.newest_complete().is_none_or(|n| tick > n);
@@ -305,6 +351,72 @@ impl<I: Input> ClientSession<I> {
                 Err(e)
             }
         }
+    }
+
+    /// True when `tick` lies within [`TICK_TRUST_SECS`] of the server clock estimate, or
+    /// there is none yet. After [`RESYNC_AFTER_PACKETS`] contradicting packets that agree
+    /// with each other, the client starts over ([`ClientSession::resync`]) and takes the
+    /// packet as its first.
+    fn tick_is_plausible(&mut self, now: Duration, tick: Tick) -> bool {
+        if !self.clock_contradicts(now, Some(tick)) {
+            self.contradictions = None;
+            return true;
+        }
+        let window = self.trust_window_ticks();
+        let run = match self.contradictions {
+            Some((first, n)) if f64::from(first.0.abs_diff(tick.0)) <= window => (first, n + 1),
+            _ => (tick, 1),
+        };
+        if run.1 < RESYNC_AFTER_PACKETS {
+            self.contradictions = Some(run);
+            return false;
+        }
+        self.resync();
+        true
+    }
+
+    /// [`TICK_TRUST_SECS`] in ticks.
+    fn trust_window_ticks(&self) -> f64 {
+        TICK_TRUST_SECS * f64::from(self.config.tick_hz)
+    }
+
+    /// True when the server clock estimate exists and `tick` lies farther from it than
+    /// [`TICK_TRUST_SECS`].
+    fn clock_contradicts(&self, now: Duration, tick: Option<Tick>) -> bool {
+        match (self.sync.server_position(now), tick) {
+            (Some(expected), Some(t)) => {
+                (f64::from(t.0) - expected).abs() > self.trust_window_ticks()
+            }
+            _ => false,
+        }
+    }
+
+    /// Forgets what was keyed on the server's ticks: the newest tick, input and snapshot
+    /// acknowledgements, and snapshots in progress or waiting.
+    fn forget_server_ticks(&mut self) {
+        self.newest_server_tick = None;
+        self.acked_through = None;
+        self.last_slack_tick = None;
+        self.reassembler = reassembler(&self.config);
+        self.newest_essential = None;
+        self.snapshots.clear();
+    }
+
+    /// Starts over as if newly connected, keeping the settings, the counters, the RTT
+    /// estimate and the outgoing sequence: the clock, the input history and everything
+    /// keyed on server ticks go.
+    fn resync(&mut self) {
+        self.forget_server_ticks();
+        self.sync = ClockSync::new(self.rate, self.config.sync);
+        self.started = false;
+        self.newest_recv_seq = None;
+        self.inputs = TickBuffer::new(self.config.input_history_ticks, Tick(0));
+        self.newest_input = None;
+        self.sent_through = None;
+        self.send_floor = Tick(0);
+        self.snapshot_ack = None;
+        self.contradictions = None;
+        self.stats.tick_resyncs += 1;
     }
 
     fn push_snapshot(&mut self, snapshot: ReceivedSnapshot) {
@@ -438,4 +550,10 @@ impl<I: Input> ClientSession<I> {
         self.stats.inputs_sent += msg.inputs.len() as u64;
         Some(bytes)
     }
+}
+
+/// A reassembler sized by `config`.
+fn reassembler(config: &ClientConfig) -> Reassembler {
+    let max_fragments = config.max_snapshot_bytes.div_ceil(FRAGMENT_PAYLOAD_BYTES);
+    Reassembler::new(config.max_partial_snapshots, max_fragments)
 }

@@ -77,7 +77,10 @@ mod tick;
 mod timestep;
 
 pub use baseline::BaselineHistory;
-pub use client::{ClientConfig, ClientSession, ClientStats, ReceivedSnapshot};
+pub use client::{
+    ClientConfig, ClientSession, ClientStats, RESYNC_AFTER_PACKETS, ReceivedSnapshot,
+    TICK_TRUST_SECS,
+};
 pub use error::ProtocolError;
 pub use input::Input;
 pub use message::MAX_PACKET_BYTES;

@@ -87,7 +87,7 @@ impl<I: Input> InputMessage<I> {
             (None, Seq16(r.read_u16()?))
         };
         let count = r.read_count(max_inputs, "input count")?;
-        let mut inputs = Vec::with_capacity(count);
+        let mut inputs: Vec<I> = Vec::with_capacity(count);
         while inputs.len() < count {
             let run = r.read_varint_u32()? as usize;
             if run == 0 || run > count - inputs.len() {
@@ -97,6 +97,14 @@ impl<I: Input> InputMessage<I> {
                 .into());
             }
             let input = I::decode(&mut r)?;
+            // The encoder merges equal neighbours into one run; two runs of one input
+            // are bytes it never writes.
+            if inputs.last() == Some(&input) {
+                return Err(WireError::Invalid {
+                    what: "input runs not merged",
+                }
+                .into());
+            }
             inputs.extend(std::iter::repeat_n(input, run));
         }
         r.finish()?;
@@ -238,8 +246,24 @@ impl SnapshotFragment {
             .into());
         }
         let payload = r.read_rest().to_vec();
+        // The server cuts a payload into full fragments and a non-empty last one; any
+        // other cut is bytes it never writes.
+        let last = index + 1 == count;
+        if (!last && payload.len() != FRAGMENT_PAYLOAD_BYTES)
+            || (last && count > 1 && payload.is_empty())
+        {
+            return Err(WireError::Invalid {
+                what: "fragment size",
+            }
+            .into());
+        }
         if payload.len() > FRAGMENT_PAYLOAD_BYTES {
-            return Err(ProtocolError::PacketTooLarge { len: bytes.len() });
+            return Err(WireError::TooLarge {
+                what: "fragment payload",
+                len: payload.len(),
+                max: FRAGMENT_PAYLOAD_BYTES,
+            }
+            .into());
         }
         Ok(Self {
             seq,
@@ -312,6 +336,15 @@ mod tests {
         let mut bad = good.clone();
         bad[12] = 0; // first run length
         assert!(InputMessage::<u8>::decode(&bad, 64).is_err());
+        // Two runs of the same input: the encoder would have merged them.
+        let mut bad = good.clone();
+        bad[15] = bad[13];
+        assert_eq!(
+            InputMessage::<u8>::decode(&bad, 64),
+            Err(ProtocolError::Wire(WireError::Invalid {
+                what: "input runs not merged"
+            }))
+        );
         assert!(matches!(
             InputMessage::<u8>::decode(&vec![KIND_INPUT; 5000], 64),
             Err(ProtocolError::PacketTooLarge { .. })
@@ -343,6 +376,27 @@ mod tests {
         for n in 0..10 {
             assert!(SnapshotFragment::decode(&good[..n]).is_err());
         }
+        // A payload cut other than the server cuts it: a short fragment before the last,
+        // or an empty last one.
+        let cut = |index: u8, count: u8, len: usize| {
+            let mut w = Writer::new();
+            SnapshotFragment {
+                index,
+                count,
+                payload: vec![5; len],
+                ..f.clone()
+            }
+            .encode(&mut w);
+            SnapshotFragment::decode(w.as_bytes())
+        };
+        let size = Err(ProtocolError::Wire(WireError::Invalid {
+            what: "fragment size",
+        }));
+        assert_eq!(cut(0, 2, FRAGMENT_PAYLOAD_BYTES - 1), size);
+        assert_eq!(cut(1, 2, 0), size);
+        assert!(cut(0, 2, FRAGMENT_PAYLOAD_BYTES).is_ok());
+        assert!(cut(1, 2, 1).is_ok());
+        assert!(cut(0, 1, 0).is_ok());
     }
 
     proptest! {
@@ -362,6 +416,13 @@ mod tests {
         #[test]
         fn fragment_round_trip(seq: u16, tick: u32, echo: Option<(u32, u32)>, ack: Option<(u16, i32)>,
                                count in 1u8..=255, idx: u8, payload in proptest::collection::vec(any::<u8>(), 0..FRAGMENT_PAYLOAD_BYTES)) {
+            // Cut as the server cuts: full fragments, then a non-empty last one.
+            let mut payload = payload;
+            if idx % count + 1 < count {
+                payload.resize(FRAGMENT_PAYLOAD_BYTES, 7);
+            } else if count > 1 && payload.is_empty() {
+                payload.push(7);
+            }
             let f = SnapshotFragment {
                 seq: Seq16(seq), tick,
                 echo: echo.map(|(c, h)| PingEcho { client_time_us: c, hold_us: h }),

@@ -1,9 +1,14 @@
 use crate::message::SnapshotFragment;
 use crate::{ProtocolError, Tick};
+use lagless_wire::Seq16;
 
 /// A snapshot whose fragments are still arriving.
 struct Partial {
     tick: Tick,
+    /// The sequence number of fragment 0: the server sends a snapshot's fragments under
+    /// consecutive numbers, so every fragment of one snapshot gives the same `seq - index`,
+    /// and a fragment of another snapshot stamped with the same tick does not.
+    first_seq: Seq16,
     count: u8,
     received: u8,
     parts: Vec<Option<Vec<u8>>>,
@@ -14,7 +19,8 @@ struct Partial {
 /// At most `max_partials` snapshots are assembled at once (the oldest is abandoned when a
 /// newer one starts), fragments of snapshots older than the newest completed one are
 /// dropped, and the fragment count is checked against the configured size limit before
-/// anything is allocated.
+/// anything is allocated. Fragments of one snapshot must agree on the count and carry
+/// consecutive sequence numbers, so two payloads are never spliced into one.
 pub(crate) struct Reassembler {
     partials: Vec<Partial>,
     max_partials: usize,
@@ -80,6 +86,7 @@ impl Reassembler {
                 }
                 self.partials.push(Partial {
                     tick,
+                    first_seq: first_seq(&frag),
                     count: frag.count,
                     received: 0,
                     parts: vec![None; usize::from(frag.count)],
@@ -88,7 +95,7 @@ impl Reassembler {
             }
         };
         let p = &mut self.partials[pos];
-        if p.count != frag.count {
+        if p.count != frag.count || p.first_seq != first_seq(&frag) {
             return Err(ProtocolError::InconsistentFragment);
         }
         let slot = &mut p.parts[usize::from(frag.index)];
@@ -109,4 +116,9 @@ impl Reassembler {
         self.abandoned += (before - self.partials.len()) as u64;
         Ok(Assembled::Complete(tick, payload))
     }
+}
+
+/// The sequence number fragment 0 of `frag`'s snapshot was (or will be) sent under.
+fn first_seq(frag: &SnapshotFragment) -> Seq16 {
+    Seq16(frag.seq.0.wrapping_sub(u16::from(frag.index)))
 }

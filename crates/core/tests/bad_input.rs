@@ -1,10 +1,13 @@
 //! Malformed, truncated, unknown, far-off and oversized packets are rejected with typed
-//! errors and counted; nothing panics and the sessions keep working.
+//! errors and counted; nothing panics and the sessions keep working. A tick far from the
+//! server clock estimate is refused, and one that made the estimate is outlived.
 
 mod common;
 
 use common::Harness;
-use lagless_core::message::{InputMessage, KIND_INPUT, KIND_SNAPSHOT, SnapshotFragment};
+use lagless_core::message::{
+    FRAGMENT_PAYLOAD_BYTES, InputMessage, KIND_INPUT, KIND_SNAPSHOT, PingEcho, SnapshotFragment,
+};
 use lagless_core::{ClientConfig, ClientSession, ProtocolError, ServerConfig, ServerSession, Tick};
 use lagless_netem::profile;
 use lagless_wire::{Seq16, Writer};
@@ -120,7 +123,11 @@ fn client_rejects_and_counts_bad_packets() {
     );
     assert!(c.handle_packet(now, &[KIND_SNAPSHOT, 0, 0]).is_err());
     // A fragment count implying a snapshot beyond the configured maximum.
-    let frag = |index: u8, count: u8, tick: u32, payload: Vec<u8>| {
+    // Fragments before the last are full, as the server cuts them.
+    let frag = |index: u8, count: u8, tick: u32, mut payload: Vec<u8>| {
+        if index + 1 < count {
+            payload.resize(FRAGMENT_PAYLOAD_BYTES, 0);
+        }
         let mut w = Writer::new();
         SnapshotFragment {
             seq: Seq16(tick as u16),
@@ -219,4 +226,164 @@ fn random_garbage_on_the_wire_is_survived() {
         shown_after - shown_before >= 5 * 64 - 2,
         "{shown_before} -> {shown_after}"
     );
+}
+
+/// One fragment as the server would cut it (full before the last), with a clock echo.
+fn fragment(seq: u16, tick: u32, index: u8, count: u8, byte: u8) -> Vec<u8> {
+    let len = if index + 1 < count {
+        FRAGMENT_PAYLOAD_BYTES
+    } else {
+        16
+    };
+    let mut w = Writer::new();
+    SnapshotFragment {
+        seq: Seq16(seq),
+        tick,
+        echo: Some(PingEcho {
+            client_time_us: 0,
+            hold_us: 0,
+        }),
+        input_ack: None,
+        index,
+        count,
+        essential: false,
+        payload: vec![byte; len],
+    }
+    .encode(&mut w);
+    w.into_bytes()
+}
+
+/// One client over `broadband`.
+fn one_client(seed: u64) -> Harness {
+    Harness::new(
+        ServerConfig::default(),
+        ClientConfig::default(),
+        profile("broadband").unwrap_or_default(),
+        1,
+        seed,
+    )
+}
+
+/// Runs to `until` and checks the session works: at 64 Hz, every second brings nearly 64
+/// snapshots to the client and 64 ticks of its input to the server.
+fn assert_flowing(h: &mut Harness, until: Duration) {
+    let fed = |h: &Harness| h.server.client_stats(1).map_or(0, |s| s.ticks_with_input);
+    let (snapshots, before) = (h.clients[0].snapshot_ticks.len(), fed(h));
+    let from = h.now;
+    h.run_until(until, &mut |_, _| 1);
+    let secs = (until - from).as_secs_f64();
+    let snapshots = (h.clients[0].snapshot_ticks.len() - snapshots) as f64;
+    let fed = (fed(h) - before) as f64;
+    assert!(
+        snapshots >= 60.0 * secs && fed >= 63.0 * secs,
+        "{snapshots} snapshots, {fed} inputs in {secs} s"
+    );
+}
+
+#[test]
+fn a_far_off_tick_mid_session_is_refused_and_changes_nothing() {
+    // A complete snapshot stamped u32::MAX used to pin the newest delivered tick there,
+    // and four incomplete ones to fill every reassembly slot: nothing was delivered again.
+    let mut h = one_client(5);
+    h.run_until(Duration::from_secs(2), &mut |_, _| 1);
+    let now = h.now;
+    let c = &mut h.clients[0].session;
+    let before = c.stats();
+    assert_eq!(
+        c.handle_packet(now, &fragment(60_000, u32::MAX, 0, 1, 1)),
+        Err(ProtocolError::TickOutOfRange)
+    );
+    for k in 0..4 {
+        assert_eq!(
+            c.handle_packet(
+                now,
+                &fragment(60_001 + k, u32::MAX - 1 - u32::from(k), 0, 2, 1)
+            ),
+            Err(ProtocolError::TickOutOfRange)
+        );
+    }
+    let after = c.stats();
+    assert_eq!(after.implausible_ticks - before.implausible_ticks, 5);
+    assert_eq!(after.packets_rejected - before.packets_rejected, 5);
+    assert!(c.newest_server_tick().unwrap().0 < 1000);
+    // The next second goes on as if nothing happened: 64 snapshots, 64 inputs.
+    assert_flowing(&mut h, Duration::from_secs(3));
+    assert_eq!(h.clients[0].session.stats().tick_resyncs, 0);
+}
+
+#[test]
+fn a_client_whose_first_packet_lied_about_the_tick_starts_over() {
+    // The very first packet, echo and all, says the server is at tick 3 000 000 000: the
+    // clock is set from it. The real packets that follow all contradict it and agree with
+    // each other, so after a few the client starts over from them.
+    let mut h = one_client(6);
+    h.run_until(Duration::from_millis(1), &mut |_, _| 1);
+    let now = h.now;
+    h.clients[0]
+        .session
+        .handle_packet(now, &fragment(40_000, 3_000_000_000, 0, 1, 1))
+        .unwrap();
+    assert!(h.clients[0].session.server_position(now).unwrap() > 2e9);
+    h.run_until(Duration::from_secs(2), &mut |_, _| 1);
+    let stats = h.clients[0].session.stats();
+    assert_eq!(stats.tick_resyncs, 1);
+    assert_eq!(
+        stats.implausible_ticks,
+        u64::from(lagless_core::RESYNC_AFTER_PACKETS) - 1
+    );
+    assert_flowing(&mut h, Duration::from_secs(3));
+    let server = h.server.current_tick().0;
+    let client = h.clients[0].session.current_tick().0;
+    assert!(
+        client > server && client < server + 20,
+        "{client} vs {server}"
+    );
+}
+
+#[test]
+fn a_far_off_tick_before_the_clock_exists_does_not_outlive_it() {
+    // Before any echo there is no clock to check a tick against: a bogus complete
+    // snapshot and bogus partials are taken in. The first real packet with an echo
+    // makes the clock, which shows them for what they are.
+    let mut h = one_client(7);
+    let c = &mut h.clients[0].session;
+    let no_echo = |bytes: Vec<u8>| {
+        let mut f = SnapshotFragment::decode(&bytes).unwrap();
+        f.echo = None;
+        let mut w = Writer::new();
+        f.encode(&mut w);
+        w.into_bytes()
+    };
+    c.handle_packet(Duration::ZERO, &no_echo(fragment(1, u32::MAX, 0, 1, 1)))
+        .unwrap();
+    for k in 0..4 {
+        c.handle_packet(
+            Duration::ZERO,
+            &no_echo(fragment(2 + k, u32::MAX - 1 - u32::from(k), 0, 2, 1)),
+        )
+        .unwrap();
+    }
+    assert_eq!(c.poll_snapshot().map(|s| s.tick), Some(Tick(u32::MAX)));
+    h.run_until(Duration::from_secs(1), &mut |_, _| 1);
+    assert_flowing(&mut h, Duration::from_secs(2));
+    assert!(h.clients[0].session.newest_server_tick().unwrap().0 < 1000);
+    assert_eq!(h.clients[0].session.stats().tick_resyncs, 0);
+}
+
+#[test]
+fn fragments_of_two_payloads_stamped_with_one_tick_are_not_spliced() {
+    let mut c = ClientSession::<u8>::new(ClientConfig::default());
+    let now = Duration::from_millis(5);
+    // Payload A goes out as sequence numbers 10 and 11, payload B (same tick) as 12 and
+    // 13. A's first fragment and B's second must not make a snapshot.
+    c.handle_packet(now, &fragment(10, 50, 0, 2, 0xAA)).unwrap();
+    assert_eq!(
+        c.handle_packet(now, &fragment(13, 50, 1, 2, 0xBB)),
+        Err(ProtocolError::InconsistentFragment)
+    );
+    assert_eq!(c.poll_snapshot(), None);
+    c.handle_packet(now, &fragment(11, 50, 1, 2, 0xAA)).unwrap();
+    let s = c.poll_snapshot().unwrap();
+    assert_eq!(s.tick, Tick(50));
+    assert!(s.payload.iter().all(|&b| b == 0xAA));
 }

@@ -4,6 +4,11 @@
 /// from RFC 1982 serial-number arithmetic. Exactly half-way apart is ambiguous and is
 /// treated as *not* newer in either direction, so a peer 32768 packets stale is never
 /// mistaken for fresh.
+///
+/// There is deliberately no `PartialOrd`: "newer" is not transitive (0 < 20000 < 40000 <
+/// 0 around the circle), which would break the contract sorting and `max` rely on. Compare
+/// with [`Seq16::is_newer_than`] or [`Seq16::diff`], or expand to a full counter first
+/// ([`Seq16::expand`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Seq16(pub u16);
 
@@ -44,19 +49,6 @@ impl Seq16 {
     }
 }
 
-impl PartialOrd for Seq16 {
-    /// Wrap-safe partial order; the exactly-opposite pair is incomparable.
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        use std::cmp::Ordering;
-        match self.diff(*other) {
-            0 => Some(Ordering::Equal),
-            i16::MIN => None,
-            d if d > 0 => Some(Ordering::Greater),
-            _ => Some(Ordering::Less),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,11 +61,11 @@ mod tests {
         assert!(!Seq16(65530).is_newer_than(Seq16(5)));
         assert!(Seq16(65535).next() == Seq16(0));
         assert_eq!(Seq16(3).diff(Seq16(65533)), 6);
-        assert!(Seq16(1) > Seq16(65000));
+        assert!(Seq16(1).is_newer_than(Seq16(65000)));
         // Exactly half the space apart: neither is newer.
         assert!(!Seq16(32768).is_newer_than(Seq16(0)));
         assert!(!Seq16(0).is_newer_than(Seq16(32768)));
-        assert_eq!(Seq16(0).partial_cmp(&Seq16(32768)), None);
+        assert_eq!(Seq16(0).diff(Seq16(32768)), i16::MIN);
     }
 
     #[test]

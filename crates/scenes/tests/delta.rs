@@ -343,3 +343,110 @@ proptest! {
         }
     }
 }
+
+/// The widest quantization `is_valid` accepts for positions over velocities: 2^-16 m steps
+/// and velocities up to 2^24 - 1 m/s. With a baseline millions of ticks old, the predicted
+/// position's intermediate product passes `i64`'s range.
+fn extreme_quantization() -> StateQuantization {
+    StateQuantization {
+        position_shift: 16,
+        position_limit: 255,
+        linvel_shift: 0,
+        linvel_limit: (1 << 24) - 1,
+        ..StateQuantization::default()
+    }
+}
+
+/// The reviewer's reproduction: decoding used to panic ("attempt to negate with overflow")
+/// on a baseline whose velocity times its age overflows `i64`. Nothing may panic, and
+/// encoder and decoder must still agree on every state, however old the baseline.
+#[test]
+fn old_baselines_with_extreme_quantization_never_overflow() {
+    let q = extreme_quantization();
+    assert!(q.is_valid());
+    let codec = SnapshotCodec::new(q);
+    let limit = q.linvel_code_limit();
+    let zero = BodyCodes {
+        rotation: q.identity_rotation(),
+        ..BodyCodes::default()
+    };
+    let base = QuantizedSnapshot {
+        players: vec![(
+            0,
+            BodyCodes {
+                linvel: [-limit, 0, 0],
+                ..zero
+            },
+        )],
+        cubes: Vec::new(),
+    };
+    let h = history(&[(Tick(0), &base)]);
+    let tick = Tick(1 << 23);
+    let bytes = [0x7f, 0x74, 0x7f, 0x3f, 0x80, 0x00, 0x00, 0x00];
+    // Accepted or refused, but never a panic.
+    if let Ok(decoded) = codec.decode(&bytes, tick, &h) {
+        assert_eq!(
+            codec.encode(&decoded, tick, Some((Tick(0), &base))).bytes,
+            bytes
+        );
+    }
+
+    let p = q.position_code_limit();
+    for (linvel, position) in [
+        ([-limit, limit, 0], [-p, p, 0]),
+        ([-limit, -limit, -limit], [0, 1, -1]),
+        ([limit, limit, limit], [p, -p, 12345]),
+    ] {
+        for age in [1u32, 1 << 20, 1 << 23, u32::MAX] {
+            let cur = QuantizedSnapshot {
+                players: vec![(
+                    0,
+                    BodyCodes {
+                        linvel,
+                        position,
+                        ..zero
+                    },
+                )],
+                cubes: Vec::new(),
+            };
+            let tick = Tick(age);
+            let enc = codec.encode(&cur, tick, Some((Tick(0), &base)));
+            assert_eq!(enc.baseline, Some(Tick(0)));
+            let back = codec.decode(&enc.bytes, tick, &h).unwrap();
+            assert_eq!(back, cur, "age {age}");
+            assert_eq!(
+                codec.encode(&back, tick, Some((Tick(0), &base))).bytes,
+                enc.bytes
+            );
+        }
+    }
+}
+
+/// Player ids cover all of `u32`: the largest one round-trips too (its encoder used to
+/// overflow, and its decoder to refuse it).
+#[test]
+fn the_largest_player_id_round_trips() {
+    let codec = codec();
+    let q = codec.quantization;
+    let body = q.encode(&lagless_scenes::cubes::BodyState {
+        position: glam::Vec3::new(1.0, 2.0, 3.0),
+        ..Default::default()
+    });
+    for ids in [
+        vec![u32::MAX],
+        vec![0, u32::MAX],
+        vec![u32::MAX - 1, u32::MAX],
+    ] {
+        let snap = QuantizedSnapshot {
+            players: ids.iter().map(|&id| (id, body)).collect(),
+            cubes: Vec::new(),
+        };
+        let h = history(&[(Tick(9), &snap)]);
+        for baseline in [None, Some((Tick(9), &snap))] {
+            let enc = codec.encode(&snap, Tick(10), baseline);
+            assert_eq!(enc.players, ids.len());
+            let back = codec.decode(&enc.bytes, Tick(10), &h).unwrap();
+            assert_eq!(back, snap, "{ids:?}");
+        }
+    }
+}

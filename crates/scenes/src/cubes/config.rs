@@ -41,6 +41,17 @@ pub struct CubeSceneConfig {
     pub cube_friction: f32,
     /// Half the side of the square ground slab, metres.
     pub ground_half_extent: f32,
+    /// Kill plane, metres (world y). After every step, a body whose centre is below it is
+    /// put back where it started, at rest: a cube at its grid position (unrotated, asleep),
+    /// a player at its spawn point. Without it a body pushed off the ground falls forever,
+    /// never sleeps, and soon outruns what a snapshot can carry (64 m/s by default, then
+    /// the position limit), so clients would see a clamped state the server does not have.
+    ///
+    /// The default, -20 m, is well below the ground (whose slab ends at y = -2 m) and
+    /// reached from the ground's edge after about 2 s of free fall at about 20 m/s, well
+    /// inside the default quantization's limits. Keep it below -2 m and above
+    /// `-position_limit`; `f32::NEG_INFINITY` turns the rule off.
+    pub kill_height: f32,
     /// Snap every player to this grid after each step, so snapshots (which carry exactly
     /// this grid) describe the player the server simulates on, and client-side prediction
     /// (whose scene snaps the same way) reproduces it bit for bit, even after a rollback.
@@ -65,6 +76,7 @@ impl Default for CubeSceneConfig {
             player_friction: 1.0,
             cube_friction: 0.2,
             ground_half_extent: 100.0,
+            kill_height: -20.0,
             quantize: Some(StateQuantization::default()),
         }
     }

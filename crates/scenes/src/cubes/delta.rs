@@ -7,6 +7,7 @@
 //! ```text
 //! has_baseline:1 [baseline_age - 1]      age in ticks, so the baseline is tick - age
 //! players  { id_gap  body_delta }        ids ascending; gap = id - previous id - 1
+//!                                        (the first gap is the first id; any u32 id)
 //! cubes    (must equal the baseline's count)
 //! changed  { index_gap  cube_delta }     indices ascending
 //! ```
@@ -144,8 +145,9 @@ impl Default for SnapshotCodec {
 const WIDTH_BITS: u32 = 5;
 
 impl QuantizedSnapshot {
-    /// The scene's state in quantized form. Exact when the scene snaps its state
-    /// ([`super::CubeSceneConfig::quantize`] with the same quantization).
+    /// The scene's state in quantized form. Players' codes are exactly their state when
+    /// the scene snaps players ([`super::CubeSceneConfig::quantize`] with the same
+    /// quantization); cubes, never snapped, are their state rounded to the grid.
     pub fn capture(scene: &CubeScene, q: &StateQuantization) -> Self {
         Self::from_snapshot(&CubeSnapshot::capture(scene), q)
     }
@@ -213,21 +215,26 @@ impl SnapshotCodec {
     /// (falling, sliding to a stop under friction). Integer arithmetic, rounded to
     /// nearest, so encoder and decoder agree to the bit; clamped to the position limit,
     /// which keeps every difference against it within the vector codec's range.
+    ///
+    /// Computed in `i128`, where nothing can overflow for any age (the baseline age comes
+    /// from the wire) and any quantization: `|sum| < 2^31`, `age << shift < 2^62`,
+    /// `den < 2^63`. Wherever the product fits `i64` (always, with the default
+    /// quantization), the result is the same as an `i64` computation's.
     fn predicted_position(&self, from: &BodyCodes, to_linvel: [i32; 3], age: u32) -> [i32; 3] {
         let q = &self.quantization;
         if age == 0 || self.tick_hz == 0 {
             return from.position;
         }
         // Position steps per (linvel step x tick): 2^p / (2^v * hz); doubled for the mean.
-        let num_scale = i64::from(age) << q.position_shift.min(30);
-        let den = (2i64 << q.linvel_shift.min(30)) * i64::from(self.tick_hz);
-        let limit = i64::from(q.position_code_limit());
+        let num_scale = i128::from(age) << q.position_shift.min(30);
+        let den = (2i128 << q.linvel_shift.min(30)) * i128::from(self.tick_hz);
+        let limit = i128::from(q.position_code_limit());
         [0, 1, 2].map(|i| {
-            let sum = i64::from(from.linvel[i]) + i64::from(to_linvel[i]);
-            let num = sum.saturating_mul(num_scale);
+            let sum = i128::from(from.linvel[i]) + i128::from(to_linvel[i]);
+            let num = sum * num_scale;
             // Round half away from zero, the same on both ends.
-            let step = (num.abs().saturating_add(den / 2) / den) * num.signum();
-            (i64::from(from.position[i]).saturating_add(step)).clamp(-limit, limit) as i32
+            let step = ((num.abs() + den / 2) / den) * num.signum();
+            (i128::from(from.position[i]) + step).clamp(-limit, limit) as i32
         })
     }
 
@@ -284,11 +291,16 @@ impl SnapshotCodec {
         let age = baseline.map_or(0, |(t, _)| tick.0 - t.0);
 
         w.write_var_u32(snapshot.players.len() as u32);
-        let mut next_id = 0u32;
+        // u64: the id after `u32::MAX` is 2^32, which a `u32` cursor cannot hold.
+        let mut next_id = 0u64;
         for (id, codes) in &snapshot.players {
-            debug_assert!(*id >= next_id, "players must be in ascending id order");
-            w.write_var_u32(id.saturating_sub(next_id));
-            next_id = id + 1;
+            debug_assert!(
+                u64::from(*id) >= next_id,
+                "players must be in ascending id order"
+            );
+            // At most `id`, so it fits.
+            w.write_var_u32(u64::from(*id).saturating_sub(next_id) as u32);
+            next_id = u64::from(*id) + 1;
             let (from, age) = self.player_base(base, *id, age);
             self.write_body(&mut w, &from, codes, true, age);
         }
@@ -345,14 +357,12 @@ impl SnapshotCodec {
 
         let n_players = read_count(&mut r, self.limits.max_players, "player count")?;
         let mut players = Vec::with_capacity(n_players);
-        let mut next_id = 0u32;
+        // The encoder's cursor: u64, so `u32::MAX` is a valid last id.
+        let mut next_id = 0u64;
         for _ in 0..n_players {
-            let id = next_id
-                .checked_add(r.read_var_u32()?)
-                .ok_or(WireError::Invalid { what: "player id" })?;
-            next_id = id
-                .checked_add(1)
-                .ok_or(WireError::Invalid { what: "player id" })?;
+            let id = PlayerId::try_from(next_id + u64::from(r.read_var_u32()?))
+                .map_err(|_| WireError::Invalid { what: "player id" })?;
+            next_id = u64::from(id) + 1;
             let (from, age) = self.player_base(base, id, age);
             players.push((id, self.read_body(&mut r, &from, true, age)?));
         }

@@ -7,6 +7,8 @@
 //!   about the perpendicular horizontal axis so the player tumbles along.
 //! * Space jumps (an upward impulse) when the player rests on the ground, a
 //!   cube or another player, once per landing.
+//! * A body that falls off the ground is put back where it started, at rest, once it is
+//!   below [`CubeSceneConfig::kill_height`] (-20 m).
 //!
 //! Everything is a function of the physics state and the inputs, so replaying
 //! the same inputs from the same state is bit-identical. Players spawn just

@@ -1,12 +1,19 @@
 //! Quantized body state: what a snapshot can say exactly.
 //!
-//! The server snaps every body to this grid after each step ([`CubeSceneConfig::quantize`]
-//! turns it on), and client-side prediction's scene does the same. A client therefore
-//! decodes exactly the state the server simulates on, so quantization alone never
-//! triggers a rollback (source 003, Fiedler's "Snapshot Compression": quantize on both
-//! sides).
+//! The server snaps every *player* to this grid after each step
+//! ([`CubeSceneConfig::quantize`] turns it on), and client-side prediction's scene does
+//! the same. A client therefore decodes exactly the player state the server simulates on,
+//! so quantizing players never triggers a rollback (source 003, Fiedler's "Snapshot
+//! Compression": quantize on both sides).
+//!
+//! Cubes are not snapped: the server simulates them in full `f32` precision (snapping a
+//! resting cube every tick keeps rapier from ever putting it to sleep), so they are
+//! quantized on the wire only. A client decodes them within the quantization error of the
+//! server's state, and prediction compares cubes with tolerances above that error
+//! ([`Tolerances`]) so it does not cost a rollback either.
 //!
 //! [`CubeSceneConfig::quantize`]: super::CubeSceneConfig::quantize
+//! [`Tolerances`]: super::predict::Tolerances
 
 use super::BodyState;
 use glam::{Quat, Vec3};
@@ -15,8 +22,14 @@ use lagless_wire::{QuatCodec, dequantize_f32, quantize_f32};
 /// Resolutions and limits of the quantized state.
 ///
 /// Resolutions are powers of two, so every grid value is an exact `f32` and snapping is
-/// idempotent. Values outside a limit are clamped to it: a body flung beyond ±`position_limit`
-/// or faster than a velocity limit is held there.
+/// idempotent. Codes outside a limit are clamped to it. For players, which the scene snaps
+/// after every step, that holds a player flung beyond ±`position_limit` or faster than a
+/// velocity limit at the limit. Cubes are not snapped: one beyond a limit keeps its real
+/// state on the server while snapshots carry the clamped one. The scene's kill plane
+/// ([`CubeSceneConfig::kill_height`]) returns bodies that fall off the ground before a fall
+/// gets there.
+///
+/// [`CubeSceneConfig::kill_height`]: super::CubeSceneConfig::kill_height
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StateQuantization {
     /// Position step is `2^-position_shift` m (9: 1/512 m, at most 0.98 mm off).

@@ -17,6 +17,9 @@ use super::support::{Obstacle, is_supported, touches_from_below};
 use super::{BodyState, CubeInput, CubeSceneConfig};
 
 /// Identifies a player (one per connected client).
+///
+/// Every `u32` is a valid id, `u32::MAX` included: the scene, spawn points and both
+/// snapshot codecs accept the whole range.
 pub type PlayerId = u32;
 
 /// Standard gravity, m/s².
@@ -72,28 +75,47 @@ impl CubeScene {
     /// which takes on the order of 0.1 s.
     pub fn new(config: CubeSceneConfig) -> Self {
         let mut scene = Self::new_sparse(config);
-        let half = config.cube_size * 0.5;
-        let origin = -(config.grid.saturating_sub(1) as f32) * config.spacing * 0.5;
-        // Row-major, X fastest: index = row * grid + column, row along Z.
-        for row in 0..config.grid {
-            for column in 0..config.grid {
-                let position = Vec3::new(
-                    origin + column as f32 * config.spacing,
-                    half,
-                    origin + row as f32 * config.spacing,
-                );
-                let state = BodyState {
-                    position,
-                    ..BodyState::default()
-                };
+        for index in 0..scene.cube_count() {
+            if let Some(state) = scene.cube_spawn(index) {
                 // Inserted awake: a body inserted asleep is strong-woken when its
                 // first ground contact appears, and then sinks for a few steps before
                 // the contact catches it (see `settle`).
-                scene.insert_cube((row * config.grid + column) as usize, &state, true);
+                scene.insert_cube(index, &state, true);
             }
         }
         scene.settle();
         scene
+    }
+
+    /// Where grid cube `index` starts, and where the kill plane puts it back: its grid
+    /// position, resting on the ground, unrotated, at rest. Row-major, X fastest:
+    /// `index = row * grid + column`, row along +Z. `None` past the end. The same in a
+    /// sparse scene, whether or not it holds that cube.
+    pub fn cube_spawn(&self, index: usize) -> Option<BodyState> {
+        if index >= self.cubes.len() {
+            return None;
+        }
+        let config = &self.config;
+        let grid = config.grid.max(1) as usize;
+        let (row, column) = (index / grid, index % grid);
+        let origin = -(config.grid.saturating_sub(1) as f32) * config.spacing * 0.5;
+        Some(BodyState {
+            position: Vec3::new(
+                origin + column as f32 * config.spacing,
+                config.cube_size * 0.5,
+                origin + row as f32 * config.spacing,
+            ),
+            ..BodyState::default()
+        })
+    }
+
+    /// Where player `id` appears (see [`Self::add_player`]), and where the kill plane puts
+    /// it back: resting on its spawn point, unrotated, at rest.
+    pub fn player_spawn(&self, id: PlayerId) -> BodyState {
+        BodyState {
+            position: spawn_point(&self.config, id),
+            ..BodyState::default()
+        }
     }
 
     /// A scene with the ground but no grid cubes: every grid slot is empty until
@@ -164,7 +186,7 @@ impl CubeScene {
         let half = self.config.player_size * 0.5;
         let handle = self.bodies.insert(
             RigidBodyBuilder::dynamic()
-                .translation(spawn_point(&self.config, id))
+                .translation(self.player_spawn(id).position)
                 .linear_damping(self.config.player_linear_damping)
                 .angular_damping(self.config.player_angular_damping),
         );
@@ -193,6 +215,10 @@ impl CubeScene {
     /// Each listed player's input acts during this tick only; players not
     /// listed get no force, unknown ids are ignored, and an id listed twice
     /// gets the union of its inputs (so the order of `inputs` never matters).
+    ///
+    /// After the physics step, bodies below [`CubeSceneConfig::kill_height`] go back to
+    /// their spawn place, and then (with [`CubeSceneConfig::quantize`]) players are
+    /// snapped to the quantization grid.
     pub fn step(&mut self, inputs: &[(PlayerId, CubeInput)]) {
         let players: Vec<(PlayerId, RigidBodyHandle)> =
             self.players.iter().map(|(&id, &h)| (id, h)).collect();
@@ -229,10 +255,43 @@ impl CubeScene {
             &(),
             &(),
         );
+        // Before snapping, so a respawned player is snapped like any other.
+        self.respawn_fallen();
         if let Some(q) = self.config.quantize {
             self.snap_players(&q);
         }
         self.steps += 1;
+    }
+
+    /// The kill plane ([`CubeSceneConfig::kill_height`]): every body whose centre is below
+    /// it goes back to its spawn place at rest ([`Self::cube_spawn`], [`Self::player_spawn`]):
+    /// cubes asleep (their new ground contact wakes them for about half a second while
+    /// they settle by < 0.1 mm, then they sleep again), players awake, as
+    /// [`Self::add_player`] makes them. A function of each body's own state alone, so a
+    /// sparse scene (client-side prediction) applies it to the bodies it holds exactly as
+    /// the full scene does. A body already at the spawn place (pushed there) is not
+    /// checked for: the solver separates the two at the next step.
+    fn respawn_fallen(&mut self) {
+        let kill = self.config.kill_height;
+        for k in 0..self.present.len() {
+            let index = self.present[k];
+            let fallen = self
+                .cube_body(index)
+                .is_some_and(|b| b.translation().y < kill);
+            if let (true, Some(spawn)) = (fallen, self.cube_spawn(index)) {
+                self.set_cube_state(index, &spawn, false);
+            }
+        }
+        let fallen: Vec<PlayerId> = self
+            .players
+            .iter()
+            .filter(|&(_, &h)| self.bodies.get(h).is_some_and(|b| b.translation().y < kill))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in fallen {
+            let spawn = self.player_spawn(id);
+            self.set_player_state(id, &spawn);
+        }
     }
 
     /// Snaps every player's state to `q`'s grid (see [`CubeSceneConfig::quantize`]).

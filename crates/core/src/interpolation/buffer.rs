@@ -62,7 +62,8 @@ pub enum PushError {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum SampleKind {
     /// Blended between the snapshots of ticks `from` and `to` at `t` in `[0, 1]`
-    /// (`from == to` when playback sits exactly on a snapshot).
+    /// (`from == to` when playback sits exactly on the newest snapshot; on an older one,
+    /// `t` is 0 and `to` is the next).
     Interpolated {
         /// The earlier snapshot.
         from: Tick,
@@ -131,7 +132,10 @@ pub struct Sampled<T> {
 /// # Robustness
 /// Stale, duplicate, far-away and overflowing snapshots are refused with a [`PushError`]
 /// and counted; nothing panics on any input, and memory is bounded by
-/// [`InterpolationConfig::capacity`] and [`InterpolationConfig::history`].
+/// [`InterpolationConfig::capacity`] and [`InterpolationConfig::history`]. Settings out
+/// of range act as their bounds (an infinite delay is [`MAX_LAG_SECS`](super::MAX_LAG_SECS)),
+/// so delays and render ticks are always finite. Copies of one stray snapshot never
+/// reset the buffer onto another timeline; only newer and newer ones do.
 ///
 /// # Example
 /// ```
@@ -197,10 +201,16 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         let rate = TickRate::new(config.tick_hz);
         let config = InterpolationConfig {
             capacity: config.capacity.max(2),
-            history: config.history.max(1),
+            // A shorter window would never hold enough pairs to leave the warm-up.
+            history: config.history.max(WARMUP_PAIRS),
             ..config
         };
-        let max_jump_ticks = rate.ticks_in(config.max_tick_jump).ceil().max(1.0) as i64;
+        // Less than a second would refuse the next snapshot of a slow sender as coming
+        // from another timeline, and the one after it too: the buffer would never move.
+        let max_jump_ticks = rate
+            .ticks_in(config.max_tick_jump)
+            .ceil()
+            .max(f64::from(config.tick_hz)) as i64;
         Self {
             period: rate.period_secs(),
             max_jump_ticks,
@@ -347,13 +357,20 @@ impl<T: Interpolate> InterpolationBuffer<T> {
     }
 
     /// Counts a snapshot from another timeline; true once enough consistent ones arrived.
+    /// Only a newer one counts: copies of one stray packet, or a late one of the same
+    /// timeline, neither count nor start the count over.
     fn foreign_timeline(&mut self, tick: Tick) -> bool {
-        let count = match self.foreign {
-            Some((last, n)) if tick.diff(last).abs() <= self.max_jump_ticks => n + 1,
-            _ => 1,
+        self.foreign = match self.foreign {
+            Some((last, n)) if tick.diff(last).abs() <= self.max_jump_ticks => {
+                if tick > last {
+                    Some((tick, n + 1))
+                } else {
+                    Some((last, n))
+                }
+            }
+            _ => Some((tick, 1)),
         };
-        self.foreign = Some((tick, count));
-        count >= RESYNC_AFTER
+        self.foreign.is_some_and(|(_, n)| n >= RESYNC_AFTER)
     }
 
     /// Updates the clock statistics with an accepted arrival.
@@ -530,6 +547,9 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         };
         let target = (now_secs - lag) / p;
         let (Some(pos), Some(last)) = (self.pos, self.last_now) else {
+            if !target.is_finite() {
+                return self.entries.front().map_or(0.0, |(t, _)| f64::from(t.0));
+            }
             self.pos = Some(target);
             self.last_now = Some(now);
             return target;
@@ -986,6 +1006,132 @@ mod tests {
             a.push(Tick(k * 2), MS * (k * 40), f64::from(k)).unwrap();
             assert!(a.sample_at(MS * (k * 40)).unwrap().render_tick.is_finite());
         }
+    }
+
+    /// Snapshots every 6 ticks at 60 Hz, 50 ms ± 30 ms on the way, one in 20 lost (and
+    /// a few lost twice in a row), sampled every frame: what a strict target stands on.
+    fn lossy_ten_per_second(config: InterpolationConfig) -> InterpolationBuffer<f64> {
+        let mut b = InterpolationBuffer::<f64>::new(InterpolationConfig {
+            tick_hz: 60,
+            ..config
+        });
+        for k in 0..600u32 {
+            let lost = k % 20 == 7 || (k % 100 == 8);
+            let tick = k * 6;
+            if !lost {
+                let jitter = f64::from((k.wrapping_mul(2_654_435_761) >> 9) % 61) - 30.0;
+                let at = f64::from(tick) / 60.0 + 0.05 + jitter / 1000.0;
+                let _ = b.push(Tick(tick), Duration::from_secs_f64(at), f64::from(tick));
+            }
+            for f in 0..6u32 {
+                b.sample_at(Duration::from_secs_f64(f64::from(tick + f) / 60.0));
+            }
+        }
+        b
+    }
+
+    #[test]
+    fn limitless_settings_give_finite_bounded_delays() {
+        // An infinite fixed delay is an hour, not minus infinity on screen.
+        let mut b = InterpolationBuffer::<f64>::new(InterpolationConfig {
+            tick_hz: 60,
+            policy: DelayPolicy::Fixed {
+                intervals: f32::INFINITY,
+            },
+            ..InterpolationConfig::default()
+        });
+        for k in 0..10u32 {
+            b.push(Tick(k), MS * (k * 17 + 50), 0.0).unwrap();
+        }
+        for t in [300, 320, 340] {
+            assert!(b.sample_at(MS * t).unwrap().render_tick.is_finite());
+        }
+        let delay = b.target_delay().unwrap().as_secs_f64();
+        let most = crate::interpolation::MAX_LAG_SECS + 1.0;
+        assert!(delay > 3000.0 && delay <= most, "{delay}");
+        assert!(b.stats().warp_secs.is_finite());
+        // An unbounded adaptive delay is searched as precisely as a bounded one: the
+        // answer was once off by 194 days.
+        let adaptive = |max_delay| {
+            let config = InterpolationConfig {
+                policy: DelayPolicy::Adaptive {
+                    target_underrun: 0.0005,
+                    max_delay,
+                },
+                ..InterpolationConfig::default()
+            };
+            let b = lossy_ten_per_second(config);
+            b.target_delay().unwrap().as_secs_f64()
+        };
+        let (unbounded, hour) = (adaptive(Duration::MAX), adaptive(Duration::from_secs(3600)));
+        assert!(
+            unbounded < 1.0 && (unbounded - hour).abs() < 1e-4,
+            "{unbounded} vs {hour}"
+        );
+        // A target that is not a number is the default 1%, not "always the longest".
+        let nan = adaptive_target(f32::NAN);
+        assert!((nan - adaptive_target(0.01)).abs() < 1e-9, "{nan}");
+    }
+
+    fn adaptive_target(target_underrun: f32) -> f64 {
+        let config = InterpolationConfig {
+            policy: DelayPolicy::adaptive_with_target(target_underrun),
+            ..InterpolationConfig::default()
+        };
+        lossy_ten_per_second(config)
+            .target_delay()
+            .unwrap()
+            .as_secs_f64()
+    }
+
+    #[test]
+    fn settings_beyond_their_bounds_act_as_the_bounds() {
+        // An infinite stretch is the largest stretch, not none; a history too short to
+        // warm up on is the shortest that does.
+        let run = |max_stretch: f32, history: usize| {
+            let b = lossy_ten_per_second(InterpolationConfig {
+                max_stretch,
+                history,
+                ..InterpolationConfig::default()
+            });
+            (b.target_delay(), b.stats().stretched, b.render_tick())
+        };
+        assert_eq!(run(f32::INFINITY, 512), run(MAX_STRETCH, 512));
+        assert_ne!(run(f32::INFINITY, 512), run(0.0, 512));
+        assert_eq!(run(0.0, 4), run(0.0, WARMUP_PAIRS));
+    }
+
+    #[test]
+    fn copies_of_one_stray_snapshot_do_not_reset_the_buffer() {
+        let mut b = buffer(DelayPolicy::CLASSIC);
+        feed(&mut b, 0..50, MS * 30);
+        for _ in 0..5 {
+            assert!(matches!(
+                b.push(Tick(1_000_000), MS * 600, 0.0),
+                Err(PushError::TooFarAhead { .. })
+            ));
+        }
+        assert_eq!((b.stats().resyncs, b.len()), (0, 8));
+        // A late one of a real new timeline neither counts nor starts the count over.
+        assert!(b.push(Tick(5000), MS * 610, 0.0).is_err());
+        assert!(b.push(Tick(5002), MS * 620, 0.0).is_err());
+        assert!(b.push(Tick(5001), MS * 630, 0.0).is_err());
+        assert_eq!(b.push(Tick(5003), MS * 640, 0.0), Ok(()));
+        assert_eq!(b.stats().resyncs, 1);
+    }
+
+    #[test]
+    fn a_jump_limit_below_the_send_interval_still_follows_the_server() {
+        let mut b = InterpolationBuffer::<f64>::new(InterpolationConfig {
+            tick_hz: 60,
+            max_tick_jump: Duration::ZERO,
+            ..InterpolationConfig::default()
+        });
+        for k in (0..600u32).step_by(6) {
+            b.push(Tick(k), MS * (k * 1000 / 60 + 50), f64::from(k))
+                .unwrap();
+        }
+        assert_eq!(b.newest_tick(), Some(Tick(594)));
     }
 
     #[test]

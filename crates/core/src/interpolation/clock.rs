@@ -107,6 +107,9 @@ impl ArrivalStats {
         self.ticks.clear();
         self.last_tick = None;
         self.frames.clear();
+        // A new timeline is not a window cut at a change of link: it warms up afresh.
+        self.cut = false;
+        self.arrivals_to_loss_check = 0;
     }
 
     /// Records the local time of a rendered frame.
@@ -287,13 +290,13 @@ impl ArrivalStats {
     }
 }
 
-/// A setting that is a fraction of real time, within `[0, max]`; 0 (no effect) when not a
-/// number or infinite.
+/// A setting that is a fraction of real time, within `[0, max]`: larger values (infinity
+/// included) are `max`; 0 (no effect) when not a number.
 pub(crate) fn fraction_setting(value: f64, max: f64) -> f64 {
-    if value.is_finite() {
-        value.clamp(0.0, max)
-    } else {
+    if value.is_nan() {
         0.0
+    } else {
+        value.clamp(0.0, max)
     }
 }
 
@@ -487,6 +490,11 @@ mod tests {
         // Every one of them from the new link.
         assert_eq!(since.len(), 12);
         assert!(since.min_offset().unwrap() > 0.039, "{since:?}");
+        // Cleared for a new timeline, it is no longer a window cut at a change of link:
+        // the policy must not trust its first pair.
+        let mut since = since;
+        since.clear();
+        assert!(!since.is_cut());
     }
 
     #[test]

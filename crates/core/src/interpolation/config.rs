@@ -60,17 +60,22 @@ pub struct InterpolationConfig {
     /// Longest extrapolation past the newest snapshot; beyond it the value is held.
     pub max_extrapolation: Duration,
     /// Snapshots further than this from the newest (either way) are refused as coming from
-    /// another timeline; a few such snapshots in a row, consistent with each other, reset
-    /// the buffer onto their timeline.
+    /// another timeline; a few such snapshots in a row, consistent with each other and
+    /// each newer than the last, reset the buffer onto their timeline. Less than a second
+    /// is taken as a second.
     pub max_tick_jump: Duration,
     /// Arrivals the clock and delay statistics look back over (512: 8.5 s at 60
     /// snapshots/s, 51 s at 10). Longer windows give steadier delays and follow slow
     /// drift more slowly (a clear change of link is followed either way: see
     /// [`shift_window`](Self::shift_window)); each arrival costs time in proportion, and
-    /// memory is 64 bytes per arrival (up to twice that after a change of link).
+    /// memory is 64 bytes per arrival (up to twice that after a change of link). At least
+    /// 16: the adaptive policy waits for 16 pairs before trusting its statistics.
     pub history: usize,
     /// Largest speed-up or slow-down of playback while following a changed delay, as a
-    /// fraction of real time (0.1 = between 90% and 110%).
+    /// fraction of real time (0.1 = between 90% and 110%). Clamped to `[0, 1]`; not a
+    /// number turns slewing off, as 0 does. The other fractions of real time
+    /// ([`max_stretch`](Self::max_stretch), [`shift_slowdown`](Self::shift_slowdown))
+    /// are sanitized the same way, within their own bounds.
     pub max_time_scale: f32,
     /// How much the adaptive policy slows playback down while the snapshot after the
     /// newest is overdue (by default later than nine arrivals in ten: late, or lost; see

@@ -67,7 +67,7 @@ pub use config::{
     Curve, DEFAULT_HISTORY, DEFAULT_MAX_STRETCH, DEFAULT_OVERDUE_QUANTILE, DEFAULT_SHIFT_SLOWDOWN,
     DEFAULT_SHIFT_WINDOW, InterpolationConfig, MAX_STRETCH, MIN_OVERDUE_QUANTILE,
 };
-pub use policy::DelayPolicy;
+pub use policy::{DelayPolicy, MAX_LAG_SECS};
 pub use pose::Pose;
 pub use sample::Interpolate;
 pub use stats::InterpolationStats;

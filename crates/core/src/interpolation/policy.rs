@@ -8,6 +8,14 @@ use std::time::Duration;
 /// playback jumps to its target rather than slewing.
 pub(crate) const WARMUP_PAIRS: usize = 16;
 
+/// The longest lag either policy asks for beyond the earliest arrival, seconds (an hour):
+/// what an infinite `intervals` or `max_delay` comes to, so every delay stays a finite
+/// number and a search over it stays precise.
+pub const MAX_LAG_SECS: f64 = 3600.0;
+
+/// What a `target_underrun` that is not a number is taken as: [`DelayPolicy::adaptive`]'s.
+const DEFAULT_TARGET_UNDERRUN: f32 = 0.01;
+
 /// How far behind the server the buffer plays snapshots back.
 ///
 /// Delays are measured on the buffer's own estimate of the server clock (see
@@ -23,7 +31,8 @@ pub enum DelayPolicy {
     /// comes to about 88 ms at 60 snapshots/s and 334 ms at 10, against the source's 85
     /// and 350.
     Fixed {
-        /// Send intervals of delay past the median arrival.
+        /// Send intervals of delay past the median arrival. Negative or not a number is
+        /// taken as 0; the delay is at most [`MAX_LAG_SECS`] past the earliest arrival.
         intervals: f32,
     },
     /// Choose the smallest delay at which, over the recent window, snapshots would have
@@ -35,7 +44,8 @@ pub enum DelayPolicy {
     ///   arrival time minus the server time of the snapshot before it (the moment playback
     ///   starts depending on it). A lost snapshot lengthens that span by one send interval,
     ///   and jitter, queueing and loss all show up in the same number. Playback of the
-    ///   last 512 pairs is replayed at the candidate lag, and the time it would have run
+    ///   window's pairs ([`history`](super::InterpolationConfig::history), 512 by
+    ///   default) is replayed at the candidate lag, and the time it would have run
     ///   past the newest snapshot is what counts. A miss is counted as at least half a
     ///   rendered frame, since a renderer locked to the tick rate keeps sampling at the
     ///   same phase.
@@ -43,7 +53,7 @@ pub enum DelayPolicy {
     ///   holds (two losses in a row at 5% loss happen once in 400 snapshots), so the seen
     ///   estimate swings with whether one is in the window and undershoots when none is.
     ///   The model builds those tails from plentiful samples instead: a two-state loss
-    ///   chain fitted over the last 2048 snapshots, the spread of arrival offsets, and the
+    ///   chain fitted over the last 2048 snapshots (or `history`, if longer), the spread of arrival offsets, and the
     ///   phases at which frames actually sample the send interval.
     ///
     /// Gaps longer than `max_delay` (outages) are left out of both, so they cost underruns
@@ -71,10 +81,12 @@ pub enum DelayPolicy {
     /// after each.
     Adaptive {
         /// Fraction of playback time allowed to run without a snapshot pair (0.01 = 1%),
-        /// excluding outages longer than `max_delay`.
+        /// excluding outages longer than `max_delay`. Clamped to `[0, 1]`; not a number
+        /// is taken as the default, 0.01.
         target_underrun: f32,
-        /// Upper bound on the delay beyond the earliest arrival; gaps longer than this
-        /// (outages) are left out of the statistics.
+        /// Upper bound on the delay beyond the earliest arrival (at most
+        /// [`MAX_LAG_SECS`]); gaps longer than this (outages) are left out of the
+        /// statistics.
         max_delay: Duration,
     },
 }
@@ -121,7 +133,12 @@ impl DelayPolicy {
                 target_underrun,
                 max_delay,
             } => {
-                let max_delay = max_delay.as_secs_f64();
+                let max_delay = max_delay.as_secs_f64().min(MAX_LAG_SECS);
+                let target_underrun = if target_underrun.is_nan() {
+                    DEFAULT_TARGET_UNDERRUN
+                } else {
+                    target_underrun
+                };
                 // A window cut at a change of link is trusted from its first pair.
                 let warmed_up = if stats.is_cut() { 1 } else { WARMUP_PAIRS };
                 let warm = if stats.needs_len() >= warmed_up {
@@ -149,7 +166,7 @@ impl DelayPolicy {
             }
         };
         // Never ahead of the earliest arrival: nothing could be there to show.
-        Some(lag.max(min))
+        Some(lag.min(min + MAX_LAG_SECS).max(min))
     }
 }
 

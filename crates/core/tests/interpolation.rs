@@ -3,8 +3,8 @@
 
 use lagless_core::Tick;
 use lagless_core::interpolation::{
-    Curve, DelayPolicy, Interpolate, InterpolationBuffer, InterpolationConfig, Pose, PushError,
-    SampleKind,
+    Curve, DelayPolicy, Interpolate, InterpolationBuffer, InterpolationConfig, MAX_LAG_SECS, Pose,
+    PushError, SampleKind,
 };
 use lagless_netem::{Link, LinkConfig, Loss, profile};
 use proptest::prelude::*;
@@ -828,6 +828,7 @@ fn after_the_link_gets_worse_playback_slows_down_to_the_delay_it_needs() {
 enum Op {
     Push { tick: u32, at_ms: u64, x: f32 },
     Sample { at_ms: u64 },
+    Reset,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -843,16 +844,31 @@ fn op() -> impl Strategy<Value = Op> {
             x
         }),
         (0u64..10_000).prop_map(|at_ms| Op::Sample { at_ms }),
+        Just(Op::Reset),
+    ]
+}
+
+/// A float setting anywhere: in range, out of it, or not finite.
+fn any_setting(range: std::ops::Range<f32>) -> impl Strategy<Value = f32> {
+    prop_oneof![
+        Just(f32::NAN),
+        Just(f32::INFINITY),
+        Just(f32::NEG_INFINITY),
+        range
     ]
 }
 
 fn policy() -> impl Strategy<Value = DelayPolicy> {
     prop_oneof![
-        (-2.0f32..10.0).prop_map(|intervals| DelayPolicy::Fixed { intervals }),
-        (-0.5f32..1.5, 0u32..2000).prop_map(|(target_underrun, ms)| DelayPolicy::Adaptive {
-            target_underrun,
-            max_delay: MS * ms,
-        }),
+        any_setting(-2.0..10.0).prop_map(|intervals| DelayPolicy::Fixed { intervals }),
+        (
+            any_setting(-0.5..1.5),
+            prop_oneof![Just(Duration::MAX), (0u32..2000).prop_map(|ms| MS * ms)]
+        )
+            .prop_map(|(target_underrun, max_delay)| DelayPolicy::Adaptive {
+                target_underrun,
+                max_delay,
+            }),
     ]
 }
 
@@ -864,9 +880,11 @@ proptest! {
         capacity in 0usize..12,
         history in 0usize..40,
         shift_window in 0usize..6,
-        shift_slowdown in prop_oneof![Just(f32::NAN), Just(f32::INFINITY), -1.0f32..2.0],
+        shift_slowdown in any_setting(-1.0..2.0),
         hermite in any::<bool>(),
-        max_stretch in prop_oneof![Just(f32::NAN), Just(f32::INFINITY), -1.0f32..2.0],
+        max_stretch in any_setting(-1.0..2.0),
+        max_time_scale in any_setting(-1.0..2.0),
+        max_tick_jump_ms in prop_oneof![Just(0u64), Just(u64::MAX), 0u64..10_000],
         overdue_quantile in prop_oneof![Just(f32::NAN), Just(f32::NEG_INFINITY), -1.0f32..2.0],
         ops in prop::collection::vec(op(), 0..300),
     ) {
@@ -880,6 +898,8 @@ proptest! {
             shift_slowdown,
             max_stretch,
             overdue_quantile,
+            max_time_scale,
+            max_tick_jump: Duration::from_millis(max_tick_jump_ms),
             ..InterpolationConfig::default()
         });
         let mut pushes = 0u64;
@@ -895,7 +915,13 @@ proptest! {
                     if let Some(s) = b.sample_at(MS * at_ms as u32) {
                         prop_assert!(s.render_tick.is_finite());
                     }
+                    // However unbounded the settings, the delay is at most an hour past
+                    // the earliest arrival (10 s at most here).
+                    if let Some(d) = b.target_delay() {
+                        prop_assert!(d.as_secs_f64() <= MAX_LAG_SECS + 11.0, "{d:?}");
+                    }
                 }
+                Op::Reset => b.reset(),
             }
             prop_assert!(b.len() <= capacity.max(2));
         }

@@ -29,6 +29,10 @@ pub enum ProtocolError {
     /// A tick on the wire cannot be placed near the receiver's own tick.
     #[error("tick out of range")]
     TickOutOfRange,
+    /// A snapshot for this client and tick was already queued: the client tells snapshots
+    /// apart by tick, so a second one would be confused with the first.
+    #[error("a snapshot for tick {} was already sent", .0.0)]
+    SnapshotAlreadySent(crate::Tick),
     /// A snapshot fragment disagrees with earlier fragments of the same snapshot.
     #[error("inconsistent snapshot fragment")]
     InconsistentFragment,

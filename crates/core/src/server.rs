@@ -107,6 +107,8 @@ struct ClientSlot<I> {
     newest_seq: Option<Seq16>,
     send_seq: Seq16,
     snapshot_ack: Option<Tick>,
+    /// The tick of the last snapshot queued for this client.
+    snapshot_sent: Option<Tick>,
     stats: ServerClientStats,
 }
 
@@ -192,6 +194,7 @@ impl<I: Input> ServerSession<I> {
                 newest_seq: None,
                 send_seq: Seq16(0),
                 snapshot_ack: None,
+                snapshot_sent: None,
                 stats: ServerClientStats::default(),
             },
         );
@@ -339,6 +342,10 @@ impl<I: Input> ServerSession<I> {
 
     /// Queues the game's snapshot of the current state for `id`, split into as many
     /// packets as needed. Every packet also carries the clock echo and the input ack.
+    ///
+    /// One snapshot per client per tick: a second one for the same tick is refused with
+    /// [`ProtocolError::SnapshotAlreadySent`], since the client knows a snapshot by its
+    /// tick and could not tell the two apart.
     pub fn send_snapshot(
         &mut self,
         id: ClientId,
@@ -393,6 +400,10 @@ impl<I: Input> ServerSession<I> {
             .clients
             .get_mut(&id)
             .ok_or(ProtocolError::UnknownClient(id))?;
+        if client.snapshot_sent == Some(current) {
+            return Err(ProtocolError::SnapshotAlreadySent(current));
+        }
+        client.snapshot_sent = Some(current);
         let echo = client.echo.map(|(t, at)| PingEcho {
             client_time_us: t,
             hold_us: u32::try_from(now.saturating_sub(at).as_micros()).unwrap_or(u32::MAX),

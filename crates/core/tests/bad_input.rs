@@ -387,3 +387,28 @@ fn fragments_of_two_payloads_stamped_with_one_tick_are_not_spliced() {
     assert_eq!(s.tick, Tick(50));
     assert!(s.payload.iter().all(|&b| b == 0xAA));
 }
+
+#[test]
+fn a_second_snapshot_for_one_tick_is_refused() {
+    // The client knows a snapshot by its tick: two for one tick would be confused.
+    let mut s = ServerSession::<u8>::new(ServerConfig::default());
+    s.add_client(1).unwrap();
+    s.update(Duration::ZERO);
+    let tick = s.current_tick();
+    s.send_snapshot(1, Duration::ZERO, &[1; 2000]).unwrap();
+    let queued = std::iter::from_fn(|| s.poll_transmit()).count();
+    assert_eq!(
+        s.send_snapshot_with_essential(1, Duration::ZERO, &[2], &[3]),
+        Err(ProtocolError::SnapshotAlreadySent(tick))
+    );
+    assert_eq!((queued, s.poll_transmit()), (2, None));
+    // A snapshot refused for its size does not use up the tick.
+    s.update(Duration::from_millis(20));
+    while s.next_tick().is_some() {}
+    assert!(
+        s.send_snapshot(1, Duration::ZERO, &vec![0; 1 << 20])
+            .is_err()
+    );
+    s.send_snapshot(1, Duration::ZERO, &[4]).unwrap();
+    assert_eq!(std::iter::from_fn(|| s.poll_transmit()).count(), 1);
+}

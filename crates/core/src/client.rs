@@ -280,17 +280,23 @@ impl<I: Input> ClientSession<I> {
                     let now_us = now.as_micros() as u32;
                     let rtt_us = now_us
                         .wrapping_sub(echo.client_time_us)
-                        .saturating_sub(echo.hold_us);
+                        .checked_sub(echo.hold_us);
                     // A stamp from before a wrap of the 71-minute u32 clock, or garbage, would
-                    // give an absurd RTT: ignore anything over 10 s.
-                    if rtt_us < 10_000_000 {
+                    // give an absurd RTT: ignore anything over 10 s, and a hold longer than
+                    // the whole round trip.
+                    if let Some(rtt_us) = rtt_us.filter(|&r| r < 10_000_000) {
                         self.rtt
                             .add_sample(Duration::from_micros(u64::from(rtt_us)));
                     }
                 }
             }
             if let Some(ack) = frag.input_ack {
-                if let Some(t) = Tick::from_wire(ack.acked_through, tick) {
+                // Never past what was sent: a bogus ack far ahead would otherwise silence
+                // every input until the clock caught up with it.
+                let acked = Tick::from_wire(ack.acked_through, tick)
+                    .zip(self.sent_through)
+                    .map(|(t, sent)| t.min(sent));
+                if let Some(t) = acked {
                     self.acked_through = Some(self.acked_through.map_or(t, |a| a.max(t)));
                 }
                 // Every fragment of a snapshot repeats the report: use it once.
@@ -522,10 +528,14 @@ impl<I: Input> ClientSession<I> {
         if let Some(newest) = self.newest_input {
             let cap = self.config.max_inputs_per_message.max(1) as u32;
             let first_unacked = self.acked_through.map_or(Tick(0), Tick::next);
+            // Always at least the newest input: a message without one tells the server
+            // nothing about how early inputs arrive, and a client running behind it (all
+            // acknowledged, all late) would never hear how late it is.
             start = first_unacked
                 .max(newest.saturating_sub(cap - 1))
                 .max(self.inputs.floor())
-                .max(self.send_floor);
+                .max(self.send_floor)
+                .min(newest);
             let mut t = start;
             while t <= newest {
                 // Defensive: every tick from send_floor on was produced, so none is missing.

@@ -208,8 +208,10 @@ impl<T> TickBuffer<T> {
     /// Stored entries in tick order.
     pub fn iter(&self) -> impl Iterator<Item = (Tick, &T)> + '_ {
         let floor = self.floor;
+        // Near the end of the tick range the window is cut short at u32::MAX rather than
+        // visiting it several times.
         (0..self.capacity() as u32).filter_map(move |k| {
-            let t = floor.saturating_add(k);
+            let t = Tick(floor.0.checked_add(k)?);
             self.get(t).map(|v| (t, v))
         })
     }
@@ -247,6 +249,15 @@ mod tests {
         assert_eq!(b.insert(Tick(10), 'b'), Ok(Some('a')));
         assert_eq!(b.len(), 2);
         assert_eq!(b.get(Tick(13)), Some(&'z'));
+    }
+
+    #[test]
+    fn the_last_ticks_of_the_range_are_visited_once() {
+        let mut b = TickBuffer::new(16, Tick(u32::MAX - 4));
+        b.insert(Tick(u32::MAX), 'z').unwrap();
+        assert_eq!(b.len(), 1);
+        assert_eq!(b.iter().collect::<Vec<_>>(), vec![(Tick(u32::MAX), &'z')]);
+        assert_eq!(b.newest(), Some(Tick(u32::MAX)));
     }
 
     #[test]

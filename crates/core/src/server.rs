@@ -64,7 +64,8 @@ pub struct ServerClientStats {
     pub inputs_accepted: u64,
     /// Redundant copies of inputs already held or applied (normal with redundancy).
     pub inputs_redundant: u64,
-    /// Inputs first seen after their tick was simulated (too late to apply).
+    /// Inputs received after their tick was simulated (too late to apply), counting every
+    /// redundant copy of one.
     pub inputs_late: u64,
     /// Inputs refused because their tick was too far ahead of the server.
     pub inputs_too_far_ahead: u64,
@@ -207,8 +208,14 @@ impl<I: Input> ServerSession<I> {
         self.clients.remove(&id).is_some()
     }
 
-    /// Processes a packet from `id` received at `now`. Errors mean the packet was dropped
-    /// (and counted); the session stays healthy.
+    /// Processes a packet from `id` received at `now`; the session stays healthy whatever
+    /// the bytes.
+    ///
+    /// A malformed packet, or one whose start tick cannot be placed, is dropped and
+    /// counted in `packets_rejected`. A well-formed one with some inputs too far ahead is
+    /// kept apart from those (`inputs_too_far_ahead`) and still returns
+    /// [`ProtocolError::TickOutOfRange`]. Clock stamps and the snapshot ack of a
+    /// well-formed packet are taken even then.
     pub fn handle_packet(
         &mut self,
         id: ClientId,
@@ -409,13 +416,20 @@ impl<I: Input> ServerSession<I> {
             hold_us: u32::try_from(now.saturating_sub(at).as_micros()).unwrap_or(u32::MAX),
         });
         let input_ack = client.newest_input.map(|newest| {
-            // Everything before the current tick is either held or useless now.
-            let mut through = current.saturating_sub(1);
-            while client.inputs.contains(through.next()) && through.next() <= newest {
-                through = through.next();
+            // Everything before the current tick is either held or useless now; at tick 0
+            // nothing is before it.
+            let mut through = current.0.checked_sub(1).map(Tick);
+            loop {
+                let next = through.map_or(Tick(0), Tick::next);
+                if next > newest || !client.inputs.contains(next) {
+                    break;
+                }
+                through = Some(next);
             }
             InputAck {
-                acked_through: through.to_wire(),
+                // "Through tick -1" is the 16 bits below tick 0, which the client cannot
+                // expand: it takes it as no acknowledgement.
+                acked_through: through.map_or(Seq16(u16::MAX), Tick::to_wire),
                 input_slack: (client.slack.unwrap_or(0.0) * 256.0)
                     .round()
                     .clamp(-1e9, 1e9) as i32,

@@ -6,9 +6,13 @@ mod common;
 
 use common::Harness;
 use lagless_core::message::{
-    FRAGMENT_PAYLOAD_BYTES, InputMessage, KIND_INPUT, KIND_SNAPSHOT, PingEcho, SnapshotFragment,
+    FRAGMENT_PAYLOAD_BYTES, InputAck, InputMessage, KIND_INPUT, KIND_SNAPSHOT, PingEcho,
+    SnapshotFragment,
 };
-use lagless_core::{ClientConfig, ClientSession, ProtocolError, ServerConfig, ServerSession, Tick};
+use lagless_core::{
+    ClientConfig, ClientSession, LeadPolicy, ProtocolError, ServerConfig, ServerSession,
+    SyncConfig, Tick,
+};
 use lagless_netem::profile;
 use lagless_wire::{Seq16, Writer};
 use std::time::Duration;
@@ -411,4 +415,126 @@ fn a_second_snapshot_for_one_tick_is_refused() {
     );
     s.send_snapshot(1, Duration::ZERO, &[4]).unwrap();
     assert_eq!(std::iter::from_fn(|| s.poll_transmit()).count(), 1);
+}
+
+/// A server packet for the current tick with the given control data, under the sequence
+/// number the server would use next, so the client takes it as the newest.
+fn control_packet(h: &Harness, echo: Option<PingEcho>, acked_through: Option<Seq16>) -> Vec<u8> {
+    let sent = h.server.client_stats(1).map_or(0, |s| s.packets_sent);
+    let mut w = Writer::new();
+    SnapshotFragment {
+        seq: Seq16(sent as u16),
+        tick: h.server.current_tick().0,
+        echo,
+        input_ack: acked_through.map(|a| InputAck {
+            acked_through: a,
+            input_slack: 0,
+        }),
+        index: 0,
+        count: 1,
+        essential: true,
+        // The harness's game reads one 8-byte position per client.
+        payload: vec![0; 16],
+    }
+    .encode(&mut w);
+    w.into_bytes()
+}
+
+#[test]
+fn a_forged_input_ack_far_ahead_does_not_silence_the_client() {
+    // An ack 30 000 ticks ahead used to stop every input message until the client's
+    // clock caught up with it: eight minutes of a starved server.
+    let mut h = one_client(8);
+    h.run_until(Duration::from_secs(3), &mut |_, _| 1);
+    let far = Tick(h.server.current_tick().0 + 30_000).to_wire();
+    let forged = control_packet(&h, None, Some(far));
+    let now = h.now;
+    h.clients[0].session.handle_packet(now, &forged).unwrap();
+    assert!(h.clients[0].session.acked_through().unwrap().0 < 30_000);
+    assert_flowing(&mut h, Duration::from_secs(5));
+}
+
+#[test]
+fn one_absurd_clock_echo_is_outlived_within_seconds() {
+    // An echo claiming a 10 s round trip makes the client jump far ahead; its lead
+    // correction then winds the other way, it falls behind the server, and (before
+    // every message carried the newest input) never heard how late its inputs were:
+    // the server starved for 46 s, for good with a smaller input buffer. Now it hears,
+    // and unwinds within seconds.
+    for buffer_ticks in [2.0, 0.5] {
+        let client = ClientConfig {
+            sync: SyncConfig {
+                lead: LeadPolicy::Fixed {
+                    buffer_ticks,
+                    jitter_factor: 1.0,
+                },
+                ..SyncConfig::default()
+            },
+            ..ClientConfig::default()
+        };
+        let mut h = Harness::new(
+            ServerConfig::default(),
+            client,
+            profile("broadband").unwrap_or_default(),
+            1,
+            9,
+        );
+        h.run_until(Duration::from_secs(3), &mut |_, _| 1);
+        let now_us = h.now.as_micros() as u32;
+        let echo = PingEcho {
+            client_time_us: now_us.wrapping_sub(9_999_000),
+            hold_us: 0,
+        };
+        let packet = control_packet(&h, Some(echo), None);
+        let now = h.now;
+        h.clients[0].session.handle_packet(now, &packet).unwrap();
+        // Measured: inputs flow again 9-11 s later (the lead correction unwinds).
+        h.run_until(Duration::from_secs(15), &mut |_, _| 1);
+        assert_flowing(&mut h, Duration::from_secs(17));
+    }
+}
+
+#[test]
+fn a_hold_longer_than_the_round_trip_is_no_rtt_sample() {
+    let mut h = one_client(10);
+    h.run_until(Duration::from_secs(2), &mut |_, _| 1);
+    let before = h.clients[0].session.rtt().min().unwrap();
+    let now_us = h.now.as_micros() as u32;
+    let echo = PingEcho {
+        client_time_us: now_us.wrapping_sub(1000),
+        hold_us: u32::MAX,
+    };
+    let packet = control_packet(&h, Some(echo), None);
+    let now = h.now;
+    h.clients[0].session.handle_packet(now, &packet).unwrap();
+    assert_eq!(h.clients[0].session.rtt().min(), Some(before));
+    assert!(before > Duration::from_millis(30));
+}
+
+#[test]
+fn at_tick_zero_the_server_acknowledges_nothing_it_lacks() {
+    // Input for tick 1 only: the ack must not cover tick 0, or the client would stop
+    // resending it and the server would run tick 0 without it.
+    let mut s = ServerSession::<u8>::new(ServerConfig::default());
+    s.add_client(1).unwrap();
+    s.update(Duration::ZERO);
+    s.handle_packet(1, Duration::ZERO, &input_packet(Tick(1).to_wire(), vec![7]))
+        .unwrap();
+    s.send_snapshot(1, Duration::ZERO, &[0]).unwrap();
+    let (_, bytes) = s.poll_transmit().unwrap();
+    let ack = SnapshotFragment::decode(&bytes).unwrap().input_ack.unwrap();
+    assert_eq!(Tick::from_wire(ack.acked_through, Tick(0)), None);
+    // Once tick 0's input is there too, both are acknowledged.
+    s.handle_packet(
+        1,
+        Duration::ZERO,
+        &input_packet(Tick(0).to_wire(), vec![6, 7]),
+    )
+    .unwrap();
+    s.update(Duration::from_millis(16));
+    while s.next_tick().is_some() {}
+    s.send_snapshot(1, Duration::from_millis(16), &[0]).unwrap();
+    let (_, bytes) = s.poll_transmit().unwrap();
+    let ack = SnapshotFragment::decode(&bytes).unwrap().input_ack.unwrap();
+    assert_eq!(Tick::from_wire(ack.acked_through, Tick(1)), Some(Tick(1)));
 }

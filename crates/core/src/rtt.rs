@@ -15,13 +15,24 @@ pub struct RttEstimator {
     samples: u64,
 }
 
+/// The largest sample that enters the mean as it is: twice the smoothed RTT, four
+/// deviations or 50 ms above it, whichever is largest.
+fn outlier_bound(srtt: Duration, deviation: Duration) -> Duration {
+    (srtt * 2)
+        .max(srtt + deviation * 4)
+        .max(srtt + Duration::from_millis(50))
+}
+
 impl RttEstimator {
     /// A fresh estimator with no samples.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Adds one round-trip sample.
+    /// Adds one round-trip sample. A sample more than twice the smoothed RTT, four
+    /// deviations above it and 50 ms above it enters the mean and deviation as the
+    /// largest of those three bounds (it still counts for [`min`](Self::min) and
+    /// [`latest`](Self::latest)).
     pub fn add_sample(&mut self, rtt: Duration) {
         self.samples += 1;
         self.latest = Some(rtt);
@@ -35,6 +46,11 @@ impl RttEstimator {
                 self.variance = Duration::ZERO;
             }
             Some(srtt) => {
+                // One absurd sample (a corrupt or forged echo) must not drag the mean by
+                // seconds: a sample beyond the outlier bound counts as the bound. A real
+                // rise is still followed, by at least an eighth of the bound's margin per
+                // sample, so a route change is caught up within a few dozen samples.
+                let rtt = rtt.min(outlier_bound(srtt, self.variance));
                 // Gains 1/4 and 1/8 as in RFC 6298: the deviation tracks jitter, the mean
                 // follows route changes within a few dozen samples.
                 let dev = srtt.abs_diff(rtt);
@@ -73,6 +89,24 @@ impl RttEstimator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_absurd_sample_barely_moves_the_mean_but_a_real_rise_is_followed() {
+        let ms = Duration::from_millis;
+        let mut e = RttEstimator::new();
+        for _ in 0..20 {
+            e.add_sample(ms(40));
+        }
+        e.add_sample(Duration::from_secs(10));
+        // At most an eighth of the 50 ms margin: 6.25 ms, not 1.25 s.
+        assert!(e.smoothed().unwrap() <= ms(47), "{:?}", e.smoothed());
+        assert_eq!(e.latest(), Some(Duration::from_secs(10)));
+        // A route that really got slower, 40 -> 300 ms, is followed within 40 samples.
+        for _ in 0..40 {
+            e.add_sample(ms(300));
+        }
+        assert!(e.smoothed().unwrap() >= ms(280), "{:?}", e.smoothed());
+    }
 
     #[test]
     fn converges_to_the_mean_and_tracks_deviation() {

@@ -455,12 +455,11 @@ fn a_forged_input_ack_far_ahead_does_not_silence_the_client() {
 }
 
 #[test]
-fn one_absurd_clock_echo_is_outlived_within_seconds() {
+fn one_absurd_clock_echo_starves_nothing() {
     // An echo claiming a 10 s round trip makes the client jump far ahead; its lead
     // correction then winds the other way, it falls behind the server, and (before
     // every message carried the newest input) never heard how late its inputs were:
-    // the server starved for 46 s, for good with a smaller input buffer. Now it hears,
-    // and unwinds within seconds.
+    // the server starved for 46 s, for good with a smaller input buffer.
     for buffer_ticks in [2.0, 0.5] {
         let client = ClientConfig {
             sync: SyncConfig {
@@ -488,9 +487,8 @@ fn one_absurd_clock_echo_is_outlived_within_seconds() {
         let packet = control_packet(&h, Some(echo), None);
         let now = h.now;
         h.clients[0].session.handle_packet(now, &packet).unwrap();
-        // Measured: inputs flow again 9-11 s later (the lead correction unwinds).
-        h.run_until(Duration::from_secs(15), &mut |_, _| 1);
-        assert_flowing(&mut h, Duration::from_secs(17));
+        // The sample enters the RTT mean as its outlier bound: nothing starves.
+        assert_flowing(&mut h, Duration::from_secs(5));
     }
 }
 

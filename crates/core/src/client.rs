@@ -529,8 +529,9 @@ impl<I: Input> ClientSession<I> {
             let cap = self.config.max_inputs_per_message.max(1) as u32;
             let first_unacked = self.acked_through.map_or(Tick(0), Tick::next);
             // Always at least the newest input: a message without one tells the server
-            // nothing about how early inputs arrive, and a client running behind it (all
-            // acknowledged, all late) would never hear how late it is.
+            // nothing about how early inputs arrive. Acks taken no further than what was
+            // sent already keep `first_unacked` at or below `newest`; this keeps it so
+            // should the ack rule ever change.
             start = first_unacked
                 .max(newest.saturating_sub(cap - 1))
                 .max(self.inputs.floor())

@@ -1019,7 +1019,7 @@ mod tests {
             let lost = k % 20 == 7 || (k % 100 == 8);
             let tick = k * 6;
             if !lost {
-                let jitter = f64::from((k.wrapping_mul(2_654_435_761) >> 9) % 61) - 30.0;
+                let jitter = f64::from(super::super::clock::streams::hash(k) % 61) - 30.0;
                 let at = f64::from(tick) / 60.0 + 0.05 + jitter / 1000.0;
                 let _ = b.push(Tick(tick), Duration::from_secs_f64(at), f64::from(tick));
             }

@@ -196,12 +196,12 @@ impl ArrivalStats {
         // even when a few losses in the window put the needs' tail a whole send interval
         // up, out of reach of a few tens of milliseconds more delay (at 10 snapshots a
         // second, a handful of losses in 512 do).
-        let by_needs = worse_since(
+        let by_needs = shift::worse_since(
             self.need_values.sorted(),
             last(&self.needs, recent).map(|n| n.need),
             &mut self.scratch,
         );
-        let by_offsets = worse_since(
+        let by_offsets = shift::worse_since(
             self.offsets.sorted(),
             self.offsets.recent(recent),
             &mut self.scratch,
@@ -363,22 +363,6 @@ impl<T: Copy + PartialOrd> SortedWindow<T> {
         self.arrived.clear();
         self.sorted.clear();
     }
-}
-
-/// Whether the `recent` values (the last of a window whose values are `all`, sorted) are
-/// worse than the earlier ones ([`shift::worse`]), and if so how many of them there are
-/// from the first that lay beyond the earlier ones on: the arrivals since the change.
-fn worse_since(
-    all: &[f64],
-    recent: impl Iterator<Item = f64> + Clone,
-    scratch: &mut Vec<f64>,
-) -> Option<usize> {
-    scratch.clear();
-    scratch.extend(recent.clone());
-    let n = scratch.len();
-    let above = shift::worse(all, scratch)?;
-    let first = recent.clone().position(|x| x > above).unwrap_or(0);
-    Some(n - first)
 }
 
 /// The last `n` entries of `q`, oldest first.
@@ -554,11 +538,11 @@ mod tests {
 
 /// Arrival streams for the tests of the estimates (`replay`, `model`).
 #[cfg(test)]
-mod streams {
+pub(super) mod streams {
     use super::*;
 
     /// A fixed scramble of `t`, standing in for a random draw per tick.
-    pub(super) fn hash(t: u32) -> u32 {
+    pub(in crate::interpolation) fn hash(t: u32) -> u32 {
         let mut x = t.wrapping_mul(0x9E37_79B9) ^ 0x85EB_CA6B;
         x ^= x >> 15;
         x = x.wrapping_mul(0x2C1B_3C6D);

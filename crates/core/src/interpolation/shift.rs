@@ -98,6 +98,23 @@ pub(crate) fn worse(all: &[f64], recent: &mut [f64]) -> Option<f64> {
     rare(recent.iter().filter(|x| **x > above).count()).then_some(above)
 }
 
+/// Whether the `recent` values (the last of a window whose values are `all`, sorted) are
+/// worse than the earlier ones ([`worse`]), and if so how many of them there are
+/// from the first that lay beyond the earlier ones on: the arrivals since the change.
+/// `scratch` is working space, reused to spare an allocation per arrival.
+pub(crate) fn worse_since(
+    all: &[f64],
+    recent: impl Iterator<Item = f64> + Clone,
+    scratch: &mut Vec<f64>,
+) -> Option<usize> {
+    scratch.clear();
+    scratch.extend(recent.clone());
+    let n = scratch.len();
+    let above = worse(all, scratch)?;
+    let first = recent.clone().position(|x| x > above).unwrap_or(0);
+    Some(n - first)
+}
+
 /// True when every arrival offset in `recent` (as in [`worse`]) lies below the window's
 /// earlier offsets' median, by the margin: on a link that has not changed, 32 in a row
 /// below the median happen about once in a billion tests (and fewer than about 20 recent
@@ -298,11 +315,8 @@ mod tests {
 
     fn test(earlier: &[f64], recent: &[f64]) -> Option<Shift> {
         let all = sorted(earlier.iter().chain(recent).copied().collect());
-        if let Some(above) = worse(&all, &mut recent.to_vec()) {
-            let first = recent.iter().position(|x| *x > above).unwrap_or(0);
-            Some(Shift::Worse {
-                since: recent.len() - first,
-            })
+        if let Some(since) = worse_since(&all, recent.iter().copied(), &mut Vec::new()) {
+            Some(Shift::Worse { since })
         } else if better(&all, &mut recent.to_vec()) {
             Some(Shift::Better {
                 since: recent.len(),

@@ -109,6 +109,24 @@ impl BitWriter {
         self.bits = self.buf.len() * 8;
     }
 
+    /// Appends everything `other` wrote, bit for bit (as if its writes had been made
+    /// here), so pieces encoded once can be shared between streams.
+    pub fn append(&mut self, other: &BitWriter) {
+        let whole = other.bits / 8;
+        if self.bits % 8 == 0 {
+            self.buf.extend_from_slice(&other.buf[..whole]);
+            self.bits += whole * 8;
+        } else {
+            for &b in &other.buf[..whole] {
+                self.put(u64::from(b), 8);
+            }
+        }
+        let rest = (other.bits % 8) as u32;
+        if rest > 0 {
+            self.put(u64::from(other.buf[whole]), rest);
+        }
+    }
+
     /// Writes `bits` (at most 64) low bits of `value`, filling the current byte first.
     fn put(&mut self, mut value: u64, bits: u32) {
         let mut left = bits;

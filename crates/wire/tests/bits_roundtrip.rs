@@ -89,6 +89,17 @@ proptest! {
         prop_assert_eq!(write_all(&got).into_bytes(), bytes);
     }
 
+    /// Appending a writer gives the bits its writes would have given in place.
+    #[test]
+    fn append_is_writing_in_place(a in proptest::collection::vec(op(), 0..20), b in proptest::collection::vec(op(), 0..20)) {
+        let b: Vec<Op> = b.into_iter().filter(|o| !matches!(o, Op::Align | Op::Bytes(_))).collect();
+        let mut joined = write_all(&a);
+        joined.append(&write_all(&b));
+        let whole = write_all(&[a, b].concat());
+        prop_assert_eq!(joined.bit_len(), whole.bit_len());
+        prop_assert_eq!(joined.into_bytes(), whole.into_bytes());
+    }
+
     #[test]
     fn var_sizes_match_the_cost_functions(u: u32, i: i32) {
         let mut w = BitWriter::new();

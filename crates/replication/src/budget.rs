@@ -1,0 +1,257 @@
+//! A per-client bandwidth budget that follows the link like a congestion controller.
+//!
+//! What the client acknowledges tells the server how the link is doing: each
+//! acknowledgement of a snapshot gives a round-trip sample (from sending the snapshot to
+//! hearing it was decoded), and snapshots skipped by the acknowledgements were lost. A
+//! link carrying more than it can queues packets, so its round trip grows long before it
+//! drops them. The controller backs off multiplicatively when the smoothed round trip
+//! rises well above the lowest it has seen lately, or when many snapshots are lost, and
+//! probes back up additively while the link is clean and the budget is what limits the
+//! snapshots (AIMD, with the delay signal of LEDBAT-style controllers). Random loss on a
+//! mobile link (a few percent) does not trigger it; a queue does.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Budget settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BudgetConfig {
+    /// Most a client is sent, kbit/s of snapshot payload. 0: no budget at all (every
+    /// change is sent at once; for tests and comparisons).
+    pub max_kbps: f64,
+    /// Least the controller backs off to, kbit/s.
+    pub min_kbps: f64,
+    /// Follow the link (true), or always use `max_kbps`.
+    pub adaptive: bool,
+    /// Queueing delay that means the link is full: the smoothed round trip this much
+    /// above its recent low (or a quarter of that low, whichever is more), seconds.
+    pub queue_delay_secs: f64,
+    /// Share of snapshots lost, over the last 64, that means the link is full.
+    pub loss_fraction: f64,
+    /// How long the recent low of the round trip is remembered, seconds.
+    pub low_window_secs: f64,
+}
+
+impl Default for BudgetConfig {
+    fn default() -> Self {
+        Self {
+            max_kbps: 256.0,
+            min_kbps: 16.0,
+            adaptive: true,
+            queue_delay_secs: 0.06,
+            loss_fraction: 0.2,
+            low_window_secs: 10.0,
+        }
+    }
+}
+
+/// Counters of one client's budget.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BudgetStats {
+    /// Times the budget was cut.
+    pub decreases: u64,
+    /// Round-trip samples taken.
+    pub rtt_samples: u64,
+    /// Snapshots acknowledged / seen lost.
+    pub acked: u64,
+    /// Snapshots skipped by acknowledgements.
+    pub lost: u64,
+}
+
+/// One client's budget.
+#[derive(Debug, Clone)]
+pub struct BudgetController {
+    config: BudgetConfig,
+    kbps: f64,
+    srtt: Option<f64>,
+    /// Lowest smoothed round trip per second, for the recent low.
+    lows: VecDeque<(u64, f64)>,
+    outcomes: VecDeque<bool>,
+    last_update: Option<Duration>,
+    hold_until: Duration,
+    stats: BudgetStats,
+}
+
+impl BudgetController {
+    /// A budget starting at its maximum.
+    pub fn new(config: BudgetConfig) -> Self {
+        Self {
+            kbps: config.max_kbps,
+            config,
+            srtt: None,
+            lows: VecDeque::new(),
+            outcomes: VecDeque::new(),
+            last_update: None,
+            hold_until: Duration::ZERO,
+            stats: BudgetStats::default(),
+        }
+    }
+
+    /// The budget now, kbit/s; `None` when there is none.
+    pub fn kbps(&self) -> Option<f64> {
+        (self.config.max_kbps > 0.0).then_some(self.kbps)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &BudgetStats {
+        &self.stats
+    }
+
+    /// The smoothed round trip, seconds.
+    pub fn srtt(&self) -> Option<f64> {
+        self.srtt
+    }
+
+    /// A round-trip sample taken at `now`.
+    pub fn on_rtt(&mut self, now: Duration, secs: f64) {
+        if !(secs.is_finite() && secs >= 0.0) {
+            return;
+        }
+        self.stats.rtt_samples += 1;
+        let s = match self.srtt {
+            Some(s) => s + (secs - s) / 8.0,
+            None => secs,
+        };
+        self.srtt = Some(s);
+        let second = now.as_secs();
+        match self.lows.back_mut() {
+            Some((t, low)) if *t == second => *low = low.min(s),
+            _ => self.lows.push_back((second, s)),
+        }
+        let keep = self.config.low_window_secs.max(1.0) as u64;
+        while self.lows.front().is_some_and(|(t, _)| t + keep <= second) {
+            self.lows.pop_front();
+        }
+    }
+
+    /// A snapshot acknowledged (`true`) or skipped by the acknowledgements (`false`).
+    pub fn on_outcome(&mut self, acked: bool) {
+        if acked {
+            self.stats.acked += 1;
+        } else {
+            self.stats.lost += 1;
+        }
+        self.outcomes.push_back(acked);
+        if self.outcomes.len() > 64 {
+            self.outcomes.pop_front();
+        }
+    }
+
+    /// The smoothed round trip above its recent low, seconds.
+    pub fn queue_delay(&self) -> Option<f64> {
+        let low = self.lows.iter().map(|(_, l)| *l).reduce(f64::min)?;
+        Some(self.srtt? - low)
+    }
+
+    fn congested(&self) -> bool {
+        let low = self.lows.iter().map(|(_, l)| *l).reduce(f64::min);
+        let delayed = match (self.srtt, low) {
+            (Some(s), Some(low)) => s - low > self.config.queue_delay_secs.max(low / 4.0),
+            _ => false,
+        };
+        let lost = self.outcomes.iter().filter(|a| !**a).count();
+        let lossy = self.outcomes.len() >= 16
+            && lost as f64 > self.config.loss_fraction * self.outcomes.len() as f64;
+        delayed || lossy
+    }
+
+    /// Moves the budget on to `now`. `limited` says whether the budget held anything back
+    /// since the last call: probing up a budget nobody uses would only make a burst later.
+    pub fn update(&mut self, now: Duration, limited: bool) {
+        let dt = self
+            .last_update
+            .map_or(0.0, |t| now.saturating_sub(t).as_secs_f64());
+        self.last_update = Some(now);
+        let c = self.config;
+        if c.max_kbps <= 0.0 || !c.adaptive {
+            self.kbps = c.max_kbps;
+            return;
+        }
+        let floor = c.min_kbps.clamp(1.0, c.max_kbps);
+        if now < self.hold_until {
+            return;
+        }
+        if self.congested() {
+            self.kbps = (self.kbps * 0.7).max(floor);
+            self.stats.decreases += 1;
+            // Wait a round trip (and a little) for the cut to show before judging again.
+            let rtt = self.srtt.unwrap_or(0.2);
+            self.hold_until = now + Duration::from_secs_f64((rtt + 0.05).min(2.0));
+            self.outcomes.clear();
+        } else if limited {
+            // +25% of the budget, at least 8 kbit/s, per second.
+            let step = (self.kbps * 0.25).max(8.0) * dt.min(1.0);
+            self.kbps = (self.kbps + step).min(c.max_kbps);
+        }
+    }
+
+    /// Payload bits one snapshot may take, sending `per_second` snapshots a second;
+    /// `None` for no budget.
+    pub fn bits_per_snapshot(&self, per_second: f64) -> Option<usize> {
+        let kbps = self.kbps()?;
+        Some((kbps * 1000.0 / per_second.max(1e-3)) as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn a_queue_cuts_the_budget_and_a_clean_link_restores_it() {
+        let mut b = BudgetController::new(BudgetConfig::default());
+        // 2 s clean at 100 ms.
+        for t in 0..128u64 {
+            b.on_rtt(ms(t * 16), 0.1);
+            b.on_outcome(true);
+            b.update(ms(t * 16), true);
+        }
+        assert_eq!(b.kbps(), Some(256.0));
+        // The round trip climbs by 200 ms a second: a queue.
+        for t in 128..192u64 {
+            let rtt = 0.1 + (t - 128) as f64 * 0.016 * 0.2;
+            b.on_rtt(ms(t * 16), rtt);
+            b.update(ms(t * 16), true);
+        }
+        let cut = b.kbps().unwrap();
+        assert!(cut < 200.0, "{cut}");
+        assert!(b.stats().decreases >= 1);
+        // The queue drains, and the budget climbs back.
+        for t in 192..1200u64 {
+            b.on_rtt(ms(t * 16), 0.1);
+            b.on_outcome(true);
+            b.update(ms(t * 16), true);
+        }
+        assert_eq!(b.kbps(), Some(256.0));
+    }
+
+    #[test]
+    fn random_loss_and_jitter_alone_do_not_cut_it() {
+        let mut b = BudgetController::new(BudgetConfig::default());
+        let mut x = 12345u64;
+        for t in 0..4000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+            // 200 ms +- 40 ms uniform, 5% loss.
+            b.on_rtt(ms(t * 16), 0.16 + 0.08 * u);
+            b.on_outcome(u > 0.05);
+            b.update(ms(t * 16), true);
+        }
+        assert_eq!(b.stats().decreases, 0);
+    }
+
+    #[test]
+    fn no_budget_means_none() {
+        let b = BudgetController::new(BudgetConfig {
+            max_kbps: 0.0,
+            ..BudgetConfig::default()
+        });
+        assert_eq!(b.bits_per_snapshot(64.0), None);
+    }
+}

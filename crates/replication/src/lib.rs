@@ -1,0 +1,77 @@
+//! Replication for lagless: a game declares its entity kinds once, and the library
+//! sends their state to every client as compact, delta-encoded snapshots within a
+//! per-client bandwidth budget.
+//!
+//! * [`Schema`] and [`Kind`]: the declaration, fields with their quantization.
+//! * [`ReplicationServer`]: the authoritative entities; per client, the views it
+//!   acknowledged and snapshots in flight, a priority accumulator and an adaptive
+//!   [`BudgetController`] (Glenn Fiedler's "State Synchronization" and "Snapshot
+//!   Compression"; Unity Netcode for Entities' importance scaling).
+//! * [`ReplicationClient`]: decodes snapshots against the views it holds and keeps the
+//!   newest state of every entity, with spawn and despawn events.
+//!
+//! Snapshots are game bytes to the core: the server hands
+//! [`EncodedSnapshot::bytes`] to [`lagless_core::ServerSession::send_snapshot`], reads
+//! acknowledgements from [`lagless_core::ServerSession::snapshot_ack`]; the client feeds
+//! [`lagless_core::ReceivedSnapshot`]s to [`ReplicationClient::receive`] and acknowledges
+//! what decoded with [`lagless_core::ClientSession::acknowledge_snapshot`].
+//!
+//! # Example
+//! ```
+//! use lagless_core::Tick;
+//! use lagless_replication::*;
+//! use std::time::Duration;
+//!
+//! let schema = || {
+//!     Schema::new()
+//!         .kind(Kind::new("dot").vec2("position", 100.0, 0.01).int("score", 0, 999))
+//!         .build()
+//!         .unwrap()
+//! };
+//! let mut server = ReplicationServer::new(schema(), ServerConfig::default());
+//! let mut client = ReplicationClient::new(schema(), ClientConfig::default());
+//! let dot = server.spawn(0, |w| { w.vec2([1.0, 2.0]); w.int(0); }).unwrap();
+//! server.add_client(7);
+//!
+//! let now = Duration::ZERO;
+//! let first = server.encode(7, Tick(1), now).unwrap();
+//! client.receive(Tick(1), &first.bytes).unwrap();
+//! server.acknowledge(7, Tick(1), now); // what the session reports
+//!
+//! server.update(dot, |w| { w.vec2([1.5, 2.0]); w.int(1); }).unwrap();
+//! let delta = server.encode(7, Tick(2), now).unwrap(); // only what changed
+//! assert_eq!(delta.entries, 1);
+//! client.receive(Tick(2), &delta.bytes).unwrap();
+//! let mut r = client.reader(dot).unwrap();
+//! assert_eq!(r.vec2(), [1.5, 2.0]);
+//! assert_eq!(r.int(), 1);
+//! ```
+
+#![deny(missing_docs)]
+
+mod budget;
+mod client;
+mod error;
+mod field;
+mod schema;
+mod server;
+mod snapshot;
+mod state;
+mod view;
+
+pub use budget::{BudgetConfig, BudgetController, BudgetStats};
+pub use client::{
+    Applied, ClientConfig, ClientEntity, EntityEvent, ReplicationClient, ReplicationClientStats,
+};
+pub use error::ReplicationError;
+pub use field::{codes_valid, values_of, zero_codes};
+pub use schema::{
+    CODE_LIMIT, Field, FieldType, Kind, KindId, MAX_FIELDS, MAX_KINDS, Schema, SchemaError,
+};
+pub use server::{
+    ClientKey, ClientReplicationStats, EncodedSnapshot, RelevanceFn, ReplicationServer,
+    ServerConfig,
+};
+pub use snapshot::{Change, Decoded, Limits};
+pub use state::{StateError, StateReader, StateWriter};
+pub use view::{Entry, View};

@@ -1,0 +1,656 @@
+//! The server side: the authoritative entities, and one snapshot per client per send.
+//!
+//! The game spawns, updates and despawns entities as its world changes; an update that
+//! quantizes to the codes the entity already has changes nothing. For each client the
+//! server keeps the view the client acknowledged last and one view per snapshot in
+//! flight. A snapshot lists only entities that differ from the acknowledged view, each
+//! as a delta against it, so an unchanged entity costs nothing and a lost snapshot
+//! costs nothing either: the next one simply carries what is still different.
+//!
+//! # Budget and priorities
+//! Each client has a byte budget per snapshot ([`BudgetController`]). Every entity that
+//! differs from what the client holds gains priority each tick it waits: its kind's
+//! priority × its relevance to the client (by default how near it is to the client's
+//! focus, [`ReplicationServer::set_focus`]) × how far it moved (Fiedler's "State
+//! Synchronization" priority accumulator; Unity Netcode for Entities' importance
+//! scaling). A snapshot takes the highest until the budget is spent; the rest keep
+//! climbing. Despawns always go. A relevance of 0 (a game's own
+//! [`ReplicationServer::set_relevance`]) keeps an entity from that client altogether:
+//! interest management.
+//!
+//! # Shared work
+//! The same entity's delta against the same baseline state at the same age is encoded
+//! once per tick and copied into every snapshot that needs it.
+
+use crate::budget::{BudgetConfig, BudgetController, BudgetStats};
+use crate::error::ReplicationError;
+use crate::field::{self, Motion};
+use crate::schema::{KindId, Schema};
+use crate::snapshot::{self, Change, Limits};
+use crate::state::StateWriter;
+use crate::view::{Entry, View};
+use lagless_core::Tick;
+use lagless_wire::BitWriter;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A client, as the game names it.
+pub type ClientKey = u64;
+
+/// Server settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// Simulation ticks per second (positions are predicted from velocities over ticks).
+    pub tick_hz: u32,
+    /// Snapshots sent per second to each client, to turn the budget into bits.
+    pub snapshot_hz: f64,
+    /// The per-client budget.
+    pub budget: BudgetConfig,
+    /// Snapshots in flight remembered per client (their views): acknowledgements of older
+    /// ones are ignored. Bounds memory whatever a client acknowledges.
+    pub max_in_flight: usize,
+    /// Entity counts and ids.
+    pub limits: Limits,
+    /// Largest snapshot payload, bytes, budget or not.
+    pub max_snapshot_bytes: usize,
+    /// Distance at which the default relevance halves, in the position field's units.
+    pub relevance_distance: f32,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            tick_hz: 64,
+            snapshot_hz: 64.0,
+            budget: BudgetConfig::default(),
+            max_in_flight: 256,
+            limits: Limits::default(),
+            max_snapshot_bytes: 60 * 1024,
+            relevance_distance: 10.0,
+        }
+    }
+}
+
+/// A live entity.
+#[derive(Debug, Clone)]
+struct Live {
+    kind: KindId,
+    generation: u32,
+    version: u64,
+    codes: Arc<[i32]>,
+    /// Its position, for relevance.
+    position: Option<[f32; 3]>,
+}
+
+/// A snapshot in flight: its tick, the view the client holds once it decodes it, and
+/// when it left.
+#[derive(Debug, Clone)]
+struct InFlight {
+    tick: Tick,
+    view: View,
+    sent_at: Duration,
+}
+
+/// One client's counters.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClientReplicationStats {
+    /// Snapshots encoded.
+    pub snapshots: u64,
+    /// Of those, without a baseline.
+    pub full: u64,
+    /// Payload bits.
+    pub bits: u64,
+    /// Entities that differed from what the client held, summed over snapshots.
+    pub candidates: u64,
+    /// Of those, held back by the budget.
+    pub deferred: u64,
+    /// Entries sent (updates, spawns, despawns).
+    pub sent: u64,
+    /// Summed baseline age, ticks, over snapshots with one.
+    pub baseline_age_ticks: u64,
+    /// Acknowledgements of snapshots no longer remembered (ignored).
+    pub stale_acks: u64,
+    /// Times every snapshot in flight went unacknowledged (a long outage, or a client
+    /// that lost its baselines): the server started again from nothing, with the list of
+    /// entities the client should hold.
+    pub resyncs: u64,
+    /// Budget counters.
+    pub budget: BudgetStats,
+}
+
+struct ClientState {
+    acked: Option<InFlight>,
+    in_flight: VecDeque<InFlight>,
+    priority: Vec<f32>,
+    last_tick: Option<Tick>,
+    focus: Option<[f32; 3]>,
+    budget: BudgetController,
+    limited: bool,
+    /// The server no longer knows what the client holds: send the member list until an
+    /// acknowledgement shows the client caught up.
+    lost_track: bool,
+    stats: ClientReplicationStats,
+}
+
+/// What [`ReplicationServer::encode`] made for one client.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodedSnapshot {
+    /// The payload.
+    pub bytes: Vec<u8>,
+    /// Bits before padding.
+    pub bits: usize,
+    /// The baseline used, `None` for none.
+    pub baseline: Option<Tick>,
+    /// Entries sent.
+    pub entries: usize,
+    /// Entities that differed from the baseline.
+    pub candidates: usize,
+    /// Of those, held back by the budget.
+    pub deferred: usize,
+    /// The budget, bits, if any.
+    pub budget_bits: Option<usize>,
+}
+
+/// A game's relevance rule: `(client, entity id, kind, codes) -> weight`; 0 keeps the
+/// entity from the client.
+pub type RelevanceFn = dyn Fn(ClientKey, u32, KindId, &[i32]) -> f32 + Send + Sync;
+
+/// The server's side of replication. See the module docs.
+pub struct ReplicationServer {
+    schema: Arc<Schema>,
+    config: ServerConfig,
+    entities: Vec<Option<Live>>,
+    live: usize,
+    next_generation: u32,
+    next_version: u64,
+    clients: BTreeMap<ClientKey, ClientState>,
+    cache: HashMap<(u32, u64, u64, u32), BitWriter>,
+    cache_tick: Option<Tick>,
+    relevance: Option<Box<RelevanceFn>>,
+}
+
+/// A candidate entry while a snapshot is built.
+struct Candidate {
+    id: u32,
+    change: Change,
+    priority: f32,
+}
+
+impl ReplicationServer {
+    /// A server replicating `schema`'s kinds.
+    pub fn new(schema: Schema, config: ServerConfig) -> Self {
+        Self {
+            schema: Arc::new(schema),
+            config,
+            entities: Vec::new(),
+            live: 0,
+            next_generation: 0,
+            next_version: 0,
+            clients: BTreeMap::new(),
+            cache: HashMap::new(),
+            cache_tick: None,
+            relevance: None,
+        }
+    }
+
+    /// The schema.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// Live entities.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// True when no entity lives.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// Spawns an entity of `kind` at the lowest free id, its state written by `write`.
+    pub fn spawn(
+        &mut self,
+        kind: KindId,
+        write: impl FnOnce(&mut StateWriter),
+    ) -> Result<u32, ReplicationError> {
+        let id = self
+            .entities
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or(self.entities.len()) as u32;
+        self.spawn_with_id(id, kind, write)?;
+        Ok(id)
+    }
+
+    /// Spawns an entity of `kind` under `id` (which must be free and within the limits).
+    pub fn spawn_with_id(
+        &mut self,
+        id: u32,
+        kind: KindId,
+        write: impl FnOnce(&mut StateWriter),
+    ) -> Result<(), ReplicationError> {
+        if id > self.config.limits.max_id {
+            return Err(ReplicationError::IdOutOfRange(u64::from(id)));
+        }
+        if self.live >= self.config.limits.max_entities {
+            return Err(ReplicationError::TooManyEntities {
+                count: self.live + 1,
+                max: self.config.limits.max_entities,
+            });
+        }
+        if self.entities.get(id as usize).is_some_and(Option::is_some) {
+            return Err(ReplicationError::IdTaken(id));
+        }
+        let codes = self.write_codes(kind, write)?;
+        if self.entities.len() <= id as usize {
+            self.entities.resize(id as usize + 1, None);
+        }
+        self.next_generation = self.next_generation.wrapping_add(1);
+        self.next_version += 1;
+        let position = position_in(&self.schema, kind, &codes);
+        self.entities[id as usize] = Some(Live {
+            kind,
+            generation: self.next_generation,
+            version: self.next_version,
+            codes: Arc::from(codes),
+            position,
+        });
+        self.live += 1;
+        Ok(())
+    }
+
+    /// Sets entity `id`'s state. Returns whether its codes changed.
+    pub fn update(
+        &mut self,
+        id: u32,
+        write: impl FnOnce(&mut StateWriter),
+    ) -> Result<bool, ReplicationError> {
+        let kind = self
+            .entities
+            .get(id as usize)
+            .and_then(Option::as_ref)
+            .ok_or(ReplicationError::NoSuchEntity(id))?
+            .kind;
+        let codes = self.write_codes(kind, write)?;
+        let position = position_in(&self.schema, kind, &codes);
+        let Some(Some(e)) = self.entities.get_mut(id as usize) else {
+            return Err(ReplicationError::NoSuchEntity(id));
+        };
+        if e.codes[..] == codes[..] {
+            return Ok(false);
+        }
+        self.next_version += 1;
+        e.version = self.next_version;
+        e.codes = Arc::from(codes);
+        e.position = position;
+        Ok(true)
+    }
+
+    /// Removes entity `id`; clients are told.
+    pub fn despawn(&mut self, id: u32) -> Result<(), ReplicationError> {
+        match self.entities.get_mut(id as usize) {
+            Some(slot @ Some(_)) => {
+                *slot = None;
+                self.live -= 1;
+                Ok(())
+            }
+            _ => Err(ReplicationError::NoSuchEntity(id)),
+        }
+    }
+
+    /// The codes of entity `id`, and its kind.
+    pub fn codes(&self, id: u32) -> Option<(KindId, &[i32])> {
+        let e = self.entities.get(id as usize)?.as_ref()?;
+        Some((e.kind, &e.codes))
+    }
+
+    /// Live entity ids, ascending.
+    pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.entities
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| e.as_ref().map(|_| i as u32))
+    }
+
+    fn write_codes(
+        &self,
+        kind: KindId,
+        write: impl FnOnce(&mut StateWriter),
+    ) -> Result<Vec<i32>, ReplicationError> {
+        let k = self
+            .schema
+            .get(kind)
+            .ok_or(ReplicationError::UnknownKind(u32::from(kind)))?;
+        let mut w = StateWriter::new(k);
+        write(&mut w);
+        Ok(w.finish()?)
+    }
+
+    /// Adds a client (nothing happens if it is there already).
+    pub fn add_client(&mut self, client: ClientKey) {
+        let budget = BudgetController::new(self.config.budget);
+        self.clients.entry(client).or_insert_with(|| ClientState {
+            acked: None,
+            in_flight: VecDeque::new(),
+            priority: Vec::new(),
+            last_tick: None,
+            focus: None,
+            budget,
+            limited: false,
+            lost_track: false,
+            stats: ClientReplicationStats::default(),
+        });
+    }
+
+    /// Forgets a client.
+    pub fn remove_client(&mut self, client: ClientKey) {
+        self.clients.remove(&client);
+    }
+
+    /// Where the client's player is: the default relevance favours what is near it.
+    pub fn set_focus(&mut self, client: ClientKey, focus: Option<[f32; 3]>) {
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.focus = focus;
+        }
+    }
+
+    /// Replaces the default relevance (nearness to the client's focus) with the game's.
+    pub fn set_relevance(&mut self, f: Box<RelevanceFn>) {
+        self.relevance = Some(f);
+    }
+
+    /// The client's counters.
+    pub fn client_stats(&self, client: ClientKey) -> Option<ClientReplicationStats> {
+        self.clients.get(&client).map(|c| ClientReplicationStats {
+            budget: c.budget.stats().clone(),
+            ..c.stats.clone()
+        })
+    }
+
+    /// The client's budget now, kbit/s (`None`: unlimited or unknown client).
+    pub fn budget_kbps(&self, client: ClientKey) -> Option<f64> {
+        self.clients.get(&client)?.budget.kbps()
+    }
+
+    /// The client's round trip as its acknowledgements show it, seconds.
+    pub fn rtt(&self, client: ClientKey) -> Option<f64> {
+        self.clients.get(&client)?.budget.srtt()
+    }
+
+    /// The client has decoded the snapshot of `tick` (its newest), as its session reports
+    /// at `now` ([`lagless_core::ServerSession::snapshot_ack`]). Older or repeated
+    /// acknowledgements change nothing.
+    pub fn acknowledge(&mut self, client: ClientKey, tick: Tick, now: Duration) {
+        let Some(c) = self.clients.get_mut(&client) else {
+            return;
+        };
+        if c.acked.as_ref().is_some_and(|a| tick <= a.tick) {
+            return;
+        }
+        if !c.in_flight.iter().any(|f| f.tick == tick) {
+            // Older than what is remembered, or never sent: nothing to use.
+            c.stats.stale_acks += 1;
+            return;
+        }
+        while let Some(f) = c.in_flight.pop_front() {
+            if f.tick == tick {
+                let rtt = now.saturating_sub(f.sent_at).as_secs_f64();
+                c.budget.on_rtt(now, rtt);
+                c.budget.on_outcome(true);
+                c.acked = Some(f);
+                c.lost_track = false;
+                break;
+            }
+            c.budget.on_outcome(false);
+        }
+    }
+
+    /// The snapshot of `tick` for `client`, against the newest view it acknowledged, at
+    /// `now`. The game sends it through its session
+    /// ([`lagless_core::ServerSession::send_snapshot`]).
+    pub fn encode(
+        &mut self,
+        client: ClientKey,
+        tick: Tick,
+        now: Duration,
+    ) -> Result<EncodedSnapshot, ReplicationError> {
+        if self.cache_tick != Some(tick) {
+            self.cache.clear();
+            self.cache_tick = Some(tick);
+        }
+        let schema = Arc::clone(&self.schema);
+        let config = self.config.clone();
+        let relevance = self.relevance.as_deref();
+        let entities = &self.entities;
+        let cache = &mut self.cache;
+        let c = self
+            .clients
+            .get_mut(&client)
+            .ok_or(ReplicationError::UnknownClient(client))?;
+        c.budget.update(now, c.limited);
+        if c.in_flight.len() >= config.max_in_flight.max(1) {
+            // Nothing the client can still acknowledge is remembered: it cannot decode
+            // against what it acknowledged (or has been gone that long). Start over.
+            c.in_flight.clear();
+            c.acked = None;
+            c.lost_track = true;
+            c.stats.resyncs += 1;
+        }
+        let elapsed = c
+            .last_tick
+            .map_or(1.0, |t| tick.0.wrapping_sub(t.0).clamp(1, 1024) as f32);
+        c.last_tick = Some(tick);
+        let empty = View::new();
+        let (base_tick, base) = match &c.acked {
+            Some(a) if a.tick < tick => (Some(a.tick), &a.view),
+            _ => (None, &empty),
+        };
+        if c.priority.len() < entities.len() {
+            c.priority.resize(entities.len(), 0.0);
+        }
+
+        // What differs from the client's view, and what it is worth.
+        let focus = c.focus;
+        let relevant = |id: u32, e: &Live| -> f32 {
+            match relevance {
+                Some(f) => f(client, id, e.kind, &e.codes),
+                None => match (focus, e.position) {
+                    (Some(f), Some(p)) => {
+                        let d2: f32 = (0..3).map(|i| (f[i] - p[i]).powi(2)).sum();
+                        let r = config.relevance_distance.max(1e-3);
+                        1.0 / (1.0 + d2 / (r * r))
+                    }
+                    _ => 1.0,
+                },
+            }
+        };
+        let mut candidates = Vec::new();
+        let mut forced = Vec::new();
+        for (i, slot) in entities.iter().enumerate() {
+            let id = i as u32;
+            let Some(e) = slot else { continue };
+            let weight = relevant(id, e);
+            let held = base.get(id);
+            if !(weight > 0.0) {
+                if held.is_some() {
+                    forced.push((id, Change::Despawned));
+                }
+                c.priority[i] = 0.0;
+                continue;
+            }
+            let (change, moved) = match held {
+                Some(b) if b.generation == e.generation => {
+                    if b.version == e.version {
+                        c.priority[i] = 0.0;
+                        continue;
+                    }
+                    let moved = match (position_in(&schema, b.kind, &b.codes), e.position) {
+                        (Some(a), Some(p)) => {
+                            (0..3).map(|k| (a[k] - p[k]).powi(2)).sum::<f32>().sqrt()
+                        }
+                        _ => 1.0,
+                    };
+                    (Change::Updated, moved.min(10.0))
+                }
+                _ => (Change::Spawned, 1.0),
+            };
+            let kind_weight = schema.get(e.kind).map_or(1.0, |k| k.priority_weight());
+            c.priority[i] += kind_weight * weight * (1.0 + moved) * elapsed;
+            candidates.push(Candidate {
+                id,
+                change,
+                priority: c.priority[i],
+            });
+        }
+        // Entities the client may hold that are gone: the baseline's, and the newest
+        // snapshot in flight's (it may have spawned one the baseline lacks).
+        let newest = c.in_flight.back().map(|f| &f.view);
+        for view in [Some(base), newest].into_iter().flatten() {
+            for (id, _) in view.iter() {
+                let gone = entities.get(id as usize).is_none_or(Option::is_none);
+                if gone && !forced.iter().any(|(f, _)| *f == id) {
+                    forced.push((id, Change::Despawned));
+                }
+            }
+        }
+
+        // The budget.
+        let limit_bits = config.max_snapshot_bytes.saturating_mul(8);
+        let budget_bits = c.budget.bits_per_snapshot(config.snapshot_hz);
+        let cap = budget_bits.map_or(limit_bits, |b| b.min(limit_bits));
+        let n_candidates = candidates.len();
+        if budget_bits.is_some() {
+            candidates.sort_unstable_by(|a, b| b.priority.total_cmp(&a.priority));
+        }
+        let payload = |cache: &mut HashMap<(u32, u64, u64, u32), BitWriter>,
+                       id: u32,
+                       change: Change|
+         -> Option<BitWriter> {
+            let e = entities.get(id as usize)?.as_ref()?;
+            let kind = schema.get(e.kind)?;
+            let (key, from, age) = match (change, base.get(id)) {
+                (Change::Updated, Some(b)) => {
+                    let age = tick.0.wrapping_sub(b.tick.0);
+                    ((id, b.version, e.version, age), Some(b), age)
+                }
+                _ => ((id, u64::MAX, e.version, 0), None, 0),
+            };
+            let w = cache.entry(key).or_insert_with(|| match from {
+                Some(b) => {
+                    let mut w = BitWriter::new();
+                    let m = Motion {
+                        age,
+                        tick_hz: config.tick_hz,
+                    };
+                    field::write_entity(&mut w, kind, &b.codes, &e.codes, m);
+                    w
+                }
+                None => snapshot::spawn_payload(&schema, e.kind, &e.codes),
+            });
+            Some(w.clone())
+        };
+        // Header, despawns first; each entry's id gap counted at its worst (5 bytes)
+        // until the final order is known.
+        let mut used = 64 + forced.len() * 42;
+        let mut chosen: Vec<(u32, Change, Option<BitWriter>)> =
+            forced.into_iter().map(|(id, ch)| (id, ch, None)).collect();
+        let mut deferred = 0usize;
+        for cand in &candidates {
+            let Some(body) = payload(cache, cand.id, cand.change) else {
+                continue;
+            };
+            let cost = body.bit_len() + 42;
+            if used + cost > cap {
+                deferred += 1;
+                continue;
+            }
+            used += cost;
+            c.priority[cand.id as usize] = 0.0;
+            chosen.push((cand.id, cand.change, Some(body)));
+        }
+        chosen.sort_unstable_by_key(|(id, _, _)| *id);
+
+        // Write it, and the view the client holds once it decodes it.
+        let mut w = BitWriter::with_capacity(used / 8 + 16);
+        let age = base_tick.map_or(0, |b| tick.0.wrapping_sub(b.0));
+        let members: Option<Vec<u32>> = (c.lost_track && base_tick.is_none()).then(|| {
+            entities
+                .iter()
+                .enumerate()
+                .filter(|(i, e)| e.as_ref().is_some_and(|e| relevant(*i as u32, e) > 0.0))
+                .map(|(i, _)| i as u32)
+                .collect()
+        });
+        snapshot::write_header(&mut w, age, members.as_deref(), chosen.len());
+        let mut view = base.clone();
+        let mut next = 0u32;
+        for (id, change, body) in &chosen {
+            w.write_var_u32(id - next);
+            next = id + 1;
+            snapshot::write_op(&mut w, *change);
+            if let Some(body) = body {
+                w.append(body);
+            }
+            let entry = entities
+                .get(*id as usize)
+                .and_then(Option::as_ref)
+                .map(|e| Entry {
+                    kind: e.kind,
+                    generation: e.generation,
+                    version: e.version,
+                    tick,
+                    codes: Arc::clone(&e.codes),
+                });
+            view.set(
+                *id,
+                if *change == Change::Despawned {
+                    None
+                } else {
+                    entry
+                },
+            );
+        }
+        c.in_flight.push_back(InFlight {
+            tick,
+            view,
+            sent_at: now,
+        });
+        c.limited = deferred > 0;
+
+        let bits = w.bit_len();
+        let s = &mut c.stats;
+        s.snapshots += 1;
+        s.full += u64::from(base_tick.is_none());
+        s.bits += bits as u64;
+        s.candidates += n_candidates as u64;
+        s.deferred += deferred as u64;
+        s.sent += chosen.len() as u64;
+        s.baseline_age_ticks += u64::from(age);
+        Ok(EncodedSnapshot {
+            bytes: w.into_bytes(),
+            bits,
+            baseline: base_tick,
+            entries: chosen.len(),
+            candidates: n_candidates,
+            deferred,
+            budget_bits,
+        })
+    }
+}
+
+/// The position codes of `kind` hold (its [`crate::Kind::position_field`]), padded to
+/// three components: for relevance and for how far an entity moved.
+fn position_in(schema: &Schema, kind: KindId, codes: &[i32]) -> Option<[f32; 3]> {
+    let f = schema.get(kind)?.position_field()?;
+    let mut v = [0.0f32; 3];
+    let n = f.ty.width();
+    field::dequantize(f, &codes[f.offset..f.offset + n], &mut v[..n]);
+    Some(v)
+}

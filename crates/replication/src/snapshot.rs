@@ -1,0 +1,253 @@
+//! The snapshot format: a list of entity changes against a baseline view.
+//!
+//! ```text
+//! base_age               var; 0: no baseline (against an empty view), else tick - baseline
+//! [members]              only without a baseline: 1 bit, then if set a var count and the
+//!                        ids (gaps) of every entity the client should hold: sent after
+//!                        the server lost track of what the client holds, so entities
+//!                        that went meanwhile do not linger
+//! count                  var; entries that follow, ids ascending
+//! entry { id_gap op .. } id_gap: var, id - previous id - 1 (the first: the id)
+//!   op 0                 update: the entity's delta against the baseline's (field.rs)
+//!   op 10                despawn
+//!   op 11 kind state     spawn (or replace): var kind, the state against zero codes
+//! ```
+//!
+//! The view after a snapshot is its baseline's view with the entries applied; entities
+//! it does not list are as in the baseline. A client therefore decodes a snapshot only
+//! against a view it holds, and the server only encodes against a view the client has
+//! acknowledged.
+
+use crate::error::ReplicationError;
+use crate::field::{self, Motion};
+use crate::schema::{KindId, Schema};
+use crate::view::{Entry, View};
+use lagless_core::Tick;
+use lagless_wire::{BitReader, BitWriter, WireError};
+use std::sync::Arc;
+
+/// What a snapshot did to one entity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// New state of an entity the baseline held.
+    Updated,
+    /// A new entity.
+    Spawned,
+    /// A new entity in place of the baseline's one with the same id (the old one is
+    /// gone). On the wire, a spawn.
+    Replaced,
+    /// Removed.
+    Despawned,
+}
+
+/// Counts a decoder accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most entities in a view.
+    pub max_entities: usize,
+    /// Largest entity id.
+    pub max_id: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_entities: 65_536,
+            max_id: (1 << 20) - 1,
+        }
+    }
+}
+
+/// The header of a snapshot; `members` only without a baseline (`base_age` 0).
+pub(crate) fn write_header(
+    w: &mut BitWriter,
+    base_age: u32,
+    members: Option<&[u32]>,
+    count: usize,
+) {
+    w.write_var_u32(base_age);
+    if base_age == 0 {
+        w.write_bool(members.is_some());
+        if let Some(ids) = members {
+            w.write_var_u32(ids.len() as u32);
+            let mut next = 0u32;
+            for &id in ids {
+                w.write_var_u32(id - next);
+                next = id + 1;
+            }
+        }
+    }
+    w.write_var_u32(count as u32);
+}
+
+/// Reads ascending ids as gaps, checking the limits.
+fn read_ids(
+    r: &mut BitReader<'_>,
+    limits: Limits,
+    count: usize,
+) -> Result<Vec<u32>, ReplicationError> {
+    let mut ids = Vec::with_capacity(count.min(4096));
+    let mut next: u64 = 0;
+    for _ in 0..count {
+        let id = next + u64::from(r.read_var_u32()?);
+        if id > u64::from(limits.max_id) {
+            return Err(ReplicationError::IdOutOfRange(id));
+        }
+        ids.push(id as u32);
+        next = id + 1;
+    }
+    Ok(ids)
+}
+
+fn read_count(r: &mut BitReader<'_>, limits: Limits) -> Result<usize, ReplicationError> {
+    let count = r.read_var_u32()? as usize;
+    if count > limits.max_entities {
+        return Err(ReplicationError::TooManyEntities {
+            count,
+            max: limits.max_entities,
+        });
+    }
+    Ok(count)
+}
+
+/// An entry's operation bits.
+pub(crate) fn write_op(w: &mut BitWriter, change: Change) {
+    match change {
+        Change::Updated => w.write_bool(false),
+        Change::Despawned => w.write_bits(0b01, 2),
+        Change::Spawned | Change::Replaced => w.write_bits(0b11, 2),
+    }
+}
+
+/// The payload of a spawn: kind and full state.
+pub(crate) fn spawn_payload(schema: &Schema, kind: KindId, codes: &[i32]) -> BitWriter {
+    let mut w = BitWriter::new();
+    w.write_var_u32(u32::from(kind));
+    if let Some(k) = schema.get(kind) {
+        field::write_entity(&mut w, k, &field::zero_codes(k), codes, NO_MOTION);
+    }
+    w
+}
+
+/// A spawn's state is diffed against zero codes, where there is nothing to predict from.
+const NO_MOTION: Motion = Motion { age: 0, tick_hz: 0 };
+
+/// A decoded snapshot.
+#[derive(Debug, Clone)]
+pub struct Decoded {
+    /// The baseline it was decoded against, `None` for none.
+    pub baseline: Option<Tick>,
+    /// The view after it.
+    pub view: View,
+    /// What it changed, by id ascending.
+    pub changes: Vec<(u32, Change)>,
+    /// Every entity the client should hold, when the server lost track of it.
+    pub members: Option<Vec<u32>>,
+}
+
+/// Decodes a snapshot of `tick`; `base` finds the view of a baseline tick.
+pub(crate) fn decode<'v>(
+    schema: &Schema,
+    limits: Limits,
+    tick_hz: u32,
+    bytes: &[u8],
+    tick: Tick,
+    base: impl Fn(Tick) -> Option<&'v View>,
+) -> Result<Decoded, ReplicationError> {
+    let mut r = BitReader::new(bytes);
+    let age = r.read_var_u32()?;
+    let mut members = None;
+    let (baseline, mut view) = if age == 0 {
+        if r.read_bool()? {
+            let n = read_count(&mut r, limits)?;
+            members = Some(read_ids(&mut r, limits, n)?);
+        }
+        (None, View::new())
+    } else {
+        let at = Tick(tick.0.checked_sub(age).ok_or(WireError::Invalid {
+            what: "baseline before tick 0",
+        })?);
+        let view = base(at).ok_or(ReplicationError::MissingBaseline(at))?;
+        (Some(at), view.clone())
+    };
+    let count = read_count(&mut r, limits)?;
+    let mut changes = Vec::with_capacity(count.min(4096));
+    let mut next: u64 = 0;
+    for _ in 0..count {
+        let id = next + u64::from(r.read_var_u32()?);
+        if id > u64::from(limits.max_id) {
+            return Err(ReplicationError::IdOutOfRange(id));
+        }
+        let id = id as u32;
+        next = u64::from(id) + 1;
+        let change = if !r.read_bool()? {
+            let from = view
+                .get(id)
+                .ok_or(ReplicationError::UnknownEntity(id))?
+                .clone();
+            let kind = schema
+                .get(from.kind)
+                .ok_or(ReplicationError::UnknownKind(u32::from(from.kind)))?;
+            let motion = Motion {
+                age: tick.0.wrapping_sub(from.tick.0),
+                tick_hz,
+            };
+            let codes = field::read_entity(&mut r, kind, &from.codes, motion)?;
+            if codes[..] == from.codes[..] {
+                return Err(WireError::Invalid {
+                    what: "unchanged entity sent",
+                }
+                .into());
+            }
+            view.set(
+                id,
+                Some(Entry {
+                    codes: Arc::from(codes),
+                    tick,
+                    ..from
+                }),
+            );
+            Change::Updated
+        } else if !r.read_bool()? {
+            view.set(id, None);
+            Change::Despawned
+        } else {
+            let k = r.read_var_u32()?;
+            let kind_id = KindId::try_from(k).map_err(|_| ReplicationError::UnknownKind(k))?;
+            let kind = schema
+                .get(kind_id)
+                .ok_or(ReplicationError::UnknownKind(k))?;
+            let codes = field::read_entity(&mut r, kind, &field::zero_codes(kind), NO_MOTION)?;
+            let replaced = view.get(id).is_some();
+            view.set(
+                id,
+                Some(Entry {
+                    kind: kind_id,
+                    generation: 0,
+                    version: 0,
+                    tick,
+                    codes: Arc::from(codes),
+                }),
+            );
+            if replaced {
+                Change::Replaced
+            } else {
+                Change::Spawned
+            }
+        };
+        if view.len() > limits.max_entities {
+            return Err(ReplicationError::TooManyEntities {
+                count: view.len(),
+                max: limits.max_entities,
+            });
+        }
+        changes.push((id, change));
+    }
+    r.finish()?;
+    Ok(Decoded {
+        baseline,
+        view,
+        changes,
+        members,
+    })
+}

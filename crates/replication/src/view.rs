@@ -1,0 +1,124 @@
+//! What one client holds after decoding one snapshot: every entity's codes, by id.
+//!
+//! The server keeps one view per snapshot in flight to each client, and the client one
+//! per snapshot it decoded, so views are copied often and changed a little each time.
+//! A view is a list of chunks of 64 ids shared between copies ([`Arc`]): a copy costs
+//! one pointer per chunk, and a change copies only the chunk it touches.
+
+use crate::schema::KindId;
+use lagless_core::Tick;
+use std::sync::Arc;
+
+const CHUNK: usize = 64;
+
+/// One entity as a view holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// Its kind.
+    pub kind: KindId,
+    /// Server side: the entity's incarnation, so an id reused after a despawn is sent as a
+    /// new entity. Always 0 on the client.
+    pub generation: u32,
+    /// Server side: which state of the entity the codes are (one number per change), to
+    /// share encoding work between clients. Always 0 on the client.
+    pub version: u64,
+    /// The tick of the snapshot that carried these codes.
+    pub tick: Tick,
+    /// The state.
+    pub codes: Arc<[i32]>,
+}
+
+type Chunk = [Option<Entry>; CHUNK];
+
+/// Entities by id; cheap to copy.
+#[derive(Debug, Clone, Default)]
+pub struct View {
+    chunks: Vec<Option<Arc<Chunk>>>,
+    len: usize,
+}
+
+impl View {
+    /// An empty view.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Entities held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Entity `id`.
+    pub fn get(&self, id: u32) -> Option<&Entry> {
+        let (c, i) = split(id);
+        self.chunks.get(c)?.as_ref()?[i].as_ref()
+    }
+
+    /// Sets entity `id` (`None` removes it).
+    pub fn set(&mut self, id: u32, entry: Option<Entry>) {
+        let (c, i) = split(id);
+        if entry.is_none() && self.get(id).is_none() {
+            return;
+        }
+        if self.chunks.len() <= c {
+            self.chunks.resize(c + 1, None);
+        }
+        let chunk = self.chunks[c].get_or_insert_with(|| Arc::new(std::array::from_fn(|_| None)));
+        let slot = &mut Arc::make_mut(chunk)[i];
+        self.len = self.len + usize::from(entry.is_some()) - usize::from(slot.is_some());
+        *slot = entry;
+    }
+
+    /// Every entity, in ascending id order.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &Entry)> {
+        self.chunks.iter().enumerate().flat_map(|(c, chunk)| {
+            chunk.iter().flat_map(move |chunk| {
+                chunk
+                    .iter()
+                    .enumerate()
+                    .filter_map(move |(i, e)| Some(((c * CHUNK + i) as u32, e.as_ref()?)))
+            })
+        })
+    }
+}
+
+fn split(id: u32) -> (usize, usize) {
+    (id as usize / CHUNK, id as usize % CHUNK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(v: i32) -> Entry {
+        Entry {
+            kind: 0,
+            generation: 0,
+            version: 0,
+            tick: Tick(0),
+            codes: Arc::from(vec![v]),
+        }
+    }
+
+    #[test]
+    fn copies_are_independent() {
+        let mut a = View::new();
+        for id in [3, 64, 700] {
+            a.set(id, Some(entry(id as i32)));
+        }
+        let mut b = a.clone();
+        b.set(64, None);
+        b.set(5, Some(entry(5)));
+        assert_eq!(a.len(), 3);
+        assert_eq!(b.len(), 3);
+        assert!(a.get(64).is_some() && b.get(64).is_none());
+        assert_eq!(b.iter().map(|(id, _)| id).collect::<Vec<_>>(), [3, 5, 700]);
+        b.set(9999, None);
+        assert_eq!(b.len(), 3);
+    }
+}

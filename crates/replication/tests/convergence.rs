@@ -1,0 +1,284 @@
+//! A server and clients over a lossy, reordering hand-off: whatever is lost, the client's
+//! registry ends up holding exactly the server's entities and codes.
+
+use lagless_core::Tick;
+use lagless_replication::*;
+use std::time::Duration;
+
+fn schema() -> Schema {
+    Schema::new()
+        .kind(
+            Kind::new("body")
+                .vec3("position", 500.0, 1.0 / 512.0)
+                .rotation("rotation", 11)
+                .vec3("velocity", 64.0, 1.0 / 64.0)
+                .velocity_of("position")
+                .bool("awake"),
+        )
+        .kind(Kind::new("marker").vec2("at", 100.0, 0.1).int("team", 0, 3))
+        .build()
+        .expect("schema")
+}
+
+/// A seeded xorshift, so failures replay.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    fn chance(&mut self, p: f32) -> bool {
+        self.unit() < p
+    }
+}
+
+fn write_body(w: &mut StateWriter, t: f32, i: u32) {
+    let x = i as f32 + t.sin();
+    w.vec3([x, 1.0, t * 0.5]);
+    let a = t * 0.3 + i as f32;
+    w.rotation([0.0, (a / 2.0).sin(), 0.0, (a / 2.0).cos()]);
+    w.vec3([t.cos(), 0.0, 0.5]);
+    w.bool(i % 3 != 0);
+}
+
+fn assert_converged(server: &ReplicationServer, client: &ReplicationClient) {
+    let ids: Vec<u32> = server.ids().collect();
+    let known: Vec<u32> = client.entities().map(|(id, _)| id).collect();
+    assert_eq!(known, ids, "the client holds exactly the server's entities");
+    for id in ids {
+        let (kind, codes) = server.codes(id).expect("live");
+        let e = client.get(id).expect("known");
+        assert_eq!(e.kind, kind);
+        assert_eq!(&e.codes[..], codes, "entity {id}");
+    }
+}
+
+/// Runs `ticks` ticks: the world changes (moves, spawns, despawns, replaces) while
+/// `changing`, snapshots and acknowledgements are lost and delayed at random.
+fn run(budget_kbps: f64, loss: f32, seed: u64) -> (ReplicationServer, ReplicationClient) {
+    let config = ServerConfig {
+        budget: BudgetConfig {
+            max_kbps: budget_kbps,
+            ..BudgetConfig::default()
+        },
+        ..ServerConfig::default()
+    };
+    let mut server = ReplicationServer::new(schema(), config);
+    let mut client = ReplicationClient::new(schema(), ClientConfig::default());
+    let mut rng = Rng(seed);
+    for i in 0..60 {
+        server.spawn(0, |w| write_body(w, 0.0, i)).expect("spawn");
+    }
+    server.add_client(1);
+    server.set_focus(1, Some([0.0; 3]));
+    // Snapshots and acks in flight: (arrives at tick, snapshot tick, bytes).
+    let mut down: Vec<(u32, Tick, Vec<u8>)> = Vec::new();
+    let mut up: Vec<(u32, Tick)> = Vec::new();
+    for t in 1..2000u32 {
+        let now = Duration::from_millis(u64::from(t) * 1000 / 64);
+        let changing = t < 1500;
+        if changing {
+            let secs = t as f32 / 64.0;
+            let ids: Vec<u32> = server.ids().collect();
+            for id in ids {
+                if id % 2 == 0 || rng.chance(0.1) {
+                    let kind = server.codes(id).expect("live").0;
+                    if kind == 0 {
+                        server
+                            .update(id, |w| write_body(w, secs, id))
+                            .expect("update");
+                    }
+                }
+            }
+            if rng.chance(0.05) {
+                let _ = server.spawn(1, |w| {
+                    w.vec2([secs, -secs]);
+                    w.int((t % 4) as i32);
+                });
+            }
+            if rng.chance(0.04) {
+                let id = (rng.next() % 80) as u32;
+                let _ = server.despawn(id);
+            }
+        }
+        for (at, tick) in std::mem::take(&mut up) {
+            if at <= t {
+                server.acknowledge(1, tick, now);
+            } else {
+                up.push((at, tick));
+            }
+        }
+        let snap = server.encode(1, Tick(t), now).expect("encode");
+        if !rng.chance(loss) {
+            down.push((t + 2 + (rng.next() % 4) as u32, Tick(t), snap.bytes));
+        }
+        let mut arrived: Vec<(u32, Tick, Vec<u8>)> = Vec::new();
+        down.retain(|d| {
+            if d.0 <= t {
+                arrived.push(d.clone());
+                false
+            } else {
+                true
+            }
+        });
+        arrived.sort_by_key(|d| d.0);
+        for (_, tick, bytes) in arrived {
+            if let Ok(Some(applied)) = client.receive(tick, &bytes) {
+                if !rng.chance(loss) {
+                    up.push((t + 2, applied.tick));
+                }
+            }
+        }
+    }
+    (server, client)
+}
+
+#[test]
+fn a_lossy_link_without_budget_converges() {
+    let (server, client) = run(0.0, 0.2, 7);
+    assert_converged(&server, &client);
+    assert_eq!(client.stats().malformed, 0);
+    assert_eq!(client.stats().unknown_entity, 0);
+    assert_eq!(client.stats().missing_baseline, 0);
+}
+
+#[test]
+fn a_tight_budget_defers_but_converges() {
+    let (server, client) = run(24.0, 0.1, 11);
+    assert_converged(&server, &client);
+    let s = server.client_stats(1).expect("client");
+    assert!(s.deferred > 0, "the budget held updates back");
+    // Within the budget: 24 kbit/s at 64 snapshots/s is 375 bits each.
+    assert!(
+        s.bits / s.snapshots <= 375,
+        "{} bits per snapshot",
+        s.bits / s.snapshots
+    );
+}
+
+#[test]
+fn a_client_that_lost_its_baselines_is_resynced() {
+    let config = ServerConfig {
+        max_in_flight: 32,
+        ..ServerConfig::default()
+    };
+    let mut server = ReplicationServer::new(schema(), config);
+    let mut client = ReplicationClient::new(schema(), ClientConfig::default());
+    for i in 0..10 {
+        server.spawn(0, |w| write_body(w, 0.0, i)).expect("spawn");
+    }
+    server.add_client(1);
+    let step = |server: &mut ReplicationServer, client: &mut ReplicationClient, t: u32| {
+        let now = Duration::from_millis(u64::from(t) * 16);
+        if t % 2 == 0 {
+            server
+                .update(0, |w| write_body(w, t as f32, 0))
+                .expect("update");
+        }
+        let snap = server.encode(1, Tick(t), now).expect("encode");
+        if let Ok(Some(a)) = client.receive(Tick(t), &snap.bytes) {
+            server.acknowledge(1, a.tick, now);
+        }
+    };
+    for t in 1..50 {
+        step(&mut server, &mut client, t);
+    }
+    client.forget_baselines();
+    // Meanwhile entity 5 goes: the resync's member list must remove it.
+    server.despawn(5).expect("despawn");
+    // Without baselines every delta fails, until the server gives up on them.
+    let mut t = 50;
+    while client.stats().missing_baseline == 0 || server.client_stats(1).expect("c").resyncs == 0 {
+        step(&mut server, &mut client, t);
+        t += 1;
+        assert!(t < 200, "no resync");
+    }
+    for _ in 0..10 {
+        step(&mut server, &mut client, t);
+        t += 1;
+    }
+    assert_converged(&server, &client);
+    assert!(client.stats().missing_baseline <= 33);
+}
+
+#[test]
+fn relevance_zero_keeps_an_entity_away() {
+    let mut server = ReplicationServer::new(schema(), ServerConfig::default());
+    let mut client = ReplicationClient::new(schema(), ClientConfig::default());
+    let near = server
+        .spawn(1, |w| {
+            w.vec2([1.0, 1.0]);
+            w.int(0);
+        })
+        .expect("spawn");
+    let far = server
+        .spawn(1, |w| {
+            w.vec2([90.0, 90.0]);
+            w.int(1);
+        })
+        .expect("spawn");
+    server.add_client(1);
+    server.set_relevance(Box::new(
+        |_, _, _, codes: &[i32]| {
+            if codes[0] > 500 { 0.0 } else { 1.0 }
+        },
+    ));
+    for t in 1..5 {
+        let snap = server.encode(1, Tick(t), Duration::ZERO).expect("encode");
+        client.receive(Tick(t), &snap.bytes).expect("decode");
+        server.acknowledge(1, Tick(t), Duration::ZERO);
+    }
+    assert!(client.get(near).is_some());
+    assert!(client.get(far).is_none());
+    // The near one walks away: the client is told it is gone.
+    server
+        .update(near, |w| {
+            w.vec2([80.0, 0.0]);
+            w.int(0);
+        })
+        .expect("update");
+    let snap = server.encode(1, Tick(5), Duration::ZERO).expect("encode");
+    client.receive(Tick(5), &snap.bytes).expect("decode");
+    assert!(client.get(near).is_none());
+    let events: Vec<EntityEvent> = std::iter::from_fn(|| client.poll_event()).collect();
+    assert_eq!(
+        events,
+        [EntityEvent::Spawned(near), EntityEvent::Despawned(near)]
+    );
+}
+
+#[test]
+fn unchanged_entities_cost_nothing_and_deltas_are_shared() {
+    let unlimited = ServerConfig {
+        budget: BudgetConfig {
+            max_kbps: 0.0,
+            ..BudgetConfig::default()
+        },
+        ..ServerConfig::default()
+    };
+    let mut server = ReplicationServer::new(schema(), unlimited);
+    for i in 0..200 {
+        server.spawn(0, |w| write_body(w, 0.0, i)).expect("spawn");
+    }
+    server.add_client(1);
+    server.add_client(2);
+    let mut client = ReplicationClient::new(schema(), ClientConfig::default());
+    let first = server.encode(1, Tick(1), Duration::ZERO).expect("encode");
+    let _ = server.encode(2, Tick(1), Duration::ZERO).expect("encode");
+    client.receive(Tick(1), &first.bytes).expect("decode");
+    server.acknowledge(1, Tick(1), Duration::ZERO);
+    server.acknowledge(2, Tick(1), Duration::ZERO);
+    server.update(3, |w| write_body(w, 1.0, 3)).expect("update");
+    let a = server.encode(1, Tick(2), Duration::ZERO).expect("encode");
+    let b = server.encode(2, Tick(2), Duration::ZERO).expect("encode");
+    assert_eq!(a.entries, 1);
+    assert!(a.bits < 120, "one changed entity of 200: {} bits", a.bits);
+    assert_eq!(a.bytes, b.bytes, "same baseline, same snapshot");
+    client.receive(Tick(2), &a.bytes).expect("decode");
+    assert_eq!(client.get(3).expect("known").tick, Tick(2));
+}

@@ -1,19 +1,23 @@
-//! `lagless bench-snapshot`: what encoding and decoding one 900-cube snapshot costs, per
-//! client, with the plain uncompressed codec measured in the same process as the baseline
-//! (timings on shared machines are noisy; ratios are not).
+//! `lagless bench-snapshot`: what capturing, encoding and decoding one 900-cube snapshot
+//! costs on the replication layer, per client, with the plain uncompressed codec measured
+//! in the same process as the baseline (timings on shared machines are noisy; ratios are
+//! not).
 //!
-//! The incremental capture and conversion ([`CaptureCache`], [`DecodeCache`]) are timed
-//! next to the whole-world operations they replace, each fed the recorded ticks in order
-//! so it always holds the previous tick, as in a run. Their results are compared with
-//! the reference outside the timer, and a row says when they differ.
+//! A player drives into the grid for 2 s; then, for 64 ticks with cubes being knocked
+//! about, the layer captures the scene, encodes a snapshot for a client that acknowledged
+//! the one of four ticks before (as on `broadband`), and a client decodes it. With no
+//! budget, so the encode does all the work a run's may.
 
 use crate::bench::{busy_input, median};
 use crate::cpu::CpuTimer;
-use lagless_core::{BaselineHistory, Tick};
-use lagless_scenes::cubes::cache::{CaptureCache, DecodeCache};
-use lagless_scenes::cubes::delta::{QuantizedSnapshot, SnapshotCodec};
+use lagless_core::Tick;
+use lagless_replication::{
+    BudgetConfig, ClientConfig, ReplicationClient, ReplicationServer, ServerConfig,
+};
+use lagless_scenes::cubes::replicate;
 use lagless_scenes::cubes::snapshot::{CubeSnapshot, SnapshotLimits};
-use lagless_scenes::cubes::{BodyState, CubeScene, CubeSceneConfig};
+use lagless_scenes::cubes::{CubeScene, CubeSceneConfig};
+use std::time::Duration;
 
 /// One measured operation.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,291 +26,106 @@ pub struct SnapshotBenchRow {
     pub operation: String,
     /// Median µs per snapshot (CPU time).
     pub median_us: f64,
-    /// Median payload bytes (for captures, decodes and conversions: cubes produced).
+    /// Median payload bytes (for decodes: entities the client knows after it).
     pub bytes: usize,
-    /// For an incremental operation, whether every result equalled the non-incremental
-    /// reference's; `None` for the others.
-    pub matches_reference: Option<bool>,
 }
 
-/// Ticks of snapshots recorded after the player has reached the grid.
-const RECORDED: usize = 64;
+/// Ticks of snapshots measured after the player has reached the grid.
+const RECORDED: u32 = 64;
 
-/// Ticks the player drives before recording starts: 2 s, enough to reach the grid.
+/// Ticks the player drives before measuring starts: 2 s, enough to reach the grid.
 const WARM_UP: u32 = 128;
 
-/// What [`busy_snapshots`] recorded.
-struct Recorded {
-    /// The reference capture of every recorded tick.
-    quantized: Vec<QuantizedSnapshot>,
-    /// The plain snapshot of every recorded tick.
-    plain: Vec<CubeSnapshot>,
-    /// µs of each reference capture from the scene.
-    capture_us: Vec<f64>,
-    /// µs of each incremental capture from the scene.
-    incremental_capture_us: Vec<f64>,
-    /// Whether every incremental capture equalled the reference.
-    incremental_matches: bool,
-}
+/// Age of the baseline the client acknowledged, ticks.
+const ACK_AGE: u32 = 4;
 
-/// The default scene with a player driven into the grid for 2 s, then one snapshot per
-/// tick for [`RECORDED`] ticks: cubes are being knocked about the whole time.
-///
-/// Capturing from the scene is timed here, `reps` times a tick, because only here is
-/// there a scene to read. Each incremental rep starts from a copy of the cache as the
-/// previous tick left it; otherwise every rep after the first would find nothing changed.
-fn busy_snapshots(codec: &SnapshotCodec, reps: usize) -> Recorded {
-    let q = &codec.quantization;
-    let mut scene = CubeScene::new(CubeSceneConfig::default());
-    scene.add_player(0);
-    let mut rec = Recorded {
-        quantized: Vec::new(),
-        plain: Vec::new(),
-        capture_us: Vec::new(),
-        incremental_capture_us: Vec::new(),
-        incremental_matches: true,
-    };
-    let mut warm = CaptureCache::new();
-    for t in 0..WARM_UP + RECORDED as u32 {
-        scene.step(&[(0, busy_input(t))]);
-        if t + 1 == WARM_UP {
-            warm.capture(&scene, q);
-        }
-        if t < WARM_UP {
-            continue;
-        }
-        let mut reference = QuantizedSnapshot::default();
-        for _ in 0..reps {
-            let timer = CpuTimer::start();
-            reference = QuantizedSnapshot::capture(&scene, q);
-            rec.capture_us.push(timer.ms() * 1000.0);
-        }
-        let mut next = warm.clone();
-        for _ in 0..reps {
-            next = warm.clone();
-            let timer = CpuTimer::start();
-            let snapshot = next.capture(&scene, q);
-            rec.incremental_capture_us.push(timer.ms() * 1000.0);
-            rec.incremental_matches &= snapshot == reference;
-        }
-        warm = next;
-        rec.quantized.push(reference);
-        rec.plain.push(CubeSnapshot::capture(&scene));
-    }
-    rec
-}
-
-/// Times `op` on every recorded tick from `start` on, `reps` times; returns the median µs
-/// and the median of the byte counts `op` returns.
-fn time<F: FnMut(usize) -> usize>(reps: usize, start: usize, mut op: F) -> (f64, usize) {
-    let mut us = Vec::new();
-    let mut bytes = Vec::new();
-    for _ in 0..reps {
-        for i in start..RECORDED {
-            let timer = CpuTimer::start();
-            let n = op(i);
-            us.push(timer.ms() * 1000.0);
-            bytes.push(n);
-        }
-    }
-    (median(us), median_count(bytes))
-}
-
-/// The median of byte (or cube) counts; 0 for none.
-fn median_count(mut counts: Vec<usize>) -> usize {
-    counts.sort_unstable();
-    counts.get(counts.len() / 2).copied().unwrap_or(0)
-}
-
-/// Times an incremental operation over the recorded ticks in order, `reps` passes. Each
-/// pass takes a `fresh` cache and feeds it tick 0 untimed, so every timed call (ticks 1
-/// on) finds the previous tick in it. `check(i, result)` runs outside the timer and
-/// returns the row's byte count and whether the result equals the reference.
-fn time_in_sequence<C, T>(
-    reps: usize,
-    mut fresh: impl FnMut() -> C,
-    mut op: impl FnMut(&mut C, usize) -> T,
-    mut check: impl FnMut(usize, &T) -> (usize, bool),
-) -> ((f64, usize), bool) {
-    let mut us = Vec::new();
-    let mut bytes = Vec::new();
-    let mut matches = true;
-    for _ in 0..reps {
-        let mut cache = fresh();
-        op(&mut cache, 0);
-        for i in 1..RECORDED {
-            let timer = CpuTimer::start();
-            let result = op(&mut cache, i);
-            us.push(timer.ms() * 1000.0);
-            let (n, ok) = check(i, &result);
-            bytes.push(n);
-            matches &= ok;
-        }
-    }
-    ((median(us), median_count(bytes)), matches)
-}
-
-/// Measures capture, delta and full encodes, decodes, and the plain codec, `reps`
-/// passes over the recorded busy snapshots each. `progress(done, total)` after each row.
+/// Measures every operation `reps` times over the recorded ticks; `progress` is told
+/// `(done, total)` reps.
 pub fn bench_snapshot(
     reps: usize,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Vec<SnapshotBenchRow> {
-    let codec = SnapshotCodec::default();
-    let quant = &codec.quantization;
-    let rec = busy_snapshots(&codec, reps);
-    let (q, plain) = (&rec.quantized, &rec.plain);
-    let total = 12;
-    let mut rows = Vec::new();
-    let mut row = |rows: &mut Vec<SnapshotBenchRow>,
-                   operation: String,
-                   (us, bytes): (f64, usize),
-                   matches_reference: Option<bool>| {
-        rows.push(SnapshotBenchRow {
-            operation,
-            median_us: us,
-            bytes,
-            matches_reference,
-        });
-        progress(rows.len(), total);
-    };
-    let cubes = q.first().map_or(0, |s| s.cubes.len());
-
-    row(
-        &mut rows,
-        "capture from the scene (reference)".into(),
-        (median(rec.capture_us), cubes),
-        None,
-    );
-    row(
-        &mut rows,
-        "capture from the scene, incremental".into(),
-        (median(rec.incremental_capture_us), cubes),
-        Some(rec.incremental_matches),
-    );
-    row(
-        &mut rows,
-        "quantize the world (once per tick)".into(),
-        time(reps, 0, |i| {
-            QuantizedSnapshot::from_snapshot(&plain[i], quant)
-                .cubes
-                .len()
-        }),
-        None,
-    );
-    let (timed, matches) = time_in_sequence(
-        reps,
-        CaptureCache::new,
-        |cache, i| cache.quantize(&plain[i], quant),
-        |i, s| (s.cubes.len(), *s == q[i]),
-    );
-    row(
-        &mut rows,
-        "quantize the world, incremental".into(),
-        timed,
-        Some(matches),
-    );
-    for age in [4usize, 16] {
-        row(
-            &mut rows,
-            format!("delta encode, baseline {age} ticks old"),
-            time(reps, age, |i| {
-                let base = (Tick((i - age) as u32), &q[i - age]);
-                codec.encode(&q[i], Tick(i as u32), Some(base)).bytes.len()
-            }),
-            None,
+    let mut samples: [(Vec<f64>, Vec<usize>); 5] = Default::default();
+    for rep in 0..reps {
+        progress(rep, reps);
+        let config = CubeSceneConfig::default();
+        let q = config.quantize.unwrap_or_default();
+        let mut scene = CubeScene::new(config);
+        scene.add_player(0);
+        let mut server = ReplicationServer::new(
+            replicate::schema(&q),
+            ServerConfig {
+                budget: BudgetConfig {
+                    max_kbps: 0.0,
+                    ..BudgetConfig::default()
+                },
+                ..ServerConfig::default()
+            },
         );
+        server.add_client(1);
+        let mut client = ReplicationClient::new(replicate::schema(&q), ClientConfig::default());
+        let cubes = scene.cube_count();
+        for t in 0..WARM_UP + RECORDED {
+            scene.step(&[(0, busy_input(t))]);
+            let tick = Tick(t + 1);
+            let now = Duration::from_millis(u64::from(t) * 1000 / 64);
+            let measured = t >= WARM_UP;
+            let mut timed = |row: usize, op: &mut dyn FnMut() -> usize| {
+                let timer = CpuTimer::start();
+                let n = op();
+                if measured {
+                    samples[row].0.push(timer.ms() * 1000.0);
+                    samples[row].1.push(n);
+                }
+            };
+            let mut plain = Vec::new();
+            timed(0, &mut || {
+                plain = CubeSnapshot::capture(&scene).to_bytes();
+                plain.len()
+            });
+            timed(1, &mut || {
+                CubeSnapshot::decode(&plain, SnapshotLimits::default()).map_or(0, |s| s.cubes.len())
+            });
+            timed(2, &mut || {
+                replicate::capture(&scene, &mut server).map_or(0, |_| server.len())
+            });
+            if let Some(acked) = tick.0.checked_sub(ACK_AGE).filter(|a| *a > 0) {
+                server.acknowledge(1, Tick(acked), now);
+            }
+            let mut bytes = Vec::new();
+            timed(3, &mut || {
+                bytes = server.encode(1, tick, now).map_or(Vec::new(), |e| e.bytes);
+                bytes.len()
+            });
+            timed(4, &mut || {
+                let _ = client.receive(tick, &bytes);
+                replicate::snapshot(&client, cubes).cubes.len()
+            });
+        }
     }
-    row(
-        &mut rows,
-        "full encode (no baseline)".into(),
-        time(reps, 0, |i| {
-            codec.encode(&q[i], Tick(i as u32), None).bytes.len()
-        }),
-        None,
-    );
-    let age = 4;
-    let encoded: Vec<Vec<u8>> = (0..RECORDED)
-        .map(|i| {
-            let base = (i >= age).then(|| (Tick((i - age) as u32), &q[i - age]));
-            codec.encode(&q[i], Tick(i as u32), base).bytes
+    progress(reps, reps);
+    let names = [
+        "plain encode (capture + floats)",
+        "plain decode",
+        "layer capture (quantize, find changes)",
+        "layer encode, baseline 4 ticks old",
+        "layer decode + registry + floats",
+    ];
+    names
+        .iter()
+        .zip(samples)
+        .map(|(name, (us, bytes))| SnapshotBenchRow {
+            operation: (*name).to_owned(),
+            median_us: median(us),
+            bytes: median_count(bytes),
         })
-        .collect();
-    let mut history = BaselineHistory::new(RECORDED);
-    for (i, s) in q.iter().enumerate() {
-        history.insert(Tick(i as u32), s.clone());
-    }
-    row(
-        &mut rows,
-        format!("delta decode, baseline {age} ticks old"),
-        time(reps, age, |i| {
-            codec
-                .decode(&encoded[i], Tick(i as u32), &history)
-                .map_or(0, |s| s.cubes.len())
-        }),
-        None,
-    );
-    row(
-        &mut rows,
-        "to floats (decoded codes -> CubeSnapshot)".into(),
-        time(reps, 0, |i| q[i].to_snapshot(quant).cubes.len()),
-        None,
-    );
-    let floats: Vec<CubeSnapshot> = q.iter().map(|s| s.to_snapshot(quant)).collect();
-    let (timed, matches) = time_in_sequence(
-        reps,
-        DecodeCache::new,
-        |cache, i| cache.to_snapshot(&q[i], quant),
-        |i, s| (s.cubes.len(), bit_identical(s, &floats[i])),
-    );
-    row(
-        &mut rows,
-        "to floats, incremental".into(),
-        timed,
-        Some(matches),
-    );
-    row(
-        &mut rows,
-        "plain encode (baseline codec)".into(),
-        time(reps, 0, |i| plain[i].to_bytes().len()),
-        None,
-    );
-    let plain_bytes: Vec<Vec<u8>> = plain.iter().map(CubeSnapshot::to_bytes).collect();
-    row(
-        &mut rows,
-        "plain decode (baseline codec)".into(),
-        time(reps, 0, |i| {
-            CubeSnapshot::decode(&plain_bytes[i], SnapshotLimits::default())
-                .map_or(0, |s| s.cubes.len())
-        }),
-        None,
-    );
-    rows
+        .collect()
 }
 
-/// Equality of every float's bits: `==` on floats would accept `-0.0` for `0.0`.
-fn bit_identical(a: &CubeSnapshot, b: &CubeSnapshot) -> bool {
-    let body = |s: &BodyState| {
-        [s.position, s.linvel, s.angvel]
-            .iter()
-            .flat_map(|v| v.to_array())
-            .chain(s.rotation.to_array())
-            .map(f32::to_bits)
-            .collect::<Vec<u32>>()
-    };
-    let players = |s: &CubeSnapshot| {
-        s.players
-            .iter()
-            .map(|(id, b)| (*id, body(b)))
-            .collect::<Vec<_>>()
-    };
-    let cubes = |s: &CubeSnapshot| {
-        s.cubes
-            .iter()
-            .map(|c| (c.awake, body(&c.body_state())))
-            .collect::<Vec<_>>()
-    };
-    players(a) == players(b) && cubes(a) == cubes(b)
+/// The median of byte (or entity) counts; 0 for none.
+fn median_count(mut counts: Vec<usize>) -> usize {
+    counts.sort_unstable();
+    counts.get(counts.len() / 2).copied().unwrap_or(0)
 }
 
 /// The rows as a table, with each operation's cost relative to the plain encode.
@@ -321,16 +140,11 @@ pub fn format_snapshot_rows(rows: &[SnapshotBenchRow]) -> String {
     );
     for r in rows {
         out.push_str(&format!(
-            "{:<44} {:>10.1} {:>9} {:>11.2}x{}\n",
+            "{:<44} {:>10.1} {:>9} {:>11.2}x\n",
             r.operation,
             r.median_us,
             r.bytes,
             r.median_us / plain,
-            if r.matches_reference == Some(false) {
-                "  DIFFERS FROM THE REFERENCE"
-            } else {
-                ""
-            }
         ));
     }
     out
@@ -343,28 +157,19 @@ mod tests {
     #[test]
     fn every_operation_is_measured_on_real_data() {
         let rows = bench_snapshot(1, &mut |_, _| {});
-        assert_eq!(rows.len(), 12);
+        assert_eq!(rows.len(), 5);
         let get = |prefix: &str| {
             rows.iter()
                 .find(|r| r.operation.starts_with(prefix))
-                .unwrap()
+                .map(|r| r.bytes)
+                .unwrap_or(0)
         };
         // Decodes produced all 900 cubes (a failed decode would count 0).
-        assert_eq!(get("delta decode").bytes, 900);
-        assert_eq!(get("plain decode").bytes, 900);
-        // A delta is far smaller than a full snapshot, which is smaller than plain.
-        assert!(get("delta encode, baseline 4").bytes * 10 < get("full encode").bytes);
-        assert!(get("full encode").bytes * 2 < get("plain encode").bytes);
-        assert!(format_snapshot_rows(&rows).contains("delta encode"));
-        // The incremental paths give exactly what the whole-world ones do.
-        let incremental: Vec<_> = rows
-            .iter()
-            .filter(|r| r.operation.contains("incremental"))
-            .collect();
-        assert_eq!(incremental.len(), 3);
-        for r in incremental {
-            assert_eq!(r.matches_reference, Some(true), "{}", r.operation);
-            assert_eq!(r.bytes, 900, "{}", r.operation);
-        }
+        assert_eq!(get("layer decode"), 900);
+        assert_eq!(get("plain decode"), 900);
+        assert_eq!(get("layer capture"), 901);
+        // A delta is far smaller than plain floats.
+        assert!(get("layer encode") * 20 < get("plain encode"));
+        assert!(format_snapshot_rows(&rows).contains("layer encode"));
     }
 }

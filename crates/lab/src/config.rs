@@ -236,8 +236,8 @@ pub fn check_link_changes(changes: &[LinkChange], seconds: f64) -> Result<(), St
 /// How the server encodes snapshots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SnapshotCodecChoice {
-    /// Quantized, bit-packed, delta-encoded against the client's acknowledged snapshot
-    /// (`lagless_scenes::cubes::delta`).
+    /// The replication layer (`lagless_replication`): quantized, bit-packed,
+    /// delta-encoded against what the client acknowledged, within a per-client budget.
     #[default]
     Delta,
     /// Full-precision floats for every body, every time: the uncompressed baseline.
@@ -267,6 +267,9 @@ pub struct RunConfig {
     pub snapshot_hz: u32,
     /// How snapshots are encoded.
     pub snapshot_codec: SnapshotCodecChoice,
+    /// Most snapshot payload per client, kbit/s, adapting below it to the link
+    /// (`lagless_replication::BudgetConfig`); 0: no budget.
+    pub budget_kbps: f64,
     /// Server settings (tick rate is taken from here).
     pub server: ServerConfig,
     /// Client settings.
@@ -310,6 +313,7 @@ impl Default for RunConfig {
             script: ScriptChoice::Named("roam".into()),
             snapshot_hz: 64,
             snapshot_codec: SnapshotCodecChoice::Delta,
+            budget_kbps: lagless_replication::BudgetConfig::default().max_kbps,
             server: ServerConfig::default(),
             client: ClientConfig::default(),
             clock_step: Duration::from_micros(500),

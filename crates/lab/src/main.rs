@@ -274,6 +274,10 @@ struct RunArgs {
     /// full-precision floats (the uncompressed baseline).
     #[arg(long, value_enum, default_value = "delta")]
     snapshot_codec: SnapshotCodecArg,
+    /// Most snapshot payload per client, kbit/s (the budget adapts below it to the link,
+    /// backing off when it queues or loses); 0: no budget.
+    #[arg(long, default_value_t = 256.0)]
+    budget_kbps: f64,
     /// Turn client-side prediction off (show the newest server state).
     #[arg(long)]
     no_prediction: bool,
@@ -579,6 +583,10 @@ fn run_command(a: RunArgs) -> Result<(), String> {
         },
         ..RunConfig::default()
     };
+    if !(a.budget_kbps.is_finite() && a.budget_kbps >= 0.0) {
+        return Err("--budget-kbps must be a non-negative number (0: no budget)".into());
+    }
+    config.budget_kbps = a.budget_kbps;
     config.server.tick_hz = a.tick_hz;
     config.client.tick_hz = a.tick_hz;
     config.server.missing_input = match a.missing_input {

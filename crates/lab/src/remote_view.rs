@@ -1,6 +1,8 @@
-//! How remote players look when shown through the interpolation buffer: where they are
-//! against the server's truth, and how smoothly they move.
+//! How interpolated entities (remote players and every cube the client does not predict)
+//! look when shown through the interpolation buffer: where they are against the server's
+//! truth, and how smoothly they move.
 
+use crate::metrics::Histogram;
 use lagless_core::interpolation::{Pose, Sampled};
 use std::time::Duration;
 
@@ -17,32 +19,45 @@ use std::time::Duration;
 ///   snapshot, catching up, slewing to a new delay) and every underrun cost the eye, in
 ///   the same unit as the predicted player's `render.jerk_cm_p99`; the error cannot see
 ///   a warp, since a warped frame still shows the truth at the time it shows.
+///
+/// Entities within [`NEAR_M`] of the client's own player also count in `near_error_cm`
+/// (`interpolation.near_error_cm_p99`): what the player looks at and collides with.
 #[derive(Debug, Default, Clone)]
 pub struct RemoteView {
-    /// Rendered vs truth at the displayed tick, cm, per remote player per frame.
-    pub error_cm: Vec<f64>,
-    /// Rendered motion vs true motion over the frame's real time, cm, per remote player
-    /// per frame after the first.
-    pub jerk_cm: Vec<f64>,
+    /// Rendered vs truth at the displayed tick, cm, per entity per frame.
+    pub error_cm: Histogram,
+    /// The same, for entities near the client's own player.
+    pub near_error_cm: Histogram,
+    /// Rendered motion vs true motion over the frame's real time, cm, per entity per
+    /// frame after the first.
+    pub jerk_cm: Histogram,
     /// The last frame: when it was drawn, the tick it showed and the positions shown.
     last: Option<(Duration, f64, Vec<[f32; 3]>)>,
 }
 
+/// How near an entity must be to the client's player to count as near, m.
+pub const NEAR_M: f32 = 5.0;
+
 impl RemoteView {
     /// Records the frame drawn at local time `now`. `truth[j]` is the server's record of
-    /// the `j`-th player shown (one position per tick), in the order of `shown.value`;
-    /// `period` is the tick length.
+    /// the `j`-th entity shown (one position per tick), in the order of `shown.value`;
+    /// `period` is the tick length; `own` is where the client's player is.
     pub fn record(
         &mut self,
         now: Duration,
         shown: &Sampled<Vec<Pose>>,
         truth: &[&[[f32; 3]]],
         period: Duration,
+        own: Option<[f32; 3]>,
     ) {
         let positions: Vec<[f32; 3]> = shown.value.iter().map(|p| p.position).collect();
         for (p, record) in positions.iter().zip(truth) {
             if let Some(t) = truth_at(record, shown.render_tick) {
-                self.error_cm.push(dist_cm(*p, t));
+                let e = dist_cm(*p, t);
+                self.error_cm.record(e);
+                if own.is_some_and(|o| dist_cm(o, t) <= f64::from(NEAR_M) * 100.0) {
+                    self.near_error_cm.record(e);
+                }
             }
         }
         if let Some((then, tick, before)) = &self.last {
@@ -57,7 +72,7 @@ impl RemoteView {
                 };
                 let shown_motion = sub(*p, *b);
                 let true_motion = sub(to, from);
-                self.jerk_cm.push(dist_cm(shown_motion, true_motion));
+                self.jerk_cm.record(dist_cm(shown_motion, true_motion));
             }
         }
         self.last = Some((now, shown.render_tick, positions));
@@ -118,12 +133,18 @@ mod tests {
         let mut view = RemoteView::default();
         for f in 0..50u32 {
             let tick = 10.0 + f64::from(f);
-            view.record(TICK * f, &frame(tick, tick as f32 * 0.01), &[&record], TICK);
+            view.record(
+                TICK * f,
+                &frame(tick, tick as f32 * 0.01),
+                &[&record],
+                TICK,
+                None,
+            );
         }
-        assert_eq!(view.error_cm.len(), 50);
-        assert_eq!(view.jerk_cm.len(), 49);
-        assert!(view.jerk_cm.iter().all(|j| *j < 1e-4), "{:?}", view.jerk_cm);
-        assert!(view.error_cm.iter().all(|e| *e < 1e-4));
+        assert_eq!(view.error_cm.count(), 50);
+        assert_eq!(view.jerk_cm.count(), 49);
+        assert_eq!(view.jerk_cm.percentile(100.0), Some(0.0));
+        assert_eq!(view.error_cm.percentile(100.0), Some(0.0));
     }
 
     /// A frame at half speed shows the truth at its tick (no error) but half the motion:
@@ -132,28 +153,51 @@ mod tests {
     fn slow_motion_and_holds_show_as_jerk_not_error() {
         let record = truth();
         let mut view = RemoteView::default();
-        view.record(Duration::ZERO, &frame(10.0, 0.10), &[&record], TICK);
-        view.record(TICK * 1, &frame(10.5, 0.105), &[&record], TICK);
-        view.record(TICK * 2, &frame(11.5, 0.115), &[&record], TICK);
+        view.record(Duration::ZERO, &frame(10.0, 0.10), &[&record], TICK, None);
+        view.record(TICK * 1, &frame(10.5, 0.105), &[&record], TICK, None);
+        view.record(TICK * 2, &frame(11.5, 0.115), &[&record], TICK, None);
         // Held where it was for a frame (an underrun), while the truth moved on.
-        view.record(TICK * 3, &frame(12.5, 0.115), &[&record], TICK);
-        assert!(view.error_cm[..3].iter().all(|e| *e < 1e-4));
-        assert!((view.error_cm[3] - 1.0).abs() < 1e-3, "{:?}", view.error_cm);
-        let jerk = &view.jerk_cm;
-        assert!((jerk[0] - 0.5).abs() < 1e-3, "{jerk:?}");
-        assert!(jerk[1] < 1e-3, "{jerk:?}");
-        assert!((jerk[2] - 1.0).abs() < 1e-3, "{jerk:?}");
+        view.record(TICK * 3, &frame(12.5, 0.115), &[&record], TICK, None);
+        // Errors 0, 0, 0, 1; jerks 0.5, 0, 1.
+        let near = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 2e-3);
+        assert!(near(view.error_cm.percentile(75.0), 0.0));
+        assert!(near(view.error_cm.percentile(100.0), 1.0));
+        assert!(near(view.jerk_cm.percentile(34.0), 0.0));
+        assert!(near(view.jerk_cm.percentile(50.0), 0.5));
+        assert!(near(view.jerk_cm.percentile(100.0), 1.0));
+    }
+
+    #[test]
+    fn near_entities_are_counted_apart() {
+        let record = truth();
+        let mut view = RemoteView::default();
+        view.record(
+            Duration::ZERO,
+            &frame(10.0, 0.2),
+            &[&record],
+            TICK,
+            Some([0.0; 3]),
+        );
+        view.record(
+            TICK,
+            &frame(11.0, 0.3),
+            &[&record],
+            TICK,
+            Some([50.0, 0.0, 0.0]),
+        );
+        assert_eq!(view.error_cm.count(), 2);
+        assert_eq!(view.near_error_cm.count(), 1);
     }
 
     #[test]
     fn frames_outside_the_record_are_skipped() {
         let record = truth();
         let mut view = RemoteView::default();
-        view.record(Duration::ZERO, &frame(-3.0, 0.0), &[&record], TICK);
-        view.record(TICK * 1, &frame(150.0, 1.5), &[&record], TICK);
-        view.record(TICK * 2, &frame(151.0, 1.51), &[&record], TICK);
-        view.record(TICK * 3, &frame(f64::NAN, 1.52), &[&record], TICK);
-        assert!(view.error_cm.is_empty(), "{:?}", view.error_cm);
-        assert!(view.jerk_cm.is_empty(), "{:?}", view.jerk_cm);
+        view.record(Duration::ZERO, &frame(-3.0, 0.0), &[&record], TICK, None);
+        view.record(TICK * 1, &frame(150.0, 1.5), &[&record], TICK, None);
+        view.record(TICK * 2, &frame(151.0, 1.51), &[&record], TICK, None);
+        view.record(TICK * 3, &frame(f64::NAN, 1.52), &[&record], TICK, None);
+        assert_eq!(view.error_cm.count(), 0);
+        assert_eq!(view.jerk_cm.count(), 0);
     }
 }

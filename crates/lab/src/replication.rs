@@ -1,36 +1,34 @@
-//! Snapshot replication in the lab: what the server encodes for each client, and how a
-//! client decodes it, for either codec ([`SnapshotCodecChoice`]).
+//! Snapshot replication in the lab: what the server sends each client, and how a client
+//! decodes it, for either codec ([`SnapshotCodecChoice`]).
 //!
-//! With the delta codec the server records every snapshot it builds and encodes each
-//! client's against the newest one that client acknowledged, in full when none is usable;
-//! the client keeps what it decoded and acknowledges it through its session.
-//!
-//! Both ends work incrementally: the server quantizes only bodies whose state changed
-//! since its previous capture ([`CaptureCache`]), a client dequantizes only cubes whose
-//! codes differ from the snapshot it converted last ([`DecodeCache`]). Neither changes a
-//! byte or a float of what the non-incremental paths produce.
+//! The delta codec is the replication layer ([`lagless_replication`]) with the cube
+//! scene's declaration ([`lagless_scenes::cubes::replicate`]): the lab captures the scene
+//! once per snapshot tick, hands each client's acknowledgements to the layer, and sends
+//! what it encodes. The plain codec sends every body in full floats every time: the
+//! uncompressed baseline. Beside them the lab counts what the same stream would cost as
+//! lightyear on bevy_replicon sends it (`snapshot.peer_kbps`).
 
 use crate::config::{RunConfig, SnapshotCodecChoice};
 use crate::cpu::CpuTimer;
-use crate::metrics::{Metric, Report, percentile};
+use crate::metrics::{Histogram, Metric, Report, percentile};
 use lagless_core::message::FRAGMENT_PAYLOAD_BYTES;
-use lagless_core::{
-    BaselineHistory, ClientId, ClientSession, ProtocolError, ReceivedSnapshot, ServerSession,
+use lagless_core::{ClientId, ClientSession, ProtocolError, ReceivedSnapshot, ServerSession};
+use lagless_replication::{
+    BudgetConfig, ClientConfig, ReplicationClient, ReplicationError, ReplicationServer,
+    ServerConfig,
 };
-use lagless_scenes::cubes::cache::{CaptureCache, DecodeCache};
-use lagless_scenes::cubes::delta::{QuantizedSnapshot, SnapshotCodec, SnapshotError};
+use lagless_scenes::cubes::quantize::StateQuantization;
+use lagless_scenes::cubes::replicate::{self, player_entity};
 use lagless_scenes::cubes::snapshot::{CubeSnapshot, SnapshotLimits};
-use lagless_scenes::cubes::{CubeInput, CubeScene};
+use lagless_scenes::cubes::{BodyState, CubeInput, CubeScene, PlayerId};
 use std::time::Duration;
-
-/// Snapshots the server keeps as baselines: 1 s at 64 snapshots/s.
-pub const SERVER_BASELINES: usize = 64;
-/// Snapshots a client keeps: more than the server, so it never lacks one the server picks.
-pub const CLIENT_BASELINES: usize = 2 * SERVER_BASELINES;
 
 /// Bits per entity of Fiedler's uncompressed encoding (source 003): position and linear
 /// velocity as 3 floats, orientation as 4, one "interacting" bit.
 pub const NAIVE_BITS_PER_ENTITY: u64 = 321;
+
+/// Per-packet UDP/IP header bytes, as `net.*` counts them.
+const UDP_IP_HEADER_BYTES: usize = 28;
 
 /// What the server side counted.
 #[derive(Debug, Clone, Default)]
@@ -41,7 +39,7 @@ pub struct SenderStats {
     pub full: u64,
     /// Payload bits of all of them.
     pub bits: u64,
-    /// Entities they carried that differed from the baseline (players always count).
+    /// Entity entries they carried (updates, spawns, despawns; every body with plain).
     pub changed_entities: u64,
     /// Entities in the world at each, summed: what the naive encoding would send.
     pub entities: u64,
@@ -49,94 +47,181 @@ pub struct SenderStats {
     pub baseline_age_ticks: u64,
     /// Snapshots that needed more than one packet.
     pub fragmented: u64,
-    /// CPU time per delta encode, µs.
+    /// Entities that differed from what a client held, summed over snapshots.
+    pub candidates: u64,
+    /// Of those, held back by the budget.
+    pub deferred: u64,
+    /// Each client's budget at each snapshot, kbit/s.
+    pub budget_kbps: Vec<f64>,
+    /// CPU time per client encode, µs.
     pub encode_us: Vec<f64>,
-    /// CPU time to capture and quantize the world once per snapshot tick, µs.
+    /// CPU time to capture the world once per snapshot tick, µs.
     pub capture_us: Vec<f64>,
+    /// Bytes the same snapshots would take as lightyear on bevy_replicon sends them,
+    /// packet headers included, summed over clients.
+    pub peer_bytes: u64,
+    /// How long each entity has been shown out of date, ms: per client, per snapshot tick,
+    /// for every entity whose state the client holds differs from the server's, the time
+    /// since the server's state first moved away from it.
+    pub staleness_ms: Histogram,
 }
 
 /// The server's snapshot encoder.
 pub struct SnapshotSender {
     choice: SnapshotCodecChoice,
-    codec: SnapshotCodec,
-    history: BaselineHistory<QuantizedSnapshot>,
-    capture: CaptureCache,
+    q: StateQuantization,
+    layer: ReplicationServer,
+    tick_hz: u32,
+    /// The f32 state last sent per entity (cubes, then players by id), for the peer.
+    peer_last: Vec<Option<[u32; 14]>>,
+    /// Per client, per entity: the server tick since which the client's state differs.
+    behind_since: std::collections::BTreeMap<ClientId, Vec<Option<u32>>>,
     /// Counters.
     pub stats: SenderStats,
 }
 
 impl SnapshotSender {
-    /// An encoder for `choice`, on `codec`'s grid.
-    pub fn new(choice: SnapshotCodecChoice, codec: SnapshotCodec) -> Self {
+    /// An encoder for `choice`, on `q`'s grid, for `config`'s run.
+    pub fn new(choice: SnapshotCodecChoice, q: StateQuantization, config: &RunConfig) -> Self {
+        let tick_hz = config.server.tick_hz;
+        let snapshot_hz = f64::from(config.snapshot_hz.clamp(1, tick_hz));
+        let layer = ReplicationServer::new(
+            replicate::schema(&q),
+            ServerConfig {
+                tick_hz,
+                snapshot_hz,
+                budget: BudgetConfig {
+                    max_kbps: config.budget_kbps,
+                    ..BudgetConfig::default()
+                },
+                ..ServerConfig::default()
+            },
+        );
         Self {
             choice,
-            codec,
-            history: BaselineHistory::new(SERVER_BASELINES),
-            capture: CaptureCache::new(),
+            q,
+            layer,
+            tick_hz,
+            peer_last: Vec::new(),
+            behind_since: std::collections::BTreeMap::new(),
             stats: SenderStats::default(),
         }
     }
 
-    /// Encodes the scene's current state for every client and queues it on `server`.
-    ///
-    /// When a client's snapshot needs several packets (the first one, or after its
-    /// acknowledgements stopped), the players also go alone in one packet, so the client
-    /// can reconcile its own player whatever becomes of the fragments.
+    /// The layer's client settings matching this sender.
+    pub fn client_config(&self) -> ClientConfig {
+        ClientConfig {
+            tick_hz: self.tick_hz,
+            ..ClientConfig::default()
+        }
+    }
+
+    /// The grid.
+    pub fn quantization(&self) -> StateQuantization {
+        self.q
+    }
+
+    /// The replication layer's server.
+    pub fn layer(&self) -> &ReplicationServer {
+        &self.layer
+    }
+
+    /// Registers a client.
+    pub fn add_client(&mut self, id: ClientId) {
+        self.layer.add_client(id);
+    }
+
+    /// Hands each client's newest acknowledgement, as its session has it at `now`, to
+    /// the layer (it times round trips from them).
+    pub fn acknowledge(&mut self, server: &ServerSession<CubeInput>, now: Duration) {
+        let ids: Vec<ClientId> = server.clients().collect();
+        for id in ids {
+            if let Some(t) = server.snapshot_ack(id) {
+                self.layer.acknowledge(id, t, now);
+            }
+        }
+    }
+
+    /// Encodes the scene's current state for every client (each with its player) and
+    /// queues it on `server`.
     pub fn send(
         &mut self,
         scene: &CubeScene,
         server: &mut ServerSession<CubeInput>,
-        clients: &[ClientId],
+        clients: &[(ClientId, PlayerId)],
         now: Duration,
-    ) -> Result<(), ProtocolError> {
+    ) -> Result<(), SendError> {
         let tick = server.current_tick();
+        self.count_peer(scene, clients.len());
         match self.choice {
             SnapshotCodecChoice::Plain => {
                 let snapshot = CubeSnapshot::capture(scene);
                 let bytes = snapshot.to_bytes();
                 let entities = snapshot.players.len() + snapshot.cubes.len();
-                let make_essential = || CubeSnapshot::capture_players(scene).to_bytes();
-                let mut essential = None;
-                for &id in clients {
+                let essential = CubeSnapshot::capture_players(scene).to_bytes();
+                for &(id, _) in clients {
                     self.count(bytes.len() * 8, entities, entities, None);
-                    let fragmented =
-                        send_one(server, id, now, &bytes, &mut essential, &make_essential)?;
+                    let fragmented = bytes.len() > FRAGMENT_PAYLOAD_BYTES;
+                    if fragmented && essential.len() <= FRAGMENT_PAYLOAD_BYTES {
+                        // The players alone in one packet, so a client can reconcile
+                        // its own player whatever becomes of the fragments.
+                        server.send_snapshot_with_essential(id, now, &essential, &bytes)?;
+                    } else {
+                        server.send_snapshot(id, now, &bytes)?;
+                    }
                     self.stats.fragmented += u64::from(fragmented);
                 }
             }
             SnapshotCodecChoice::Delta => {
                 let timer = CpuTimer::start();
-                let codec = self.codec;
-                let snapshot = self.capture.capture(scene, &codec.quantization);
+                replicate::capture(scene, &mut self.layer)?;
                 self.stats.capture_us.push(timer.ms() * 1000.0);
-                let entities = snapshot.players.len() + snapshot.cubes.len();
-                // Only snapshots needing several packets go with an essential part.
-                let make_essential = || codec.encode(&snapshot.players_only(), tick, None).bytes;
-                let mut essential = None;
-                for &id in clients {
+                let entities = self.layer.len();
+                for &(id, player) in clients {
+                    let focus = scene.player_state(player).map(|s| s.position.to_array());
+                    self.layer.set_focus(id, focus);
                     let timer = CpuTimer::start();
-                    let baseline = server
-                        .snapshot_ack(id)
-                        .and_then(|t| self.history.get(t).map(|b| (t, b)));
-                    let encoded = codec.encode(&snapshot, tick, baseline);
+                    let encoded = self.layer.encode(id, tick, now)?;
                     self.stats.encode_us.push(timer.ms() * 1000.0);
-                    let age = encoded.baseline.map(|t| tick.0 - t.0);
-                    let changed = encoded.players + encoded.changed_cubes;
-                    self.count(encoded.bits, changed, entities, age);
-                    let fragmented = send_one(
-                        server,
-                        id,
-                        now,
-                        &encoded.bytes,
-                        &mut essential,
-                        &make_essential,
-                    )?;
-                    self.stats.fragmented += u64::from(fragmented);
+                    let age = encoded.baseline.map(|b| tick.0 - b.0);
+                    self.count(encoded.bits, encoded.entries, entities, age);
+                    self.stats.candidates += encoded.candidates as u64;
+                    self.stats.deferred += encoded.deferred as u64;
+                    if let Some(kbps) = self.layer.budget_kbps(id) {
+                        self.stats.budget_kbps.push(kbps);
+                    }
+                    self.stats.fragmented +=
+                        u64::from(encoded.bytes.len() > FRAGMENT_PAYLOAD_BYTES);
+                    server.send_snapshot(id, now, &encoded.bytes)?;
                 }
-                self.history.insert(tick, snapshot);
             }
         }
         Ok(())
+    }
+
+    /// How far behind client `id`'s view (`client`) is at server tick `tick`: for every
+    /// entity whose state it holds differs from the server's, how long it has differed.
+    pub fn measure_staleness(&mut self, id: ClientId, client: &ReplicationClient, tick: u32) {
+        let ms_per_tick = 1000.0 / f64::from(self.tick_hz.max(1));
+        let since = self.behind_since.entry(id).or_default();
+        for e in self.layer.ids() {
+            let Some((_, codes)) = self.layer.codes(e) else {
+                continue;
+            };
+            let i = e as usize;
+            if since.len() <= i {
+                since.resize(i + 1, None);
+            }
+            let behind = client.get(e).is_some_and(|held| held.codes[..] != *codes);
+            if behind {
+                let from = *since[i].get_or_insert(tick);
+                self.stats
+                    .staleness_ms
+                    .record(f64::from(tick - from) * ms_per_tick);
+            } else {
+                since[i] = None;
+            }
+        }
     }
 
     /// Counts one encoded snapshot; `baseline_age` is `None` for a full one.
@@ -150,30 +235,73 @@ impl SnapshotSender {
             None => self.stats.full += 1,
         }
     }
+
+    /// What lightyear on bevy_replicon would send each of `clients` now: every entity whose
+    /// f32 state changed in any bit since the last snapshot, as a varint entity id and its
+    /// components serialized by postcard (floats at full width, the cube's flag a byte).
+    fn count_peer(&mut self, scene: &CubeScene, clients: usize) {
+        let n = scene.cube_count();
+        let mut bytes = 0usize;
+        let mut buf = [0u8; 128];
+        let mut put = |slot: usize, id: u32, s: &BodyState, awake: Option<bool>| {
+            let bits = state_bits(s, awake.unwrap_or(true));
+            if self.peer_last.len() <= slot {
+                self.peer_last.resize(slot + 1, None);
+            }
+            if self.peer_last[slot] == Some(bits) {
+                return;
+            }
+            self.peer_last[slot] = Some(bits);
+            let components = (
+                s.position.to_array(),
+                s.rotation.to_array(),
+                s.linvel.to_array(),
+                s.angvel.to_array(),
+            );
+            let len = match awake {
+                Some(a) => postcard::to_slice(&(id, components, a), &mut buf).map(|b| b.len()),
+                None => postcard::to_slice(&(id, components), &mut buf).map(|b| b.len()),
+            };
+            bytes += len.unwrap_or(0);
+        };
+        for (i, s, awake) in scene.cubes() {
+            put(i, i as u32, &s, Some(awake));
+        }
+        for (p, s) in scene.player_states() {
+            if let Some(id) = player_entity(n, p) {
+                put(id as usize, id, &s, None);
+            }
+        }
+        let packets = bytes.div_ceil(FRAGMENT_PAYLOAD_BYTES).max(1);
+        self.stats.peer_bytes += ((bytes + packets * UDP_IP_HEADER_BYTES) * clients) as u64;
+    }
 }
 
-/// Queues `bytes` for `id`. When they need several packets, the essential part goes too
-/// (built by `make_essential` the first time a snapshot of this tick needs it, then kept
-/// in `essential`), if it fits one packet. Returns whether `bytes` needed several packets.
-fn send_one(
-    server: &mut ServerSession<CubeInput>,
-    id: ClientId,
-    now: Duration,
-    bytes: &[u8],
-    essential: &mut Option<Vec<u8>>,
-    make_essential: &dyn Fn() -> Vec<u8>,
-) -> Result<bool, ProtocolError> {
-    if bytes.len() <= FRAGMENT_PAYLOAD_BYTES {
-        server.send_snapshot(id, now, bytes)?;
-        return Ok(false);
+fn state_bits(s: &BodyState, awake: bool) -> [u32; 14] {
+    let mut out = [0u32; 14];
+    let values = [
+        s.position.to_array().as_slice(),
+        s.rotation.to_array().as_slice(),
+        s.linvel.to_array().as_slice(),
+        s.angvel.to_array().as_slice(),
+    ]
+    .concat();
+    for (o, v) in out.iter_mut().zip(values) {
+        *o = v.to_bits();
     }
-    let essential = essential.get_or_insert_with(make_essential);
-    if essential.len() <= FRAGMENT_PAYLOAD_BYTES {
-        server.send_snapshot_with_essential(id, now, essential, bytes)?;
-    } else {
-        server.send_snapshot(id, now, bytes)?;
-    }
-    Ok(true)
+    out[13] = u32::from(awake);
+    out
+}
+
+/// Why a snapshot could not be sent.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// The session refused it.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// The replication layer refused the scene's state.
+    #[error(transparent)]
+    Layer(#[from] ReplicationError),
 }
 
 /// What a client's decoder counted.
@@ -183,39 +311,36 @@ pub struct ReceiverStats {
     pub decode_errors: u64,
     /// Deltas against a baseline the client no longer held.
     pub missing_baseline: u64,
-    /// CPU time per full (non-essential) decode, µs, including conversion to floats.
+    /// CPU time per decode, µs, including conversion to floats.
     pub decode_us: Vec<f64>,
 }
 
 /// A client's snapshot decoder.
 pub struct SnapshotReceiver {
     choice: SnapshotCodecChoice,
-    codec: SnapshotCodec,
-    baselines: BaselineHistory<QuantizedSnapshot>,
-    /// Essential parts are always sent in full: decoded against nothing.
-    no_baselines: BaselineHistory<QuantizedSnapshot>,
-    /// Floats of the last full snapshot converted, whatever its tick: consecutive
-    /// snapshots share most cubes even when they arrive out of order.
-    floats: DecodeCache,
+    /// The replication layer's client.
+    pub layer: ReplicationClient,
+    cubes: usize,
     /// Counters.
     pub stats: ReceiverStats,
 }
 
 impl SnapshotReceiver {
-    /// A decoder for `choice`, on `codec`'s grid.
-    pub fn new(choice: SnapshotCodecChoice, codec: SnapshotCodec) -> Self {
+    /// A decoder for `choice`, for a scene of `cubes` cubes.
+    pub fn new(choice: SnapshotCodecChoice, sender: &SnapshotSender, cubes: usize) -> Self {
         Self {
             choice,
-            codec,
-            baselines: BaselineHistory::new(CLIENT_BASELINES),
-            no_baselines: BaselineHistory::new(1),
-            floats: DecodeCache::new(),
+            layer: ReplicationClient::new(
+                replicate::schema(&sender.quantization()),
+                sender.client_config(),
+            ),
+            cubes,
             stats: ReceiverStats::default(),
         }
     }
 
-    /// Decodes `snap`; a full snapshot that decodes is kept as a baseline and acknowledged
-    /// through `session`. `None` (counted) when it does not decode.
+    /// Decodes `snap`; a snapshot that decodes is acknowledged through `session`.
+    /// `None` (counted) when it does not decode, or is older than one decoded already.
     pub fn receive(
         &mut self,
         snap: &ReceivedSnapshot,
@@ -231,41 +356,23 @@ impl SnapshotReceiver {
             }
             SnapshotCodecChoice::Delta => {
                 let timer = CpuTimer::start();
-                let history = if snap.essential {
-                    &self.no_baselines
-                } else {
-                    &self.baselines
-                };
-                let decoded = match self.codec.decode(&snap.payload, snap.tick, history) {
-                    Ok(q) if snap.essential && !q.cubes.is_empty() => {
-                        self.stats.decode_errors += 1;
-                        return None;
+                match self.layer.receive(snap.tick, &snap.payload) {
+                    Ok(Some(applied)) => {
+                        session.acknowledge_snapshot(applied.tick);
+                        let plain = replicate::snapshot(&self.layer, self.cubes);
+                        self.stats.decode_us.push(timer.ms() * 1000.0);
+                        Some(plain)
                     }
-                    Ok(q) => q,
-                    Err(SnapshotError::MissingBaseline(_)) => {
+                    Ok(None) => None,
+                    Err(ReplicationError::MissingBaseline(_)) => {
                         self.stats.missing_baseline += 1;
-                        return None;
+                        None
                     }
-                    Err(SnapshotError::Wire(_)) => {
+                    Err(_) => {
                         self.stats.decode_errors += 1;
-                        return None;
-                    }
-                };
-                let q = &self.codec.quantization;
-                // An essential part has no cubes; through the cache it would evict the
-                // world, and the next full snapshot would convert all of it again.
-                let plain = if snap.essential {
-                    decoded.to_snapshot(q)
-                } else {
-                    self.floats.to_snapshot(&decoded, q)
-                };
-                if !snap.essential {
-                    self.stats.decode_us.push(timer.ms() * 1000.0);
-                    if self.baselines.insert(snap.tick, decoded) {
-                        session.acknowledge_snapshot(snap.tick);
+                        None
                     }
                 }
-                Some(plain)
             }
         }
     }
@@ -292,13 +399,19 @@ pub fn snapshot_metrics(
         per(s.bits, s.changed_entities),
     );
     // Per client, like net.down_kbps_mean: every entity at 321 bits in every snapshot.
-    let clients = u64::from(config.clients.max(1));
-    let naive_kbps =
-        s.entities as f64 * NAIVE_BITS_PER_ENTITY as f64 / 1000.0 / config.seconds / clients as f64;
+    let clients = f64::from(config.clients.max(1));
+    let per_client_kbps = |bits: f64| bits / 1000.0 / config.seconds / clients;
+    let naive_kbps = per_client_kbps(s.entities as f64 * NAIVE_BITS_PER_ENTITY as f64);
     r.number("snapshot.naive_kbps", Some(naive_kbps));
     r.number(
         "snapshot.naive_ratio",
         down_kbps_mean.filter(|d| *d > 0.0).map(|d| naive_kbps / d),
+    );
+    let peer_kbps = per_client_kbps(s.peer_bytes as f64 * 8.0);
+    r.number("snapshot.peer_kbps", Some(peer_kbps));
+    r.number(
+        "snapshot.peer_ratio",
+        down_kbps_mean.filter(|d| *d > 0.0).map(|d| peer_kbps / d),
     );
     r.number("snapshot.bytes_mean", per(s.bits, s.sent * 8));
     r.number(
@@ -312,10 +425,17 @@ pub fn snapshot_metrics(
         per(s.baseline_age_ticks, s.sent - s.full),
     );
     if sender.choice == SnapshotCodecChoice::Delta {
+        let q = sender.quantization();
         r.number(
             "snapshot.position_resolution_mm",
-            Some(f64::from(sender.codec.quantization.position_resolution()) * 1000.0),
+            Some(f64::from(q.position_resolution()) * 1000.0),
         );
+        r.number(
+            "snapshot.budget_kbps_mean",
+            crate::metrics::mean(&s.budget_kbps),
+        );
+        r.number("snapshot.deferred_pct", per(s.deferred * 100, s.candidates));
+        r.number("snapshot.staleness_ms_p99", s.staleness_ms.percentile(99.0));
     }
     r.number("snapshot.capture_us_p50", percentile(&s.capture_us, 50.0));
     r.number("snapshot.encode_us_p50", percentile(&s.encode_us, 50.0));
@@ -329,114 +449,4 @@ pub fn snapshot_metrics(
         "snapshot.missing_baseline",
         Metric::Count(receivers.iter().map(|c| c.stats.missing_baseline).sum()),
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use lagless_core::{ClientConfig, ServerConfig};
-    use lagless_scenes::cubes::CubeSceneConfig;
-
-    /// A server and one client wired directly (no loss), with the lab's encoder and
-    /// decoder between them.
-    struct Pair {
-        scene: CubeScene,
-        server: ServerSession<CubeInput>,
-        client: ClientSession<CubeInput>,
-        sender: SnapshotSender,
-        receiver: SnapshotReceiver,
-        now: Duration,
-        decoded: u64,
-    }
-
-    impl Pair {
-        fn new() -> Self {
-            let mut scene = CubeScene::new(CubeSceneConfig {
-                grid: 4,
-                ..CubeSceneConfig::default()
-            });
-            scene.add_player(1);
-            let mut server = ServerSession::new(ServerConfig::default());
-            server.add_client(1).unwrap();
-            let codec = SnapshotCodec::default();
-            Self {
-                scene,
-                server,
-                client: ClientSession::new(ClientConfig::default()),
-                sender: SnapshotSender::new(SnapshotCodecChoice::Delta, codec),
-                receiver: SnapshotReceiver::new(SnapshotCodecChoice::Delta, codec),
-                now: Duration::ZERO,
-                decoded: 0,
-            }
-        }
-
-        fn run(&mut self, ms: u64) {
-            for _ in 0..ms {
-                self.now += Duration::from_millis(1);
-                let now = self.now;
-                self.server.update(now);
-                while self.server.next_tick().is_some() {
-                    self.scene.step(&[(1, CubeInput::FORWARD)]);
-                    if self.server.snapshot_due() {
-                        self.sender
-                            .send(&self.scene, &mut self.server, &[1], now)
-                            .unwrap();
-                    }
-                }
-                while let Some((_, p)) = self.server.poll_transmit() {
-                    self.client.handle_packet(now, &p).unwrap();
-                }
-                while let Some(snap) = self.client.poll_snapshot() {
-                    if snap.essential {
-                        continue;
-                    }
-                    if let Some(plain) = self.receiver.receive(&snap, &mut self.client) {
-                        self.decoded += 1;
-                        // The incremental conversion gives what the plain one would.
-                        let q = &self.receiver.codec.quantization;
-                        let codes = self.receiver.baselines.get(snap.tick).unwrap();
-                        assert_eq!(plain, codes.to_snapshot(q));
-                    }
-                }
-                self.client.update(now);
-                while let Some(t) = self.client.next_tick() {
-                    self.client.set_input(t, CubeInput::FORWARD);
-                }
-                while let Some(p) = self.client.poll_transmit(now) {
-                    self.server.handle_packet(1, now, &p).unwrap();
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn acknowledged_snapshots_become_baselines() {
-        let mut pair = Pair::new();
-        pair.run(2000);
-        let s = &pair.sender.stats;
-        assert!(s.sent > 100);
-        // Only those sent before the first acknowledgement came back.
-        assert!(s.full <= 3, "{} full snapshots", s.full);
-        assert_eq!(pair.decoded, s.sent);
-        assert!(pair.client.snapshot_ack().is_some());
-        assert_eq!(pair.receiver.stats.missing_baseline, 0);
-    }
-
-    #[test]
-    fn a_client_that_lost_its_baselines_gets_a_full_snapshot() {
-        let mut pair = Pair::new();
-        pair.run(1000);
-        let (full_before, decoded_before) = (pair.sender.stats.full, pair.decoded);
-        // The client forgets everything it decoded (say, it reloaded the level).
-        pair.receiver.baselines.clear();
-        pair.run(2000);
-        // Deltas against the forgotten baseline were rejected and counted; once the
-        // acknowledged tick left the server's history, it sent a full snapshot, and
-        // from then on deltas again.
-        assert!(pair.receiver.stats.missing_baseline > 0);
-        assert!(pair.receiver.stats.missing_baseline <= SERVER_BASELINES as u64 + 2);
-        assert_eq!(pair.sender.stats.full, full_before + 1);
-        assert!(pair.decoded > decoded_before + 30, "decoding resumed");
-        assert_eq!(pair.receiver.stats.decode_errors, 0);
-    }
 }

@@ -1,5 +1,10 @@
-//! The client side: decode snapshots against the views it holds, and keep the newest
-//! known state of every entity (the registry) with spawn and despawn events.
+//! The client side: decode snapshots against the views it holds, and show the newest
+//! view (the registry), with spawn and despawn events.
+//!
+//! The registry is the newest decoded view, not the newest state seen of each entity: the
+//! server tracks exactly the views, so what the client shows is always what the server
+//! thinks it shows, and an entity that changed and changed back while a snapshot was on
+//! the way cannot stay wrong.
 
 use crate::error::ReplicationError;
 use crate::field;
@@ -37,12 +42,13 @@ impl Default for ClientConfig {
     }
 }
 
-/// The newest known state of one entity.
+/// The shown state of one entity.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClientEntity {
     /// Its kind.
     pub kind: KindId,
-    /// The tick of the snapshot this state came in.
+    /// The tick of the snapshot this state came in (older than the newest snapshot when
+    /// the entity has not changed since, or waited on the budget).
     pub tick: Tick,
     /// The state as codes.
     pub codes: Arc<[i32]>,
@@ -67,7 +73,7 @@ pub struct Applied {
     pub tick: Tick,
     /// The baseline it was a delta against.
     pub baseline: Option<Tick>,
-    /// Entities whose state it carried (updated or spawned), ascending.
+    /// Entities whose shown state it changed (updated or spawned), ascending.
     pub updated: Vec<u32>,
 }
 
@@ -84,8 +90,6 @@ pub struct ReplicationClientStats {
     pub missing_baseline: u64,
     /// Updates of an entity the baseline lacks.
     pub unknown_entity: u64,
-    /// Spawns beyond the entity limit, dropped.
-    pub over_limit: u64,
     /// Events dropped because nobody polled them.
     pub events_dropped: u64,
 }
@@ -96,6 +100,10 @@ pub struct ReplicationClient {
     schema: Arc<Schema>,
     config: ClientConfig,
     views: VecDeque<(Tick, View)>,
+    /// The newest view decoded: what the registry shows (kept apart from `views`, which
+    /// [`ReplicationClient::forget_baselines`] may clear).
+    shown: View,
+    newest: Option<Tick>,
     entities: BTreeMap<u32, ClientEntity>,
     events: VecDeque<EntityEvent>,
     stats: ReplicationClientStats,
@@ -108,6 +116,8 @@ impl ReplicationClient {
             schema: Arc::new(schema),
             config,
             views: VecDeque::new(),
+            shown: View::new(),
+            newest: None,
             entities: BTreeMap::new(),
             events: VecDeque::new(),
             stats: ReplicationClientStats::default(),
@@ -126,7 +136,7 @@ impl ReplicationClient {
 
     /// The newest snapshot decoded.
     pub fn newest(&self) -> Option<Tick> {
-        self.views.back().map(|(t, _)| *t)
+        self.newest
     }
 
     /// Decodes the snapshot of `tick`. `Ok(None)` when it is not newer than the newest
@@ -167,66 +177,49 @@ impl ReplicationClient {
             }
         };
         self.stats.decoded += 1;
+        // What the client shows is the newest view, exactly as the server tracks it.
+        let previous = std::mem::replace(&mut self.shown, decoded.view.clone());
+        let replaced: Vec<u32> = decoded
+            .changes
+            .iter()
+            .filter(|(_, c)| *c == Change::Replaced)
+            .map(|(id, _)| *id)
+            .collect();
+        let schema = Arc::clone(&self.schema);
         let mut updated = Vec::new();
-        for &(id, change) in &decoded.changes {
-            match change {
-                Change::Despawned => {
-                    if self.entities.remove(&id).is_some() {
-                        self.event(EntityEvent::Despawned(id));
-                    }
-                }
-                Change::Updated | Change::Spawned | Change::Replaced => {
-                    let Some(entry) = decoded.view.get(id) else {
-                        continue;
-                    };
-                    let schema = Arc::clone(&self.schema);
-                    let Some(kind) = schema.get(entry.kind) else {
-                        continue;
-                    };
-                    let known = self.entities.get(&id).map(|e| e.kind);
-                    // A spawn the client already has (it came in a snapshot the server
-                    // had not heard of yet) is an update; a replacement, or a spawn of
-                    // another kind under a known id, is a new entity.
-                    let new = match (change, known) {
-                        (_, None) => true,
-                        (Change::Replaced, Some(_)) => true,
-                        (_, Some(k)) => k != entry.kind,
-                    };
-                    if new && known.is_some() {
-                        self.entities.remove(&id);
-                        self.event(EntityEvent::Despawned(id));
-                    }
-                    if new && self.entities.len() >= self.config.limits.max_entities {
-                        self.stats.over_limit += 1;
-                        continue;
-                    }
-                    self.entities.insert(
-                        id,
-                        ClientEntity {
-                            kind: entry.kind,
-                            tick,
-                            codes: Arc::clone(&entry.codes),
-                            values: field::values_of(kind, &entry.codes),
-                        },
-                    );
-                    if new {
-                        self.event(EntityEvent::Spawned(id));
-                    }
-                    updated.push(id);
-                }
-            }
-        }
-        if let Some(members) = &decoded.members {
-            let gone: Vec<u32> = self
-                .entities
-                .keys()
-                .copied()
-                .filter(|id| members.binary_search(id).is_err())
-                .collect();
-            for id in gone {
+        let mut events = Vec::new();
+        previous.diff(&decoded.view, |id, old, new| {
+            let Some(new) = new else {
                 self.entities.remove(&id);
-                self.event(EntityEvent::Despawned(id));
+                events.push(EntityEvent::Despawned(id));
+                return;
+            };
+            let Some(kind) = schema.get(new.kind) else {
+                return;
+            };
+            let fresh = match old {
+                None => true,
+                Some(old) => old.kind != new.kind || replaced.binary_search(&id).is_ok(),
+            };
+            if fresh && old.is_some() {
+                events.push(EntityEvent::Despawned(id));
             }
+            self.entities.insert(
+                id,
+                ClientEntity {
+                    kind: new.kind,
+                    tick: new.tick,
+                    codes: Arc::clone(&new.codes),
+                    values: field::values_of(kind, &new.codes),
+                },
+            );
+            if fresh {
+                events.push(EntityEvent::Spawned(id));
+            }
+            updated.push(id);
+        });
+        for e in events {
+            self.event(e);
         }
         // The server never goes back to a baseline older than one it used.
         if let Some(b) = decoded.baseline {
@@ -234,6 +227,7 @@ impl ReplicationClient {
                 self.views.pop_front();
             }
         }
+        self.newest = Some(tick);
         self.views.push_back((tick, decoded.view));
         while self.views.len() > self.config.history.max(1) {
             self.views.pop_front();

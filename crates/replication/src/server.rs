@@ -14,7 +14,10 @@
 //! focus, [`ReplicationServer::set_focus`]) × how far it moved (Fiedler's "State
 //! Synchronization" priority accumulator; Unity Netcode for Entities' importance
 //! scaling). A snapshot takes the highest until the budget is spent; the rest keep
-//! climbing. Despawns always go. A relevance of 0 (a game's own
+//! climbing. Despawns always go, and so does an entity the newest snapshot in flight
+//! already carries a newer state of (the client shows the newest snapshot it decoded;
+//! leaving such an entity out would take it back to the acknowledged state): once an
+//! update is sent, it is sent again until acknowledged, as without a budget. A relevance of 0 (a game's own
 //! [`ReplicationServer::set_relevance`]) keeps an entity from that client altogether:
 //! interest management.
 //!
@@ -30,7 +33,7 @@ use crate::snapshot::{self, Change, Limits};
 use crate::state::StateWriter;
 use crate::view::{Entry, View};
 use lagless_core::Tick;
-use lagless_wire::BitWriter;
+use lagless_wire::{BitWriter, var_u32_bits};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -112,8 +115,7 @@ pub struct ClientReplicationStats {
     /// Acknowledgements of snapshots no longer remembered (ignored).
     pub stale_acks: u64,
     /// Times every snapshot in flight went unacknowledged (a long outage, or a client
-    /// that lost its baselines): the server started again from nothing, with the list of
-    /// entities the client should hold.
+    /// that lost its baselines): the server started again from nothing.
     pub resyncs: u64,
     /// Budget counters.
     pub budget: BudgetStats,
@@ -127,10 +129,35 @@ struct ClientState {
     focus: Option<[f32; 3]>,
     budget: BudgetController,
     limited: bool,
-    /// The server no longer knows what the client holds: send the member list until an
-    /// acknowledgement shows the client caught up.
-    lost_track: bool,
+    /// Entities that may differ from what the client holds.
+    pending: Pending,
+    /// Encodes left before every entity is looked at again (with a game's relevance).
+    scan_countdown: u32,
     stats: ClientReplicationStats,
+}
+
+/// With a game's relevance rule, every entity is looked at again this often (encodes):
+/// its relevance may change while the entity does not.
+const RESCAN_EVERY: u32 = 16;
+
+/// A set of entity ids: flags by id, and the list of those set.
+#[derive(Default)]
+struct Pending {
+    flags: Vec<bool>,
+    list: Vec<u32>,
+}
+
+impl Pending {
+    fn mark(&mut self, id: u32) {
+        let i = id as usize;
+        if self.flags.len() <= i {
+            self.flags.resize(i + 1, false);
+        }
+        if !self.flags[i] {
+            self.flags[i] = true;
+            self.list.push(id);
+        }
+    }
 }
 
 /// What [`ReplicationServer::encode`] made for one client.
@@ -175,6 +202,9 @@ struct Candidate {
     id: u32,
     change: Change,
     priority: f32,
+    /// The newest snapshot in flight already carries a newer state than the baseline:
+    /// leaving it out now would take the client back to the baseline's.
+    committed: bool,
 }
 
 impl ReplicationServer {
@@ -263,6 +293,7 @@ impl ReplicationServer {
             position,
         });
         self.live += 1;
+        self.touch(id);
         Ok(())
     }
 
@@ -290,6 +321,7 @@ impl ReplicationServer {
         e.version = self.next_version;
         e.codes = Arc::from(codes);
         e.position = position;
+        self.touch(id);
         Ok(true)
     }
 
@@ -299,6 +331,7 @@ impl ReplicationServer {
             Some(slot @ Some(_)) => {
                 *slot = None;
                 self.live -= 1;
+                self.touch(id);
                 Ok(())
             }
             _ => Err(ReplicationError::NoSuchEntity(id)),
@@ -335,8 +368,12 @@ impl ReplicationServer {
 
     /// Adds a client (nothing happens if it is there already).
     pub fn add_client(&mut self, client: ClientKey) {
+        if self.clients.contains_key(&client) {
+            return;
+        }
         let budget = BudgetController::new(self.config.budget);
-        self.clients.entry(client).or_insert_with(|| ClientState {
+        let live: Vec<u32> = self.ids().collect();
+        let c = self.clients.entry(client).or_insert_with(|| ClientState {
             acked: None,
             in_flight: VecDeque::new(),
             priority: Vec::new(),
@@ -344,9 +381,20 @@ impl ReplicationServer {
             focus: None,
             budget,
             limited: false,
-            lost_track: false,
+            pending: Pending::default(),
+            scan_countdown: 1,
             stats: ClientReplicationStats::default(),
         });
+        for id in live {
+            c.pending.mark(id);
+        }
+    }
+
+    /// Marks `id` as possibly differing from what every client holds.
+    fn touch(&mut self, id: u32) {
+        for c in self.clients.values_mut() {
+            c.pending.mark(id);
+        }
     }
 
     /// Forgets a client.
@@ -404,8 +452,15 @@ impl ReplicationServer {
                 let rtt = now.saturating_sub(f.sent_at).as_secs_f64();
                 c.budget.on_rtt(now, rtt);
                 c.budget.on_outcome(true);
+                // The new baseline may differ from the old one in entities nobody
+                // touched since (it was encoded against an older baseline still): they
+                // are to be looked at again.
+                let pending = &mut c.pending;
+                match &c.acked {
+                    Some(old) => old.view.diff(&f.view, |id, _, _| pending.mark(id)),
+                    None => f.view.iter().for_each(|(id, _)| pending.mark(id)),
+                }
                 c.acked = Some(f);
-                c.lost_track = false;
                 break;
             }
             c.budget.on_outcome(false);
@@ -440,8 +495,12 @@ impl ReplicationServer {
             // against what it acknowledged (or has been gone that long). Start over.
             c.in_flight.clear();
             c.acked = None;
-            c.lost_track = true;
             c.stats.resyncs += 1;
+            for (i, e) in entities.iter().enumerate() {
+                if e.is_some() {
+                    c.pending.mark(i as u32);
+                }
+            }
         }
         let elapsed = c
             .last_tick
@@ -471,23 +530,53 @@ impl ReplicationServer {
                 },
             }
         };
+        // Only entities marked since they last matched what the client holds can
+        // differ from it: the work per client follows what changes, not the world.
+        if relevance.is_some() {
+            c.scan_countdown = c.scan_countdown.saturating_sub(1);
+            if c.scan_countdown == 0 {
+                // A game's relevance can change without the entity changing.
+                c.scan_countdown = RESCAN_EVERY;
+                for (i, e) in entities.iter().enumerate() {
+                    if e.is_some() {
+                        c.pending.mark(i as u32);
+                    }
+                }
+            }
+        }
+        let newest = c.in_flight.back().map(|f| &f.view);
         let mut candidates = Vec::new();
         let mut forced = Vec::new();
-        for (i, slot) in entities.iter().enumerate() {
-            let id = i as u32;
-            let Some(e) = slot else { continue };
-            let weight = relevant(id, e);
+        let mut keep = Vec::new();
+        for id in std::mem::take(&mut c.pending.list) {
+            let i = id as usize;
+            if let Some(flag) = c.pending.flags.get_mut(i) {
+                *flag = false;
+            }
             let held = base.get(id);
-            if !(weight > 0.0) {
+            let Some(e) = entities.get(i).and_then(Option::as_ref) else {
+                // Gone: tell the client if it may hold it (the baseline's, or the newest
+                // snapshot in flight's, which may have spawned one the baseline lacks).
+                if held.is_some() || newest.is_some_and(|v| v.get(id).is_some()) {
+                    forced.push((id, Change::Despawned));
+                    keep.push(id);
+                }
+                continue;
+            };
+            let weight = relevant(id, e);
+            // NaN counts as irrelevant too.
+            if weight.is_nan() || weight <= 0.0 {
                 if held.is_some() {
                     forced.push((id, Change::Despawned));
+                    keep.push(id);
                 }
                 c.priority[i] = 0.0;
                 continue;
             }
             let (change, moved) = match held {
                 Some(b) if b.generation == e.generation => {
-                    if b.version == e.version {
+                    // Versions differ for codes that changed and changed back.
+                    if b.version == e.version || b.codes == e.codes {
                         c.priority[i] = 0.0;
                         continue;
                     }
@@ -499,26 +588,26 @@ impl ReplicationServer {
                     };
                     (Change::Updated, moved.min(10.0))
                 }
-                _ => (Change::Spawned, 1.0),
+                Some(_) => (Change::Replaced, 1.0),
+                None => (Change::Spawned, 1.0),
             };
+            keep.push(id);
             let kind_weight = schema.get(e.kind).map_or(1.0, |k| k.priority_weight());
             c.priority[i] += kind_weight * weight * (1.0 + moved) * elapsed;
+            let committed = match (held, newest.and_then(|v| v.get(id))) {
+                (Some(b), Some(n)) => n.version != b.version || n.generation != b.generation,
+                (None, Some(_)) => true,
+                _ => false,
+            };
             candidates.push(Candidate {
                 id,
                 change,
                 priority: c.priority[i],
+                committed,
             });
         }
-        // Entities the client may hold that are gone: the baseline's, and the newest
-        // snapshot in flight's (it may have spawned one the baseline lacks).
-        let newest = c.in_flight.back().map(|f| &f.view);
-        for view in [Some(base), newest].into_iter().flatten() {
-            for (id, _) in view.iter() {
-                let gone = entities.get(id as usize).is_none_or(Option::is_none);
-                if gone && !forced.iter().any(|(f, _)| *f == id) {
-                    forced.push((id, Change::Despawned));
-                }
-            }
+        for id in keep {
+            c.pending.mark(id);
         }
 
         // The budget.
@@ -527,7 +616,12 @@ impl ReplicationServer {
         let cap = budget_bits.map_or(limit_bits, |b| b.min(limit_bits));
         let n_candidates = candidates.len();
         if budget_bits.is_some() {
-            candidates.sort_unstable_by(|a, b| b.priority.total_cmp(&a.priority));
+            // What the client may already show goes first; then by priority.
+            candidates.sort_unstable_by(|a, b| {
+                b.committed
+                    .cmp(&a.committed)
+                    .then(b.priority.total_cmp(&a.priority))
+            });
         }
         let payload = |cache: &mut HashMap<(u32, u64, u64, u32), BitWriter>,
                        id: u32,
@@ -556,42 +650,55 @@ impl ReplicationServer {
             });
             Some(w.clone())
         };
-        // Header, despawns first; each entry's id gap counted at its worst (5 bytes)
-        // until the final order is known.
-        let mut used = 64 + forced.len() * 42;
-        let mut chosen: Vec<(u32, Change, Option<BitWriter>)> =
-            forced.into_iter().map(|(id, ch)| (id, ch, None)).collect();
+        // Despawns first, then by priority while the budget lasts. An entry's id gap and
+        // operation are guessed at ENTRY_GUESS bits until the order is known; then the
+        // lowest-priority entries go until the exact size fits.
+        let mut used = 64 + forced.len() * ENTRY_GUESS;
+        // (id, change, body, rank): rank orders the optional entries by priority.
+        let mut chosen: Vec<(u32, Change, Option<BitWriter>, usize)> = forced
+            .into_iter()
+            .map(|(id, ch)| (id, ch, None, 0))
+            .collect();
         let mut deferred = 0usize;
         for cand in &candidates {
             let Some(body) = payload(cache, cand.id, cand.change) else {
                 continue;
             };
-            let cost = body.bit_len() + 42;
+            let cost = body.bit_len() + ENTRY_GUESS;
             if used + cost > cap {
                 deferred += 1;
                 continue;
             }
             used += cost;
-            c.priority[cand.id as usize] = 0.0;
-            chosen.push((cand.id, cand.change, Some(body)));
+            chosen.push((cand.id, cand.change, Some(body), chosen.len() + 1));
         }
-        chosen.sort_unstable_by_key(|(id, _, _)| *id);
+        chosen.sort_unstable_by_key(|(id, ..)| *id);
+        while exact_bits(&chosen) > cap {
+            let Some(last) = chosen
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.3 > 0)
+                .max_by_key(|(_, c)| c.3)
+                .map(|(i, _)| i)
+            else {
+                break;
+            };
+            chosen.remove(last);
+            deferred += 1;
+        }
+        for (id, _, body, _) in &chosen {
+            if body.is_some() {
+                c.priority[*id as usize] = 0.0;
+            }
+        }
 
         // Write it, and the view the client holds once it decodes it.
         let mut w = BitWriter::with_capacity(used / 8 + 16);
         let age = base_tick.map_or(0, |b| tick.0.wrapping_sub(b.0));
-        let members: Option<Vec<u32>> = (c.lost_track && base_tick.is_none()).then(|| {
-            entities
-                .iter()
-                .enumerate()
-                .filter(|(i, e)| e.as_ref().is_some_and(|e| relevant(*i as u32, e) > 0.0))
-                .map(|(i, _)| i as u32)
-                .collect()
-        });
-        snapshot::write_header(&mut w, age, members.as_deref(), chosen.len());
+        snapshot::write_header(&mut w, age, chosen.len());
         let mut view = base.clone();
         let mut next = 0u32;
-        for (id, change, body) in &chosen {
+        for (id, change, body, _) in &chosen {
             w.write_var_u32(id - next);
             next = id + 1;
             snapshot::write_op(&mut w, *change);
@@ -643,6 +750,23 @@ impl ReplicationServer {
             budget_bits,
         })
     }
+}
+
+/// Bits an entry's id gap and operation are guessed to take before the order is known
+/// (a gap of up to 278 and a two-bit operation).
+const ENTRY_GUESS: usize = 15;
+
+/// The exact size of a snapshot of `chosen` (ascending ids), header bound included.
+fn exact_bits(chosen: &[(u32, Change, Option<BitWriter>, usize)]) -> usize {
+    let mut next = 0u32;
+    let mut bits = 64;
+    for (id, change, body, _) in chosen {
+        bits += var_u32_bits(id - next) as usize;
+        bits += if *change == Change::Updated { 1 } else { 2 };
+        bits += body.as_ref().map_or(0, BitWriter::bit_len);
+        next = id + 1;
+    }
+    bits
 }
 
 /// The position codes of `kind` hold (its [`crate::Kind::position_field`]), padded to

@@ -2,10 +2,6 @@
 //!
 //! ```text
 //! base_age               var; 0: no baseline (against an empty view), else tick - baseline
-//! [members]              only without a baseline: 1 bit, then if set a var count and the
-//!                        ids (gaps) of every entity the client should hold: sent after
-//!                        the server lost track of what the client holds, so entities
-//!                        that went meanwhile do not linger
 //! count                  var; entries that follow, ids ascending
 //! entry { id_gap op .. } id_gap: var, id - previous id - 1 (the first: the id)
 //!   op 0                 update: the entity's delta against the baseline's (field.rs)
@@ -58,45 +54,10 @@ impl Default for Limits {
     }
 }
 
-/// The header of a snapshot; `members` only without a baseline (`base_age` 0).
-pub(crate) fn write_header(
-    w: &mut BitWriter,
-    base_age: u32,
-    members: Option<&[u32]>,
-    count: usize,
-) {
+/// The header of a snapshot.
+pub(crate) fn write_header(w: &mut BitWriter, base_age: u32, count: usize) {
     w.write_var_u32(base_age);
-    if base_age == 0 {
-        w.write_bool(members.is_some());
-        if let Some(ids) = members {
-            w.write_var_u32(ids.len() as u32);
-            let mut next = 0u32;
-            for &id in ids {
-                w.write_var_u32(id - next);
-                next = id + 1;
-            }
-        }
-    }
     w.write_var_u32(count as u32);
-}
-
-/// Reads ascending ids as gaps, checking the limits.
-fn read_ids(
-    r: &mut BitReader<'_>,
-    limits: Limits,
-    count: usize,
-) -> Result<Vec<u32>, ReplicationError> {
-    let mut ids = Vec::with_capacity(count.min(4096));
-    let mut next: u64 = 0;
-    for _ in 0..count {
-        let id = next + u64::from(r.read_var_u32()?);
-        if id > u64::from(limits.max_id) {
-            return Err(ReplicationError::IdOutOfRange(id));
-        }
-        ids.push(id as u32);
-        next = id + 1;
-    }
-    Ok(ids)
 }
 
 fn read_count(r: &mut BitReader<'_>, limits: Limits) -> Result<usize, ReplicationError> {
@@ -141,8 +102,6 @@ pub struct Decoded {
     pub view: View,
     /// What it changed, by id ascending.
     pub changes: Vec<(u32, Change)>,
-    /// Every entity the client should hold, when the server lost track of it.
-    pub members: Option<Vec<u32>>,
 }
 
 /// Decodes a snapshot of `tick`; `base` finds the view of a baseline tick.
@@ -156,12 +115,7 @@ pub(crate) fn decode<'v>(
 ) -> Result<Decoded, ReplicationError> {
     let mut r = BitReader::new(bytes);
     let age = r.read_var_u32()?;
-    let mut members = None;
     let (baseline, mut view) = if age == 0 {
-        if r.read_bool()? {
-            let n = read_count(&mut r, limits)?;
-            members = Some(read_ids(&mut r, limits, n)?);
-        }
         (None, View::new())
     } else {
         let at = Tick(tick.0.checked_sub(age).ok_or(WireError::Invalid {
@@ -248,6 +202,5 @@ pub(crate) fn decode<'v>(
         baseline,
         view,
         changes,
-        members,
     })
 }

@@ -87,6 +87,38 @@ impl View {
     }
 }
 
+impl View {
+    /// Calls `f(id, old, new)` for every id whose entry differs between `self` (old) and
+    /// `new`, ascending. Chunks the two share are skipped without a look, so comparing a
+    /// view with the next one costs what changed between them.
+    pub fn diff(&self, new: &View, mut f: impl FnMut(u32, Option<&Entry>, Option<&Entry>)) {
+        let n = self.chunks.len().max(new.chunks.len());
+        for c in 0..n {
+            let a = self.chunks.get(c).and_then(Option::as_ref);
+            let b = new.chunks.get(c).and_then(Option::as_ref);
+            if let (Some(a), Some(b)) = (a, b) {
+                if Arc::ptr_eq(a, b) {
+                    continue;
+                }
+            }
+            for i in 0..CHUNK {
+                let x = a.and_then(|a| a[i].as_ref());
+                let y = b.and_then(|b| b[i].as_ref());
+                let same = match (x, y) {
+                    (Some(x), Some(y)) => {
+                        x.kind == y.kind && x.tick == y.tick && x.codes == y.codes
+                    }
+                    (None, None) => true,
+                    _ => false,
+                };
+                if !same {
+                    f((c * CHUNK + i) as u32, x, y);
+                }
+            }
+        }
+    }
+}
+
 fn split(id: u32) -> (usize, usize) {
     (id as usize / CHUNK, id as usize % CHUNK)
 }
@@ -120,5 +152,10 @@ mod tests {
         assert_eq!(b.iter().map(|(id, _)| id).collect::<Vec<_>>(), [3, 5, 700]);
         b.set(9999, None);
         assert_eq!(b.len(), 3);
+        let mut seen = Vec::new();
+        a.diff(&b, |id, old, new| {
+            seen.push((id, old.is_some(), new.is_some()))
+        });
+        assert_eq!(seen, [(5, false, true), (64, true, false)]);
     }
 }

@@ -189,7 +189,7 @@ fn a_client_that_lost_its_baselines_is_resynced() {
         step(&mut server, &mut client, t);
     }
     client.forget_baselines();
-    // Meanwhile entity 5 goes: the resync's member list must remove it.
+    // Meanwhile entity 5 goes: the resync must remove it.
     server.despawn(5).expect("despawn");
     // Without baselines every delta fails, until the server gives up on them.
     let mut t = 50;
@@ -281,4 +281,26 @@ fn unchanged_entities_cost_nothing_and_deltas_are_shared() {
     assert_eq!(a.bytes, b.bytes, "same baseline, same snapshot");
     client.receive(Tick(2), &a.bytes).expect("decode");
     assert_eq!(client.get(3).expect("known").tick, Tick(2));
+}
+
+#[test]
+fn a_state_that_changes_and_changes_back_is_not_sent() {
+    let mut server = ReplicationServer::new(schema(), ServerConfig::default());
+    let mut client = ReplicationClient::new(schema(), ClientConfig::default());
+    let id = server.spawn(0, |w| write_body(w, 0.0, 0)).expect("spawn");
+    server.add_client(1);
+    let s = server.encode(1, Tick(1), Duration::ZERO).expect("encode");
+    client.receive(Tick(1), &s.bytes).expect("decode");
+    server.acknowledge(1, Tick(1), Duration::ZERO);
+    server
+        .update(id, |w| write_body(w, 1.0, 0))
+        .expect("update");
+    server
+        .update(id, |w| write_body(w, 0.0, 0))
+        .expect("update");
+    let s = server.encode(1, Tick(2), Duration::ZERO).expect("encode");
+    assert_eq!(s.entries, 0);
+    client
+        .receive(Tick(2), &s.bytes)
+        .expect("an empty snapshot decodes");
 }

@@ -6,17 +6,24 @@ use crate::config::RunConfig;
 use crate::cpu::CpuTimer;
 use crate::playback::PolicyShadows;
 use crate::remote_view::RemoteView;
-use crate::replication::SnapshotReceiver;
+use crate::replication::{SnapshotReceiver, SnapshotSender};
 use lagless_core::interpolation::{InterpolationBuffer, InterpolationConfig, Pose};
 use lagless_core::{ClientId, ClientSession, ErrorSmoother, Predictor, Reconciled, Rollback, Tick};
 use lagless_netem::Duplex;
-use lagless_scenes::cubes::delta::SnapshotCodec;
 use lagless_scenes::cubes::predict::{CubeRollback, PredictConfig, PredictMode};
 use lagless_scenes::cubes::script::InputScript;
 use lagless_scenes::cubes::snapshot::CubeSnapshot;
 use lagless_scenes::cubes::{BodyState, CubeInput, CubeSceneConfig, PlayerId};
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// The server's truth, one position per state tick: every player's (client `k` drives
+/// player `k + 1`, at index `k`) and every cube's.
+#[derive(Default)]
+pub(super) struct Truth {
+    pub(super) players: Vec<Vec<[f32; 3]>>,
+    pub(super) cubes: Vec<Vec<[f32; 3]>>,
+}
 
 /// A rendered frame of the own player.
 #[derive(Clone, Copy)]
@@ -40,14 +47,17 @@ pub(super) struct ClientSim {
     pub(super) rendered: BTreeMap<u32, Frame>,
     inputs: Vec<(Tick, CubeInput)>,
     pub(super) down_bytes: u64,
+    /// Bytes that reached the client (with UDP/IP headers).
+    pub(super) delivered_bytes: u64,
     pub(super) up_bytes: u64,
     pub(super) down_per_second: Vec<u64>,
     pub(super) snapshots: SnapshotReceiver,
     pub(super) packet_errors: u64,
     pub(super) prediction: Option<Prediction>,
-    /// The other players, shown interpolated from snapshots (in id order).
+    /// Everything the client does not predict, shown interpolated from snapshots: the
+    /// other players (in id order), then every cube.
     pub(super) remote: InterpolationBuffer<Vec<Pose>>,
-    /// How the other players looked: error and jerk, frame by frame.
+    /// How they looked: error and jerk, frame by frame.
     pub(super) remote_view: RemoteView,
     /// Other delay policies, fed what `remote` is fed.
     pub(super) shadows: PolicyShadows,
@@ -77,8 +87,8 @@ impl ClientSim {
         (id, player): (ClientId, PlayerId),
         link: Duplex,
         script: Box<dyn InputScript + Send>,
-        codec: SnapshotCodec,
-        scene_config: CubeSceneConfig,
+        sender: &SnapshotSender,
+        (scene_config, cubes): (CubeSceneConfig, usize),
     ) -> Self {
         let remote_config = config.playback.buffer_config(config.server.tick_hz);
         Self {
@@ -92,9 +102,10 @@ impl ClientSim {
             rendered: BTreeMap::new(),
             inputs: Vec::new(),
             down_bytes: 0,
+            delivered_bytes: 0,
             up_bytes: 0,
             down_per_second: Vec::new(),
-            snapshots: SnapshotReceiver::new(config.snapshot_codec, codec),
+            snapshots: SnapshotReceiver::new(config.snapshot_codec, sender, cubes),
             packet_errors: 0,
             remote: InterpolationBuffer::new(InterpolationConfig {
                 policy: config.interpolation,
@@ -149,7 +160,7 @@ impl ClientSim {
     /// One step of the virtual clock: take in what arrived, run the ticks that are due,
     /// send what the session has. `auth` holds every player's authoritative position per
     /// state tick, to measure how the others were shown.
-    pub(super) fn step(&mut self, now: Duration, config: &RunConfig, auth: &[Vec<[f32; 3]>]) {
+    pub(super) fn step(&mut self, now: Duration, config: &RunConfig, auth: &Truth) {
         self.receive(now, config);
         self.session.update(now);
         while let Some(tick) = self.session.next_tick() {
@@ -164,6 +175,7 @@ impl ClientSim {
     /// Takes in the packets that arrived, and every snapshot they completed.
     fn receive(&mut self, now: Duration, config: &RunConfig) {
         while let Some(p) = self.link.down.poll(now) {
+            self.delivered_bytes += p.len() as u64 + UDP_IP_HEADER_BYTES;
             if self.session.handle_packet(now, &p).is_err() {
                 self.packet_errors += 1;
             }
@@ -176,19 +188,21 @@ impl ClientSim {
                 self.view = Some(*p);
                 self.view_tick = snap.tick.0;
             }
-            let others: Vec<Pose> = s
+            let pose = |b: BodyState| {
+                Pose::new(b.position.to_array(), b.rotation.to_array())
+                    .with_velocity(b.linvel.to_array(), b.angvel.to_array())
+            };
+            let shown: Vec<Pose> = s
                 .players
                 .iter()
                 .filter(|(id, _)| *id != self.player)
-                .map(|(_, b)| {
-                    Pose::new(b.position.to_array(), b.rotation.to_array())
-                        .with_velocity(b.linvel.to_array(), b.angvel.to_array())
-                })
+                .map(|(_, b)| pose(*b))
+                .chain(s.cubes.iter().map(|c| pose(c.body_state())))
                 .collect();
-            if !others.is_empty() {
-                // The essential part and the full snapshot of a tick both carry the
-                // players: the second is a duplicate, refused and counted.
-                let _ = self.remote.push(snap.tick, now, others);
+            // Only a snapshot with the world (not a players-only essential part) shows
+            // everything; the essential part's players come again in the full one.
+            if s.has_world() {
+                let _ = self.remote.push(snap.tick, now, shown);
                 self.shadows.push(snap.tick, now);
             }
             if let Some(pr) = &mut self.prediction {
@@ -209,7 +223,7 @@ impl ClientSim {
     }
 
     /// Client tick `tick`: input, the other players' frame, prediction, the own frame.
-    fn tick(&mut self, now: Duration, tick: Tick, config: &RunConfig, auth: &[Vec<[f32; 3]>]) {
+    fn tick(&mut self, now: Duration, tick: Tick, config: &RunConfig, auth: &Truth) {
         let period = Duration::from_secs(1) / config.server.tick_hz;
         if let Some(pr) = &mut self.prediction {
             if let Some((t, s)) = pr.pending_essential.take() {
@@ -225,14 +239,19 @@ impl ClientSim {
         self.inputs.push((tick, input));
         if config.clients > 1 {
             self.shadows.sample(now);
-            if let Some(shown) = self.remote.sample_at(now) {
-                // Client k drives player k + 1: the others, in id order.
-                let others: Vec<&[[f32; 3]]> = (0..auth.len())
-                    .filter(|&j| j as u32 + 1 != self.player)
-                    .map(|j| auth[j].as_slice())
-                    .collect();
-                self.remote_view.record(now, &shown, &others, period);
-            }
+        }
+        if let Some(shown) = self.remote.sample_at(now) {
+            // Client k drives player k + 1: the others, in id order, then the cubes.
+            let players = &auth.players;
+            let truth: Vec<&[[f32; 3]]> = (0..players.len())
+                .filter(|&j| j as u32 + 1 != self.player)
+                .map(|j| players[j].as_slice())
+                .chain(auth.cubes.iter().map(Vec::as_slice))
+                .collect();
+            let own = players
+                .get(self.player as usize - 1)
+                .and_then(|p| p.last().copied());
+            self.remote_view.record(now, &shown, &truth, period, own);
         }
         // The frame after tick t stands for state t + 1: predicted, or else the newest
         // server state the client has.

@@ -13,10 +13,9 @@ use crate::cpu::CpuTimer;
 use crate::metrics::Report;
 use crate::playback::{PolicyFigures, PolicyShadows};
 use crate::replication::SnapshotSender;
-use client::{ClientSim, pos};
+use client::{ClientSim, Truth, pos};
 use lagless_core::{ClientId, ClientStats, ServerClientStats, ServerConfig, ServerSession, Tick};
 use lagless_netem::{ConfigError, Duplex, LinkConfig, PROFILE_NAMES, derive_seed, profile};
-use lagless_scenes::cubes::delta::SnapshotCodec;
 use lagless_scenes::cubes::script::{SCRIPT_NAMES, script_by_name};
 use lagless_scenes::cubes::{BodyState, CubeInput, CubeScene, CubeSceneConfig, PlayerId};
 use std::collections::BTreeMap;
@@ -139,14 +138,17 @@ struct Sim<'a> {
     server: ServerSession<CubeInput>,
     sender: SnapshotSender,
     clients: Vec<ClientSim>,
-    client_ids: Vec<ClientId>,
+    /// Each client with the player it drives.
+    client_players: Vec<(ClientId, PlayerId)>,
     player_index: BTreeMap<ClientId, usize>,
     /// Every cube's state at the start, to count the cubes that moved.
     cube_start: Vec<BodyState>,
-    /// Authoritative own-player position per client, indexed by state tick.
-    auth: Vec<Vec<[f32; 3]>>,
-    /// Server CPU per tick.
+    /// Authoritative positions of every player and cube, indexed by state tick.
+    auth: Truth,
+    /// Server CPU per tick: all of it, the physics step, and capture plus encoding.
     tick_ms: Vec<f64>,
+    physics_ms: Vec<f64>,
+    encode_ms: Vec<f64>,
     awake_max: usize,
 }
 
@@ -168,9 +170,11 @@ impl<'a> Sim<'a> {
             ..config.server.clone()
         };
         let mut server = ServerSession::<CubeInput>::new(server_config);
-        let codec =
-            SnapshotCodec::new(scene_config.quantize.unwrap_or_default()).with_tick_hz(tick_hz);
-        let sender = SnapshotSender::new(config.snapshot_codec, codec);
+        let mut sender = SnapshotSender::new(
+            config.snapshot_codec,
+            scene_config.quantize.unwrap_or_default(),
+            config,
+        );
         let mut clients = Vec::new();
         for k in 0..config.clients {
             let id = ClientId::from(k) + 1;
@@ -179,6 +183,7 @@ impl<'a> Sim<'a> {
                 .add_client(id)
                 .map_err(|e| RunError::Invalid(e.to_string()))?;
             scene.add_player(player);
+            sender.add_client(id);
             let script_seed = derive_seed(config.seed, 1000 + u64::from(k));
             let script = match &config.script {
                 ScriptChoice::Named(name) => script_by_name(name, script_seed, &scene_config)
@@ -195,16 +200,23 @@ impl<'a> Sim<'a> {
                 (id, player),
                 link,
                 script,
-                codec,
-                scene_config,
+                &sender,
+                (scene_config, scene.cube_count()),
             ));
         }
-        let client_ids = clients.iter().map(|c| c.id).collect();
+        let client_players = clients.iter().map(|c| (c.id, c.player)).collect();
         let player_index = clients.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
-        let auth = clients
-            .iter()
-            .map(|c| vec![pos(scene.player_state(c.player))])
-            .collect();
+        let auth = Truth {
+            players: clients
+                .iter()
+                .map(|c| vec![pos(scene.player_state(c.player))])
+                .collect(),
+            cubes: scene
+                .cube_states()
+                .iter()
+                .map(|s| vec![s.position.to_array()])
+                .collect(),
+        };
         Ok(Self {
             config,
             cube_start: scene.cube_states(),
@@ -212,10 +224,12 @@ impl<'a> Sim<'a> {
             server,
             sender,
             clients,
-            client_ids,
+            client_players,
             player_index,
             auth,
             tick_ms: Vec::new(),
+            physics_ms: Vec::new(),
+            encode_ms: Vec::new(),
             awake_max: 0,
         })
     }
@@ -228,6 +242,7 @@ impl<'a> Sim<'a> {
                 let _ = self.server.handle_packet(c.id, now, &p);
             }
         }
+        self.sender.acknowledge(&self.server, now);
         self.server.update(now);
         while let Some(step) = self.server.next_tick() {
             let started = CpuTimer::start();
@@ -239,14 +254,33 @@ impl<'a> Sim<'a> {
                 })
                 .collect();
             self.scene.step(&inputs);
+            let physics = started.ms();
             if self.server.snapshot_due() {
+                let encoding = CpuTimer::start();
                 self.sender
-                    .send(&self.scene, &mut self.server, &self.client_ids, now)
+                    .send(&self.scene, &mut self.server, &self.client_players, now)
                     .map_err(|e| RunError::Invalid(format!("snapshot: {e}")))?;
+                self.encode_ms.push(encoding.ms());
             }
+            self.physics_ms.push(physics);
             self.tick_ms.push(started.ms());
+            // Measured outside the server's time: the lab looks at both ends.
+            if self.server.snapshot_due()
+                && self.config.snapshot_codec == crate::config::SnapshotCodecChoice::Delta
+            {
+                let tick = self.server.current_tick().0;
+                for c in &self.clients {
+                    self.sender
+                        .measure_staleness(c.id, &c.snapshots.layer, tick);
+                }
+            }
             for (i, c) in self.clients.iter().enumerate() {
-                self.auth[i].push(pos(self.scene.player_state(c.player)));
+                self.auth.players[i].push(pos(self.scene.player_state(c.player)));
+            }
+            for (i, s, _) in self.scene.cubes() {
+                if let Some(track) = self.auth.cubes.get_mut(i) {
+                    track.push(s.position.to_array());
+                }
             }
             self.awake_max = self.awake_max.max(self.scene.awake_cube_count());
         }

@@ -2,7 +2,7 @@
 
 use super::Sim;
 use super::client::{ClientSim, Prediction};
-use crate::metrics::{Metric, Report, mean, percentile};
+use crate::metrics::{Histogram, Metric, Report, mean, percentile};
 use crate::playback::PolicyFigures;
 use crate::remote_view::{RemoteView, dist_cm};
 use crate::replication::{SnapshotReceiver, snapshot_metrics};
@@ -19,9 +19,7 @@ pub(super) fn build(sim: &Sim, wall: Duration, shadows: &[PolicyFigures]) -> Rep
     let down_kbps = net(&mut r, sim);
     render(&mut r, sim);
     prediction(&mut r, &sim.clients);
-    if config.clients > 1 {
-        interpolation(&mut r, sim, shadows);
-    }
+    interpolation(&mut r, sim, shadows);
     server(&mut r, sim);
     sync(&mut r, &sim.clients);
     let receivers: Vec<&SnapshotReceiver> = sim.clients.iter().map(|c| &c.snapshots).collect();
@@ -62,6 +60,9 @@ fn what_ran(r: &mut Report, sim: &Sim) {
     r.set("snapshot_hz", Metric::Count(u64::from(config.snapshot_hz)));
     r.set("clients", Metric::Count(u64::from(config.clients)));
     r.set("seed", Metric::Count(config.seed));
+    // The whole network setup, so a run on a trace or with overrides is told apart from
+    // a plain profile run by its file alone.
+    r.set("network", Metric::Text(format!("{:?}", config.net)));
 }
 
 /// `net.*`; returns the mean downlink rate per client, kbit/s.
@@ -83,6 +84,8 @@ fn net(r: &mut Report, sim: &Sim) -> Option<f64> {
         })
         .collect();
     r.number("net.down_kbps_mean", mean(&down));
+    let delivered: Vec<f64> = clients.iter().map(|c| kbps(c.delivered_bytes)).collect();
+    r.number("net.down_delivered_kbps_mean", mean(&delivered));
     r.number("net.down_kbps_p95", percentile(&windows, 95.0));
     r.number("net.up_kbps_mean", mean(&up));
     let (mut sent, mut dropped) = (0u64, 0u64);
@@ -104,7 +107,7 @@ fn render(r: &mut Report, sim: &Sim) {
     let mut errors = Vec::new();
     let mut jerks = Vec::new();
     let mut latency = Vec::new();
-    for (c, a) in sim.clients.iter().zip(&sim.auth) {
+    for (c, a) in sim.clients.iter().zip(&sim.auth.players) {
         let mut prev: Option<(u32, [f32; 3], [f32; 3])> = None;
         for (&t, frame) in &c.rendered {
             let p = frame.position;
@@ -227,21 +230,19 @@ fn interpolation(r: &mut Report, sim: &Sim, shadows: &[PolicyFigures]) {
         per_client(|s| s.link_shifts() as f64),
     );
     // The 99th percentile of every client's frames together.
-    let pooled_p99 = |of: fn(&RemoteView) -> &[f64]| {
-        let values: Vec<f64> = clients
-            .iter()
-            .flat_map(|c| of(&c.remote_view).iter().copied())
-            .collect();
-        percentile(&values, 99.0)
+    let pooled_p99 = |of: fn(&RemoteView) -> &Histogram| {
+        let mut all = Histogram::default();
+        for c in clients {
+            all.merge(of(&c.remote_view));
+        }
+        all.percentile(99.0)
     };
+    r.number("interpolation.error_cm_p99", pooled_p99(|v| &v.error_cm));
     r.number(
-        "interpolation.error_cm_p99",
-        pooled_p99(|v| v.error_cm.as_slice()),
+        "interpolation.near_error_cm_p99",
+        pooled_p99(|v| &v.near_error_cm),
     );
-    r.number(
-        "interpolation.jerk_cm_p99",
-        pooled_p99(|v| v.jerk_cm.as_slice()),
-    );
+    r.number("interpolation.jerk_cm_p99", pooled_p99(|v| &v.jerk_cm));
     r.set(
         "interpolation.policy",
         Metric::Text(crate::playback::policy_label(&sim.config.interpolation)),
@@ -261,6 +262,9 @@ fn interpolation(r: &mut Report, sim: &Sim, shadows: &[PolicyFigures]) {
 fn server(r: &mut Report, sim: &Sim) {
     r.number("server.tick_ms_p50", percentile(&sim.tick_ms, 50.0));
     r.number("server.tick_ms_p99", percentile(&sim.tick_ms, 99.0));
+    r.number("server.physics_ms_p99", percentile(&sim.physics_ms, 99.0));
+    // Per snapshot tick: capturing the world and encoding every client's snapshot.
+    r.number("server.encode_ms_p99", percentile(&sim.encode_ms, 99.0));
     let (mut starved, mut fed, mut late, mut rejected) = (0u64, 0u64, 0u64, 0u64);
     for c in &sim.clients {
         if let Some(s) = sim.server.client_stats(c.id) {

@@ -15,12 +15,11 @@
 //! outside the grid; player 0 sits on the +Z side, so W drives it into the grid.
 
 mod body;
-pub mod cache;
 mod config;
-pub mod delta;
 mod input;
 pub mod predict;
 pub mod quantize;
+pub mod replicate;
 mod scene;
 pub mod script;
 pub mod snapshot;

@@ -245,8 +245,11 @@ impl Rollback for CubeRollback {
         }
         match self.config.mode {
             PredictMode::FullWorld => {
+                // A cube the client has not received yet (NaN) keeps its predicted state.
                 for (i, c) in snapshot.cubes.iter().enumerate() {
-                    self.world.set_cube_state(i, &c.body_state(), c.awake);
+                    if c.body_state().is_finite() {
+                        self.world.set_cube_state(i, &c.body_state(), c.awake);
+                    }
                 }
             }
             PredictMode::PredictedSet => {

@@ -489,12 +489,6 @@ impl CubeScene {
         })
     }
 
-    /// The rapier bodies of the cubes present, in slot order, for crate code that reads
-    /// every cube every tick and compares its state in place ([`super::cache`]).
-    pub(crate) fn cube_bodies(&self) -> impl Iterator<Item = &RigidBody> + '_ {
-        self.present.iter().filter_map(|&i| self.cube_body(i))
-    }
-
     /// Whether cube `index` is awake (simulated) rather than sleeping: the
     /// "interacting" flag a snapshot carries. `false` past the end.
     pub fn cube_awake(&self, index: usize) -> bool {

@@ -1,6 +1,6 @@
 //! A sans-IO implementation of [netcode.io 1.02](https://github.com/mas-bandwidth/netcode/blob/main/STANDARD.md):
 //! secure client/server connections over UDP, in the quinn-proto style. No socket, no clock,
-//! no unseeded randomness: time comes in as a [`Duration`](std::time::Duration) since any
+//! no unseeded randomness: time comes in as a `Duration` since any
 //! epoch, datagrams come in as byte slices with their source address, and packets to send
 //! come out of `poll_transmit`.
 //!

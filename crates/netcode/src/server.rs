@@ -26,6 +26,7 @@ pub struct ServerConfig {
     /// Number of client slots, 1 to [`MAX_CLIENTS`].
     pub max_clients: usize,
     /// The addresses clients reach this server at; a connect token must list one of them.
+    /// An unspecified IP (`0.0.0.0:P`, `[::]:P`) matches any token address with port `P`.
     pub public_addresses: Vec<SocketAddr>,
 }
 
@@ -371,10 +372,13 @@ impl Server {
             crate::TokenError::DecryptFailed => PacketError::TokenDecryptFailed,
             _ => PacketError::TokenMalformed,
         })?;
-        let ours = private
-            .server_addresses
-            .iter()
-            .any(|a| self.config.public_addresses.contains(&normalize(*a)));
+        let ours = private.server_addresses.iter().any(|a| {
+            let a = normalize(*a);
+            self.config
+                .public_addresses
+                .iter()
+                .any(|p| *p == a || (p.ip().is_unspecified() && p.port() == a.port()))
+        });
         if !ours {
             return Err(PacketError::ServerAddressNotInToken);
         }

@@ -1,0 +1,63 @@
+//! Real UDP for lagless: [`UdpServer`] and [`UdpClient`] drive the sans-IO
+//! [`lagless_netcode`] state machines over `std::net::UdpSocket` with a real clock, beside
+//! unreliable payloads they carry a small [reliable-ordered channel](reliable), and
+//! [`Proxy`] puts a seeded `lagless_netem` link between any real client and server.
+//!
+//! Every payload carries a one-byte tag: `0` unreliable, `1` a reliable channel packet.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use lagless_transport::{UdpClient, UdpServer, ServerSettings, keys};
+//!
+//! let private_key = keys::generate_private_key()?;
+//! let protocol_id = 0x6c61676c657373;
+//! let mut server = UdpServer::bind("127.0.0.1:0".parse().unwrap(), ServerSettings::new(protocol_id, private_key, 8))?;
+//! let token = keys::issue_token(&private_key, protocol_id, 42, vec![server.local_addr()?], 30, 5)?;
+//! let mut client = UdpClient::connect(&token.write()?)?;
+//!
+//! let deadline = Instant::now() + Duration::from_secs(5);
+//! let mut got = Vec::new();
+//! while got.is_empty() && Instant::now() < deadline {
+//!     server.update();
+//!     client.update();
+//!     if client.is_connected() {
+//!         client.send(b"hello")?;
+//!     }
+//!     got.extend(server.recv());
+//!     std::thread::sleep(Duration::from_millis(5));
+//! }
+//! assert_eq!(got[0], (42, b"hello".to_vec()));
+//! # Ok::<(), lagless_transport::TransportError>(())
+//! ```
+
+#![deny(missing_docs)]
+
+mod client;
+mod error;
+pub mod keys;
+mod proxy;
+pub mod reliable;
+mod server;
+
+pub use client::UdpClient;
+pub use error::TransportError;
+pub use proxy::{Proxy, ProxyConfig, ProxyStats};
+pub use server::{ConnectionEvent, ServerSettings, TransportStats, UdpServer};
+
+/// Largest unreliable payload (a netcode payload less the tag byte).
+pub const MAX_UNRELIABLE_BYTES: usize = lagless_netcode::MAX_PAYLOAD_BYTES - 1;
+
+pub(crate) const TAG_UNRELIABLE: u8 = 0;
+pub(crate) const TAG_RELIABLE: u8 = 1;
+
+pub(crate) fn unreliable_packet(payload: &[u8]) -> Result<Vec<u8>, TransportError> {
+    if payload.is_empty() || payload.len() > MAX_UNRELIABLE_BYTES {
+        return Err(TransportError::PayloadSize(payload.len()));
+    }
+    let mut v = Vec::with_capacity(payload.len() + 1);
+    v.push(TAG_UNRELIABLE);
+    v.extend_from_slice(payload);
+    Ok(v)
+}

@@ -423,3 +423,75 @@ fn flood_of_valid_requests_from_many_addresses_stays_bounded() {
         2000 - answered
     );
 }
+
+#[test]
+fn client_falls_back_to_the_next_server_address() {
+    let mut s = server(4);
+    let dead: SocketAddr = "127.0.0.1:40009".parse().expect("addr");
+    let mut rng = ChaCha20Rng::seed_from_u64(11);
+    let mut params = TokenParams::new(PROTOCOL_ID, 1, vec![dead, server_addr()]);
+    params.timeout_seconds = 1;
+    let t = ConnectToken::generate(&params, &KEY, UNIX, &mut rng).expect("token");
+    let mut c = Client::from_token(t, Duration::ZERO);
+    assert_eq!(c.server_addr(), Some(dead));
+    let mut now = Duration::ZERO;
+    for _ in 0..100 {
+        now += Duration::from_millis(50);
+        c.update(now);
+        while let Some(t) = c.poll_transmit() {
+            if t.addr == server_addr() {
+                let _ = s.handle_packet(now, client_addr(1), &t.data);
+            }
+        }
+        s.update(now);
+        while let Some(t) = s.poll_transmit() {
+            let _ = c.handle_packet(now, server_addr(), &t.data);
+        }
+        if c.is_connected() {
+            break;
+        }
+    }
+    assert!(c.is_connected(), "{:?}", c.state());
+    assert_eq!(c.server_addr(), Some(server_addr()));
+    assert!(
+        now > Duration::from_secs(1),
+        "first address given its timeout"
+    );
+}
+
+#[test]
+fn ipv6_tokens_round_trip_and_connect() {
+    let v6: SocketAddr = "[2001:db8::1]:40000".parse().expect("addr");
+    let config = ServerConfig {
+        protocol_id: PROTOCOL_ID,
+        private_key: KEY,
+        max_clients: 2,
+        public_addresses: vec![v6],
+    };
+    let mut s = Server::new(config, [9; 32], Duration::ZERO, UNIX).expect("server");
+    let mut rng = ChaCha20Rng::seed_from_u64(12);
+    let t = ConnectToken::generate(
+        &TokenParams::new(PROTOCOL_ID, 1, vec![v6]),
+        &KEY,
+        UNIX,
+        &mut rng,
+    )
+    .expect("token");
+    let bytes = t.write().expect("write");
+    assert_eq!(ConnectToken::read(&bytes).expect("read"), t);
+    let mut c = Client::new(&bytes, Duration::ZERO);
+    let from: SocketAddr = "[2001:db8::2]:50000".parse().expect("addr");
+    let mut now = Duration::ZERO;
+    for _ in 0..20 {
+        now += Duration::from_millis(50);
+        c.update(now);
+        while let Some(t) = c.poll_transmit() {
+            let _ = s.handle_packet(now, from, &t.data);
+        }
+        s.update(now);
+        while let Some(t) = s.poll_transmit() {
+            let _ = c.handle_packet(now, v6, &t.data);
+        }
+    }
+    assert!(c.is_connected());
+}

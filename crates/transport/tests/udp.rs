@@ -313,3 +313,43 @@ fn client_through_lossy_proxy_sees_its_loss() {
     assert!(stats.up_received >= u64::from(n));
     proxy.stop();
 }
+
+#[test]
+fn ipv6_loopback_connects_when_available() {
+    let key = keys::generate_private_key().expect("key");
+    let Ok(mut s) = UdpServer::bind(
+        "[::1]:0".parse().expect("addr"),
+        ServerSettings::new(PROTOCOL_ID, key, 2),
+    ) else {
+        eprintln!("no IPv6 loopback here; skipped");
+        return;
+    };
+    let addr = s.local_addr().expect("addr");
+    let mut c = UdpClient::connect(&token_for(&key, 1, addr, 5)).expect("client");
+    until(5, "IPv6 connect", || {
+        s.update();
+        c.update();
+        c.is_connected() && s.clients() == vec![1]
+    });
+}
+
+#[test]
+fn key_files_and_profiles() {
+    let dir = std::env::temp_dir().join(format!("lagless-transport-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("server.key");
+    let key = keys::generate_private_key().expect("key");
+    keys::write_key_file(&path, &key).expect("write");
+    assert_eq!(keys::read_key_file(&path).expect("read"), key);
+    std::fs::write(&path, [0u8; 31]).expect("write short");
+    assert!(matches!(
+        keys::read_key_file(&path),
+        Err(lagless_transport::TransportError::KeyFile { .. })
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let any: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+    assert!(matches!(
+        Proxy::spawn(any, any, "no-such-profile", 1),
+        Err(lagless_transport::TransportError::UnknownProfile(_))
+    ));
+}

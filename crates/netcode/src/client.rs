@@ -41,6 +41,11 @@ pub enum ClientState {
 }
 
 impl ClientState {
+    /// The standard's numeric code (-6 to 3).
+    pub fn code(self) -> i8 {
+        self as i8
+    }
+
     /// True for the negative (error) states.
     pub fn is_error(self) -> bool {
         (self as i8) < 0

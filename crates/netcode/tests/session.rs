@@ -495,3 +495,41 @@ fn ipv6_tokens_round_trip_and_connect() {
     }
     assert!(c.is_connected());
 }
+
+#[test]
+fn floods_from_one_address_are_bounded() {
+    let mut s = server(4);
+    let mut c = Client::new(&token(1, 1), Duration::ZERO);
+    let mut now = Duration::ZERO;
+    c.update(now);
+    let request = c.poll_transmit().expect("request").data;
+    // The same valid request 10 000 times from one address: one mapping, every answer
+    // smaller than the request, nothing queued for the game.
+    for _ in 0..10_000 {
+        let _ = s.handle_packet(now, client_addr(1), &request);
+        while let Some(t) = s.poll_transmit() {
+            assert!(t.data.len() < request.len());
+        }
+    }
+    assert_eq!(s.pending_mappings(), 1);
+    assert_eq!(s.queued_events(), 0);
+    // Connect, then replay one payload 10 000 times: one delivery, the rest counted.
+    connect(&mut s, &mut c, client_addr(1), &mut now);
+    events(&mut s);
+    c.send_payload(b"x").expect("send");
+    let p = c.poll_transmit().expect("payload").data;
+    for _ in 0..10_000 {
+        let _ = s.handle_packet(now, client_addr(1), &p);
+    }
+    assert_eq!(s.stats().drops.get(PacketError::Replayed), 9_999);
+    assert_eq!(events(&mut s).len(), 1);
+    // A client that floods real payloads without the game reading them: the queue stops
+    // at 256 and the rest is counted.
+    for i in 0..1000u32 {
+        c.send_payload(&i.to_le_bytes()).expect("send");
+        let p = c.poll_transmit().expect("payload").data;
+        let _ = s.handle_packet(now, client_addr(1), &p);
+    }
+    assert_eq!(s.queued_events(), lagless_netcode::PACKET_QUEUE_SIZE);
+    assert_eq!(s.stats().drops.get(PacketError::QueueFull), 1000 - 256);
+}

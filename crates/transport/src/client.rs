@@ -122,7 +122,8 @@ impl UdpClient {
                         if channel.handle_packet(rest).is_err() {
                             self.stats.malformed_payloads += 1;
                         }
-                        while let Some(m) = channel.recv() {
+                        while self.reliable.len() < lagless_netcode::PACKET_QUEUE_SIZE {
+                            let Some(m) = channel.recv() else { break };
                             self.reliable.push_back(m);
                         }
                     }

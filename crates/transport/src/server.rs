@@ -75,6 +75,9 @@ pub struct TransportStats {
     pub io_errors: u64,
     /// Authenticated payloads with an unknown channel tag or a malformed channel packet.
     pub malformed_payloads: u64,
+    /// Received payloads or messages dropped because the application did not drain
+    /// them (at most 256 per client are kept).
+    pub queue_dropped: u64,
 }
 
 /// A netcode.io server on a non-blocking UDP socket, with a real clock: unreliable payloads
@@ -88,6 +91,7 @@ pub struct UdpServer {
     start: Instant,
     channel_config: ChannelConfig,
     max_datagrams: usize,
+    queue_limit: usize,
     channels: HashMap<u64, (usize, ReliableChannel)>,
     unreliable: VecDeque<(u64, Vec<u8>)>,
     reliable: VecDeque<(u64, Vec<u8>)>,
@@ -126,6 +130,7 @@ impl UdpServer {
             start,
             channel_config: settings.channel,
             max_datagrams: settings.max_datagrams_per_update.max(1),
+            queue_limit: settings.max_clients.max(1) * lagless_netcode::PACKET_QUEUE_SIZE,
             channels: HashMap::new(),
             unreliable: VecDeque::new(),
             reliable: VecDeque::new(),
@@ -212,7 +217,11 @@ impl UdpServer {
                     client_id, payload, ..
                 } => match payload.split_first() {
                     Some((&TAG_UNRELIABLE, rest)) if !rest.is_empty() => {
-                        self.unreliable.push_back((client_id, rest.to_vec()));
+                        if self.unreliable.len() >= self.queue_limit {
+                            self.stats.queue_dropped += 1;
+                        } else {
+                            self.unreliable.push_back((client_id, rest.to_vec()));
+                        }
                     }
                     Some((&TAG_RELIABLE, rest)) => {
                         let Some((_, channel)) = self.channels.get_mut(&client_id) else {
@@ -221,7 +230,8 @@ impl UdpServer {
                         if channel.handle_packet(rest).is_err() {
                             self.stats.malformed_payloads += 1;
                         }
-                        while let Some(m) = channel.recv() {
+                        while self.reliable.len() < self.queue_limit {
+                            let Some(m) = channel.recv() else { break };
                             self.reliable.push_back((client_id, m));
                         }
                     }

@@ -291,24 +291,45 @@ fn client_through_lossy_proxy_sees_its_loss() {
         c.is_connected() && s.clients() == vec![9]
     });
     let n = 400u32;
-    let mut got = 0u32;
+    let mut sent_at = Vec::with_capacity(n as usize);
+    let mut latencies = Vec::new();
+    let mut receive = |s: &mut UdpServer, sent_at: &[Instant]| {
+        for (_, p) in s.recv() {
+            let i = u32::from_le_bytes(p.try_into().expect("4 bytes")) as usize;
+            latencies.push(sent_at[i].elapsed());
+        }
+    };
     for i in 0..n {
+        sent_at.push(Instant::now());
         c.send(&i.to_le_bytes()).expect("send");
         s.update();
         c.update();
-        got += s.recv().count() as u32;
+        receive(&mut s, &sent_at);
         std::thread::sleep(Duration::from_millis(2));
     }
     let settle = Instant::now() + Duration::from_millis(300);
     while Instant::now() < settle {
         s.update();
         c.update();
-        got += s.recv().count() as u32;
+        receive(&mut s, &sent_at);
         std::thread::sleep(Duration::from_millis(2));
     }
+    let got = latencies.len() as u32;
     let loss = 1.0 - f64::from(got) / f64::from(n);
     // `lossy` drops 25 % uniformly; 400 packets: sigma ~2.2 %.
     assert!((0.17..=0.33).contains(&loss), "loss {loss}");
+    // ... and delays each packet by 75 ms (plus our polling).
+    latencies.sort_unstable();
+    assert!(
+        latencies[0] >= Duration::from_millis(74),
+        "min {:?}",
+        latencies[0]
+    );
+    assert!(
+        latencies[latencies.len() / 2] < Duration::from_millis(150),
+        "median {:?}",
+        latencies[latencies.len() / 2]
+    );
     let stats = proxy.stats();
     assert!(stats.up_received >= u64::from(n));
     proxy.stop();
@@ -352,4 +373,32 @@ fn key_files_and_profiles() {
         Proxy::spawn(any, any, "no-such-profile", 1),
         Err(lagless_transport::TransportError::UnknownProfile(_))
     ));
+}
+
+#[test]
+fn sixteen_clients_one_vanishes_the_others_play_on() {
+    let key = keys::generate_private_key().expect("key");
+    let mut s = server(key, 16);
+    let addr = s.local_addr().expect("addr");
+    let mut clients: Vec<UdpClient> = (0..16)
+        .map(|i| UdpClient::connect(&token_for(&key, 100 + i, addr, 1)).expect("client"))
+        .collect();
+    until(10, "16 connects", || {
+        s.update();
+        clients.iter_mut().for_each(UdpClient::update);
+        s.clients().len() == 16 && clients.iter().all(UdpClient::is_connected)
+    });
+    drop(clients.remove(3)); // client 103 vanishes
+    let mut heard = std::collections::BTreeSet::new();
+    until(10, "timeout of one, traffic from the rest", || {
+        s.update();
+        for c in &mut clients {
+            c.update();
+            c.send(b"alive").expect("send");
+        }
+        heard.extend(s.recv().map(|(id, _)| id));
+        !s.clients().contains(&103) && heard.len() == 15
+    });
+    assert_eq!(s.clients().len(), 15);
+    assert!(!heard.contains(&103));
 }

@@ -3,7 +3,24 @@
 //! unreliable payloads they carry a small [reliable-ordered channel](reliable), and
 //! [`Proxy`] puts a seeded `lagless_netem` link between any real client and server.
 //!
-//! Every payload carries a one-byte tag: `0` unreliable, `1` a reliable channel packet.
+//! - [`UdpServer`]: `bind(addr, settings)`, then every frame `update()`, `poll_event()`
+//!   (connects, disconnects), `recv()` / `recv_reliable()` as `(client_id, bytes)`,
+//!   `send(client_id, bytes)` / `send_reliable(client_id, bytes)`; `shutdown()` sends the
+//!   redundant disconnect packets to everyone.
+//! - [`UdpClient`]: `connect(token_bytes)`, then `update()`, `state()`, `send`,
+//!   `send_reliable`, `recv`, `recv_reliable`, `disconnect()`.
+//! - [`Proxy`]: `spawn(listen, forward, "mobile", seed)` runs on its own thread until
+//!   `stop()` (or drop); each client address gets its own seeded `Duplex`.
+//! - [`keys`]: private-key files (32 raw bytes), OS-seeded randomness, `issue_token` for a
+//!   backend (connect tokens are `lagless_netcode::ConnectToken`, 2048 bytes on disk).
+//!
+//! Client ids are the ids in the connect tokens (the server refuses a second connection
+//! with an id already connected). Every netcode payload of this transport starts with a
+//! one-byte tag, `0` for an unreliable payload and `1` for a reliable channel packet, so a
+//! peer must speak this transport, not just netcode.io (the `netcode_interop` example talks
+//! plain netcode.io to the reference implementation). Every receive queue is bounded
+//! (overflow is counted in [`TransportStats`]); every protocol drop is counted by reason in
+//! `UdpServer::netcode().stats().drops`.
 //!
 //! # Example
 //!

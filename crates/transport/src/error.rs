@@ -33,8 +33,8 @@ pub enum TransportError {
     /// An unreliable payload is empty or too large.
     #[error("payload of {0} bytes is outside 1..={max}", max = crate::MAX_UNRELIABLE_BYTES)]
     PayloadSize(usize),
-    /// A key file could not be read or written.
-    #[error("key file {path}: {reason}")]
+    /// A key or token file could not be read or written.
+    #[error("file {path}: {reason}")]
     KeyFile {
         /// The file.
         path: PathBuf,

@@ -85,3 +85,22 @@ pub fn issue_token(
         &mut os_rng()?,
     )?)
 }
+
+/// Writes a connect token as its standard 2048 bytes.
+pub fn write_token_file(path: &Path, token: &ConnectToken) -> Result<(), TransportError> {
+    let bytes = token.write()?;
+    std::fs::write(path, bytes).map_err(|e| TransportError::KeyFile {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+/// Reads a 2048-byte connect token file (as [`crate::UdpClient::connect`] takes it).
+pub fn read_token_file(path: &Path) -> Result<Vec<u8>, TransportError> {
+    let bytes = std::fs::read(path).map_err(|e| TransportError::KeyFile {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    ConnectToken::read(&bytes)?;
+    Ok(bytes)
+}

@@ -63,6 +63,10 @@ pub use error::TransportError;
 pub use proxy::{Proxy, ProxyConfig, ProxyStats};
 pub use server::{ConnectionEvent, ServerSettings, TransportStats, UdpServer};
 
+/// A protocol id for lagless games ("lagless" and a version byte): servers ignore tokens
+/// issued for another protocol id. Games with their own backend may pick their own.
+pub const PROTOCOL_ID: u64 = u64::from_le_bytes(*b"lagless\x01");
+
 /// Largest unreliable payload (a netcode payload less the tag byte).
 pub const MAX_UNRELIABLE_BYTES: usize = lagless_netcode::MAX_PAYLOAD_BYTES - 1;
 

@@ -367,6 +367,23 @@ fn key_files_and_profiles() {
         keys::read_key_file(&path),
         Err(lagless_transport::TransportError::KeyFile { .. })
     ));
+    let token = keys::issue_token(
+        &key,
+        PROTOCOL_ID,
+        1,
+        vec!["127.0.0.1:1".parse().expect("addr")],
+        30,
+        5,
+    )
+    .expect("token");
+    let token_path = dir.join("client.token");
+    keys::write_token_file(&token_path, &token).expect("write token");
+    let bytes = keys::read_token_file(&token_path).expect("read token");
+    assert_eq!(ConnectToken::read(&bytes).expect("token"), token);
+    assert!(
+        keys::read_token_file(&path).is_err(),
+        "a key file is not a token"
+    );
     let _ = std::fs::remove_dir_all(&dir);
     let any: SocketAddr = "127.0.0.1:0".parse().expect("addr");
     assert!(matches!(

@@ -13,9 +13,11 @@
 #![deny(missing_docs)]
 
 pub mod mutate;
+mod netcode;
 pub mod seeds;
 mod targets;
 
+pub use netcode::{netcode_client, netcode_server, reliable_channel};
 pub use targets::{
     bit_reader, client_session, cube_snapshot, delta_snapshot, input_message, server_session,
     snapshot_fragment, wire_reader,
@@ -34,4 +36,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("delta_snapshot", delta_snapshot),
     ("client_session", client_session),
     ("server_session", server_session),
+    ("netcode_server", netcode_server),
+    ("netcode_client", netcode_client),
+    ("reliable_channel", reliable_channel),
 ];

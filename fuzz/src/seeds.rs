@@ -23,6 +23,15 @@ pub fn for_target(name: &str) -> Vec<Vec<u8>> {
         "delta_snapshot" => delta_snapshots(),
         "client_session" => vec![session_traffic(0).0, session_traffic(4).0],
         "server_session" => vec![session_traffic(0).1, session_traffic(4).1],
+        "netcode_server" => vec![
+            crate::netcode::netcode_sessions(false).0,
+            crate::netcode::netcode_sessions(true).0,
+        ],
+        "netcode_client" => vec![
+            crate::netcode::netcode_sessions(false).1,
+            crate::netcode::netcode_sessions(true).1,
+        ],
+        "reliable_channel" => vec![crate::netcode::reliable_traffic()],
         _ => Vec::new(),
     }
 }

@@ -95,9 +95,12 @@ smoke_tests!(
     delta_snapshot,
     client_session,
     server_session,
+    netcode_server,
+    netcode_client,
+    reliable_channel,
 );
 
 #[test]
 fn every_target_has_a_smoke_test() {
-    assert_eq!(TARGETS.len(), 8);
+    assert_eq!(TARGETS.len(), 11);
 }

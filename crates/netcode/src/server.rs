@@ -1,0 +1,673 @@
+//! The dedicated server's side of netcode.io: connection requests, challenges, client slots,
+//! keep-alives, payloads, timeouts and disconnects. Sans-IO: give it bytes and time, take
+//! packets and events out.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::crypto::Key;
+use crate::error::{ConfigError, DropCounters, PacketError, SendError};
+use crate::packet::{self, ChallengeBody, Packet, PacketType};
+use crate::replay::ReplayProtection;
+use crate::token::{ChallengeToken, PrivateConnectToken};
+use crate::{
+    MAC_BYTES, MAX_CLIENTS, NUM_DISCONNECT_PACKETS, PACKET_QUEUE_SIZE, PACKET_SEND_INTERVAL,
+    Transmit, USER_DATA_BYTES, normalize,
+};
+
+/// What a server needs to know.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// The game's protocol id: requests for other ids are ignored.
+    pub protocol_id: u64,
+    /// The private key shared with the backend that issues connect tokens.
+    pub private_key: Key,
+    /// Number of client slots, 1 to [`MAX_CLIENTS`].
+    pub max_clients: usize,
+    /// The addresses clients reach this server at; a connect token must list one of them.
+    /// An unspecified IP (`0.0.0.0:P`, `[::]:P`) matches any token address with port `P`.
+    pub public_addresses: Vec<SocketAddr>,
+}
+
+/// Why a client left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DisconnectReason {
+    /// Nothing arrived from the client within its token's timeout.
+    TimedOut,
+    /// The client sent a disconnect packet.
+    ClientDisconnected,
+    /// The server application disconnected it.
+    ServerDisconnected,
+}
+
+/// Something the application should know about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerEvent {
+    /// A client completed the handshake and holds slot `client_index`.
+    Connected {
+        /// The slot.
+        client_index: usize,
+        /// The id from its connect token.
+        client_id: u64,
+        /// Where it sends from.
+        addr: SocketAddr,
+        /// The user data from its connect token.
+        user_data: Box<[u8; USER_DATA_BYTES]>,
+    },
+    /// A client left; its slot is free.
+    Disconnected {
+        /// The slot it held.
+        client_index: usize,
+        /// The id from its connect token.
+        client_id: u64,
+        /// Where it sent from.
+        addr: SocketAddr,
+        /// Why.
+        reason: DisconnectReason,
+    },
+    /// A payload from a connected client.
+    Payload {
+        /// The slot.
+        client_index: usize,
+        /// The client's id.
+        client_id: u64,
+        /// 1 to 1200 bytes.
+        payload: Vec<u8>,
+    },
+}
+
+/// Counters of what the server received, sent and dropped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Packets given to [`Server::handle_packet`].
+    pub packets_received: u64,
+    /// Packets accepted and processed.
+    pub packets_accepted: u64,
+    /// Packets queued for sending.
+    pub packets_sent: u64,
+    /// Outgoing packets dropped because the application did not drain
+    /// [`Server::poll_transmit`].
+    pub transmits_dropped: u64,
+    /// Received packets dropped, by reason.
+    pub drops: DropCounters,
+    /// Clients that connected.
+    pub connects: u64,
+    /// Clients that left, for any reason.
+    pub disconnects: u64,
+    /// Clients timed out.
+    pub timeouts: u64,
+    /// Connection requests answered with a denied packet (server full).
+    pub denied: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Mapping {
+    send_key: Key,
+    receive_key: Key,
+    timeout_seconds: i32,
+    expire_at: Option<Duration>,
+    last_access: Duration,
+}
+
+impl Mapping {
+    fn expired(&self, now: Duration) -> bool {
+        let idle = self.timeout_seconds > 0
+            && self.last_access + Duration::from_secs(self.timeout_seconds as u64) < now;
+        idle || self.expire_at.is_some_and(|t| t < now)
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Slot {
+    client_id: u64,
+    addr: SocketAddr,
+    send_key: Key,
+    receive_key: Key,
+    timeout_seconds: i32,
+    confirmed: bool,
+    sequence: u64,
+    last_send: Duration,
+    last_receive: Duration,
+    replay: ReplayProtection,
+    user_data: Box<[u8; USER_DATA_BYTES]>,
+    queued_payloads: usize,
+}
+
+#[derive(Clone, Debug)]
+struct TokenEntry {
+    time: Option<Duration>,
+    mac: [u8; MAC_BYTES],
+    addr: Option<SocketAddr>,
+}
+
+/// A netcode.io 1.02 server, without sockets or clocks.
+///
+/// Feed it every datagram with [`Server::handle_packet`], call [`Server::update`] every
+/// frame, send what [`Server::poll_transmit`] returns and act on [`Server::poll_event`].
+/// All tables are bounded: slots (`max_clients`), encryption mappings (4 per slot),
+/// connect-token history (8 per slot), queued payloads (256 per slot) and outgoing packets.
+pub struct Server {
+    config: ServerConfig,
+    challenge_key: Key,
+    challenge_sequence: u64,
+    global_sequence: u64,
+    start: Duration,
+    unix_at_start: u64,
+    now: Duration,
+    slots: Vec<Option<Slot>>,
+    by_addr: HashMap<SocketAddr, usize>,
+    mappings: HashMap<SocketAddr, Mapping>,
+    token_entries: Vec<TokenEntry>,
+    transmits: VecDeque<Transmit>,
+    events: VecDeque<ServerEvent>,
+    stats: ServerStats,
+}
+
+impl Server {
+    /// A server started at `now` (any monotonic epoch) when the Unix time is `unix_now`
+    /// seconds; `challenge_key` must be random (a fresh one each start).
+    pub fn new(
+        config: ServerConfig,
+        challenge_key: Key,
+        now: Duration,
+        unix_now: u64,
+    ) -> Result<Self, ConfigError> {
+        if config.max_clients == 0 || config.max_clients > MAX_CLIENTS {
+            return Err(ConfigError::MaxClients {
+                got: config.max_clients,
+                max: MAX_CLIENTS,
+            });
+        }
+        if config.public_addresses.is_empty() {
+            return Err(ConfigError::NoPublicAddress);
+        }
+        let mut config = config;
+        for a in &mut config.public_addresses {
+            *a = normalize(*a);
+        }
+        let n = config.max_clients;
+        Ok(Self {
+            challenge_key,
+            challenge_sequence: 0,
+            global_sequence: 1 << 63,
+            start: now,
+            unix_at_start: unix_now,
+            now,
+            slots: vec![None; n],
+            by_addr: HashMap::with_capacity(n),
+            mappings: HashMap::with_capacity(n * 4),
+            token_entries: vec![
+                TokenEntry {
+                    time: None,
+                    mac: [0; MAC_BYTES],
+                    addr: None
+                };
+                n * 8
+            ],
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: ServerStats::default(),
+            config,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &ServerStats {
+        &self.stats
+    }
+
+    /// Unix time (seconds) as the server reckons it from `now`.
+    pub fn unix_time(&self) -> u64 {
+        self.unix_at_start
+            .saturating_add(self.now.saturating_sub(self.start).as_secs())
+    }
+
+    fn max_transmits(&self) -> usize {
+        self.config.max_clients * PACKET_QUEUE_SIZE * 4
+    }
+
+    fn push_transmit(&mut self, addr: SocketAddr, data: Vec<u8>) {
+        if self.transmits.len() >= self.max_transmits() {
+            self.stats.transmits_dropped += 1;
+            return;
+        }
+        self.stats.packets_sent += 1;
+        self.transmits.push_back(Transmit { addr, data });
+    }
+
+    fn send_global(&mut self, packet: &Packet, addr: SocketAddr, key: &Key) {
+        let seq = self.global_sequence;
+        self.global_sequence = self.global_sequence.wrapping_add(1);
+        if let Ok(data) = packet.write(seq, key, self.config.protocol_id) {
+            self.push_transmit(addr, data);
+        }
+    }
+
+    fn send_to_slot(&mut self, index: usize, packet: &Packet) {
+        let now = self.now;
+        let protocol_id = self.config.protocol_id;
+        let Some(Some(slot)) = self.slots.get_mut(index) else {
+            return;
+        };
+        let seq = slot.sequence;
+        slot.sequence = slot.sequence.wrapping_add(1);
+        slot.last_send = now;
+        let addr = slot.addr;
+        if let Ok(data) = packet.write(seq, &slot.send_key, protocol_id) {
+            self.push_transmit(addr, data);
+        }
+    }
+
+    /// Handles one datagram from `from` at time `now`. `Err` says why it was dropped (it is
+    /// also counted in [`ServerStats::drops`]); nothing here panics, whatever the bytes.
+    pub fn handle_packet(
+        &mut self,
+        now: Duration,
+        from: SocketAddr,
+        bytes: &[u8],
+    ) -> Result<(), PacketError> {
+        self.now = self.now.max(now);
+        self.stats.packets_received += 1;
+        let result = self.process(normalize(from), bytes);
+        match result {
+            Ok(()) => self.stats.packets_accepted += 1,
+            Err(e) => self.stats.drops.add(e),
+        }
+        result
+    }
+
+    fn process(&mut self, from: SocketAddr, bytes: &[u8]) -> Result<(), PacketError> {
+        match bytes.first() {
+            None => return Err(PacketError::TooSmall),
+            Some(0) => return self.process_request(from, bytes),
+            Some(_) => {}
+        }
+        let slot_index = self.by_addr.get(&from).copied();
+        let now = self.now;
+        let key = match slot_index
+            .and_then(|i| self.slots.get(i))
+            .and_then(|s| s.as_ref())
+        {
+            Some(slot) => slot.receive_key,
+            None => match self.mappings.get_mut(&from) {
+                Some(m) if !m.expired(now) => {
+                    m.last_access = now;
+                    m.receive_key
+                }
+                _ => return Err(PacketError::NoKeyForAddress),
+            },
+        };
+        let header = packet::read_header(bytes)?;
+        if matches!(
+            header.packet_type,
+            PacketType::Denied | PacketType::Challenge
+        ) {
+            return Err(PacketError::TypeNotAllowed);
+        }
+        let replay_checked = header.packet_type.replay_protected();
+        let slot_ref = slot_index
+            .and_then(|i| self.slots.get(i))
+            .and_then(Option::as_ref);
+        if replay_checked && slot_ref.is_some_and(|s| s.replay.already_received(header.sequence)) {
+            return Err(PacketError::Replayed);
+        }
+        let packet = packet::open(bytes, &header, &key, self.config.protocol_id)?;
+        if replay_checked {
+            if let Some(Some(slot)) = slot_index.and_then(|i| self.slots.get_mut(i)) {
+                slot.replay.advance(header.sequence);
+            }
+        }
+        match (packet, slot_index) {
+            (Packet::Response(body), None) => self.process_response(from, body),
+            (Packet::Response(_), Some(_)) => Err(PacketError::AddressAlreadyConnected),
+            (Packet::KeepAlive { .. }, Some(i)) => {
+                if let Some(Some(slot)) = self.slots.get_mut(i) {
+                    slot.last_receive = now;
+                    slot.confirmed = true;
+                }
+                Ok(())
+            }
+            (Packet::Payload(payload), Some(i)) => {
+                let Some(Some(slot)) = self.slots.get_mut(i) else {
+                    return Err(PacketError::UnexpectedInState);
+                };
+                slot.last_receive = now;
+                slot.confirmed = true;
+                if slot.queued_payloads >= PACKET_QUEUE_SIZE {
+                    return Err(PacketError::QueueFull);
+                }
+                slot.queued_payloads += 1;
+                let client_id = slot.client_id;
+                self.events.push_back(ServerEvent::Payload {
+                    client_index: i,
+                    client_id,
+                    payload,
+                });
+                Ok(())
+            }
+            (Packet::Disconnect, Some(i)) => {
+                self.remove_client(i, DisconnectReason::ClientDisconnected, false);
+                Ok(())
+            }
+            _ => Err(PacketError::UnexpectedInState),
+        }
+    }
+
+    fn process_request(&mut self, from: SocketAddr, bytes: &[u8]) -> Result<(), PacketError> {
+        let request = packet::read_request(bytes, self.config.protocol_id, self.unix_time())?;
+        let private = PrivateConnectToken::decrypt(
+            &request.private_data,
+            self.config.protocol_id,
+            request.expire_timestamp,
+            &request.nonce,
+            &self.config.private_key,
+        )
+        .map_err(|e| match e {
+            crate::TokenError::DecryptFailed => PacketError::TokenDecryptFailed,
+            _ => PacketError::TokenMalformed,
+        })?;
+        let ours = private.server_addresses.iter().any(|a| {
+            let a = normalize(*a);
+            self.config
+                .public_addresses
+                .iter()
+                .any(|p| *p == a || (p.ip().is_unspecified() && p.port() == a.port()))
+        });
+        if !ours {
+            return Err(PacketError::ServerAddressNotInToken);
+        }
+        if self.by_addr.contains_key(&from) {
+            return Err(PacketError::AddressAlreadyConnected);
+        }
+        if self.find_client(private.client_id).is_some() {
+            return Err(PacketError::ClientIdAlreadyConnected);
+        }
+        let mut mac = [0u8; MAC_BYTES];
+        mac.copy_from_slice(&request.private_data[request.private_data.len() - MAC_BYTES..]);
+        if !self.token_entry_find_or_add(from, mac) {
+            return Err(PacketError::TokenReused);
+        }
+        if self.num_connected() >= self.config.max_clients {
+            self.stats.denied += 1;
+            self.send_global(&Packet::Denied, from, &private.server_to_client_key);
+            return Ok(());
+        }
+        let timeout = private.timeout_seconds;
+        let mapping = Mapping {
+            send_key: private.server_to_client_key,
+            receive_key: private.client_to_server_key,
+            timeout_seconds: timeout,
+            expire_at: (timeout >= 0).then(|| self.now + Duration::from_secs(timeout as u64)),
+            last_access: self.now,
+        };
+        self.add_mapping(from, mapping)?;
+        let token = ChallengeToken {
+            client_id: private.client_id,
+            user_data: private.user_data,
+        };
+        let sequence = self.challenge_sequence;
+        let token_data = token
+            .encrypt(sequence, &self.challenge_key)
+            .map_err(|_| PacketError::TokenMalformed)?;
+        self.challenge_sequence += 1;
+        let packet = Packet::Challenge(ChallengeBody {
+            token_sequence: sequence,
+            token_data: Box::new(token_data),
+        });
+        self.send_global(&packet, from, &private.server_to_client_key);
+        Ok(())
+    }
+
+    fn token_entry_find_or_add(&mut self, addr: SocketAddr, mac: [u8; MAC_BYTES]) -> bool {
+        // Scan every entry whatever matches, as the reference does.
+        let mut matching = None;
+        let mut oldest = 0;
+        for (i, e) in self.token_entries.iter().enumerate() {
+            if e.addr.is_some() && e.mac == mac {
+                matching = Some(i);
+            }
+            if e.time < self.token_entries[oldest].time {
+                oldest = i;
+            }
+        }
+        match matching {
+            None => {
+                self.token_entries[oldest] = TokenEntry {
+                    time: Some(self.now),
+                    mac,
+                    addr: Some(addr),
+                };
+                true
+            }
+            Some(i) => self.token_entries[i].addr == Some(addr),
+        }
+    }
+
+    fn add_mapping(&mut self, addr: SocketAddr, mapping: Mapping) -> Result<(), PacketError> {
+        let now = self.now;
+        if let Some(m) = self.mappings.get_mut(&addr) {
+            if !m.expired(now) {
+                *m = mapping;
+                return Ok(());
+            }
+        }
+        if self.mappings.len() >= self.config.max_clients * 4 {
+            self.mappings.retain(|_, m| !m.expired(now));
+            if self.mappings.len() >= self.config.max_clients * 4 {
+                return Err(PacketError::MappingTableFull);
+            }
+        }
+        self.mappings.insert(addr, mapping);
+        Ok(())
+    }
+
+    fn process_response(
+        &mut self,
+        from: SocketAddr,
+        body: ChallengeBody,
+    ) -> Result<(), PacketError> {
+        let token =
+            ChallengeToken::decrypt(&body.token_data, body.token_sequence, &self.challenge_key)
+                .map_err(|_| PacketError::ChallengeDecryptFailed)?;
+        if self.find_client(token.client_id).is_some() {
+            return Err(PacketError::ClientIdAlreadyConnected);
+        }
+        let Some(mapping) = self.mappings.get(&from).cloned() else {
+            return Err(PacketError::NoKeyForAddress);
+        };
+        let Some(index) = self.slots.iter().position(Option::is_none) else {
+            self.stats.denied += 1;
+            self.send_global(&Packet::Denied, from, &mapping.send_key);
+            return Ok(());
+        };
+        self.mappings.remove(&from);
+        self.slots[index] = Some(Slot {
+            client_id: token.client_id,
+            addr: from,
+            send_key: mapping.send_key,
+            receive_key: mapping.receive_key,
+            timeout_seconds: mapping.timeout_seconds,
+            confirmed: false,
+            sequence: 0,
+            last_send: self.now,
+            last_receive: self.now,
+            replay: ReplayProtection::new(),
+            user_data: Box::new(token.user_data),
+            queued_payloads: 0,
+        });
+        self.by_addr.insert(from, index);
+        self.stats.connects += 1;
+        self.events.push_back(ServerEvent::Connected {
+            client_index: index,
+            client_id: token.client_id,
+            addr: from,
+            user_data: Box::new(token.user_data),
+        });
+        self.send_keep_alive(index);
+        Ok(())
+    }
+
+    fn send_keep_alive(&mut self, index: usize) {
+        let packet = Packet::KeepAlive {
+            client_index: index as u32,
+            max_clients: self.config.max_clients as u32,
+        };
+        self.send_to_slot(index, &packet);
+    }
+
+    fn remove_client(&mut self, index: usize, reason: DisconnectReason, send_disconnect: bool) {
+        if send_disconnect {
+            for _ in 0..NUM_DISCONNECT_PACKETS {
+                self.send_to_slot(index, &Packet::Disconnect);
+            }
+        }
+        let Some(slot) = self.slots.get_mut(index).and_then(Option::take) else {
+            return;
+        };
+        self.by_addr.remove(&slot.addr);
+        self.mappings.remove(&slot.addr);
+        self.events.retain(
+            |e| !matches!(e, ServerEvent::Payload { client_index, .. } if *client_index == index),
+        );
+        self.stats.disconnects += 1;
+        if reason == DisconnectReason::TimedOut {
+            self.stats.timeouts += 1;
+        }
+        self.events.push_back(ServerEvent::Disconnected {
+            client_index: index,
+            client_id: slot.client_id,
+            addr: slot.addr,
+            reason,
+        });
+    }
+
+    /// Advances time: times out silent clients, expires stale encryption mappings and sends
+    /// keep-alives (10 Hz) to clients that got nothing else.
+    pub fn update(&mut self, now: Duration) {
+        self.now = self.now.max(now);
+        let now = self.now;
+        for i in 0..self.slots.len() {
+            let Some(slot) = &self.slots[i] else { continue };
+            if slot.timeout_seconds > 0
+                && slot.last_receive + Duration::from_secs(slot.timeout_seconds as u64) <= now
+            {
+                self.remove_client(i, DisconnectReason::TimedOut, false);
+                continue;
+            }
+            if slot.last_send + PACKET_SEND_INTERVAL <= now {
+                self.send_keep_alive(i);
+            }
+        }
+        self.mappings.retain(|_, m| !m.expired(now));
+    }
+
+    /// Sends a payload (1 to 1200 bytes) to the client in slot `client_index`. Until the
+    /// client confirms, a keep-alive goes first, so it learns its slot.
+    pub fn send_payload(&mut self, client_index: usize, payload: &[u8]) -> Result<(), SendError> {
+        if payload.is_empty() || payload.len() > crate::MAX_PAYLOAD_BYTES {
+            return Err(SendError::PayloadSize(payload.len()));
+        }
+        let Some(Some(slot)) = self.slots.get(client_index) else {
+            return Err(SendError::NotConnected);
+        };
+        if !slot.confirmed {
+            self.send_keep_alive(client_index);
+        }
+        self.send_to_slot(client_index, &Packet::Payload(payload.to_vec()));
+        Ok(())
+    }
+
+    /// Disconnects a client: 10 redundant disconnect packets, then its slot is freed.
+    pub fn disconnect(&mut self, client_index: usize) -> Result<(), SendError> {
+        if !self.is_connected(client_index) {
+            return Err(SendError::NotConnected);
+        }
+        self.remove_client(client_index, DisconnectReason::ServerDisconnected, true);
+        Ok(())
+    }
+
+    /// Disconnects every client (for a clean shutdown).
+    pub fn disconnect_all(&mut self) {
+        for i in 0..self.slots.len() {
+            if self.is_connected(i) {
+                self.remove_client(i, DisconnectReason::ServerDisconnected, true);
+            }
+        }
+    }
+
+    /// The next packet to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<ServerEvent> {
+        let event = self.events.pop_front()?;
+        if let ServerEvent::Payload { client_index, .. } = &event {
+            if let Some(Some(slot)) = self.slots.get_mut(*client_index) {
+                slot.queued_payloads = slot.queued_payloads.saturating_sub(1);
+            }
+        }
+        Some(event)
+    }
+
+    /// Whether slot `client_index` holds a connected client.
+    pub fn is_connected(&self, client_index: usize) -> bool {
+        matches!(self.slots.get(client_index), Some(Some(_)))
+    }
+
+    /// Number of connected clients.
+    pub fn num_connected(&self) -> usize {
+        self.by_addr.len()
+    }
+
+    /// The slot of the connected client with this id.
+    pub fn find_client(&self, client_id: u64) -> Option<usize> {
+        self.slots
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.client_id == client_id))
+    }
+
+    /// The id of the client in a slot.
+    pub fn client_id(&self, client_index: usize) -> Option<u64> {
+        self.slots.get(client_index)?.as_ref().map(|s| s.client_id)
+    }
+
+    /// The address of the client in a slot.
+    pub fn client_addr(&self, client_index: usize) -> Option<SocketAddr> {
+        self.slots.get(client_index)?.as_ref().map(|s| s.addr)
+    }
+
+    /// The user data from the connect token of the client in a slot.
+    pub fn user_data(&self, client_index: usize) -> Option<&[u8; USER_DATA_BYTES]> {
+        self.slots
+            .get(client_index)?
+            .as_ref()
+            .map(|s| &*s.user_data)
+    }
+
+    /// Slots of connected clients.
+    pub fn connected_clients(&self) -> impl Iterator<Item = usize> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().map(|_| i))
+    }
+
+    /// Encryption mappings held for clients still in the handshake (bounded by
+    /// 4 x `max_clients`).
+    pub fn pending_mappings(&self) -> usize {
+        self.mappings.len()
+    }
+
+    /// Events waiting in [`Server::poll_event`].
+    pub fn queued_events(&self) -> usize {
+        self.events.len()
+    }
+}

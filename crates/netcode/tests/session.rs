@@ -1,0 +1,535 @@
+//! Server and client driven against each other in memory, with a virtual clock.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use lagless_netcode::{
+    Client, ClientState, ConnectToken, DisconnectReason, PacketError, Server, ServerConfig,
+    ServerEvent, TokenParams,
+};
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+
+const PROTOCOL_ID: u64 = 0xABCD;
+const KEY: [u8; 32] = [7; 32];
+const UNIX: u64 = 1_800_000_000;
+
+fn server_addr() -> SocketAddr {
+    "127.0.0.1:40000".parse().expect("addr")
+}
+fn client_addr(i: u16) -> SocketAddr {
+    format!("127.0.0.1:{}", 50000 + i).parse().expect("addr")
+}
+
+fn server(max_clients: usize) -> Server {
+    let config = ServerConfig {
+        protocol_id: PROTOCOL_ID,
+        private_key: KEY,
+        max_clients,
+        public_addresses: vec![server_addr()],
+    };
+    Server::new(config, [9; 32], Duration::ZERO, UNIX).expect("server")
+}
+
+fn token(client_id: u64, seed: u64) -> Vec<u8> {
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let params = TokenParams::new(PROTOCOL_ID, client_id, vec![server_addr()]);
+    ConnectToken::generate(&params, &KEY, UNIX, &mut rng)
+        .expect("token")
+        .write()
+        .expect("write")
+        .to_vec()
+}
+
+/// Moves every queued packet both ways once; returns the client's packets (for replays).
+fn pump(
+    now: Duration,
+    server: &mut Server,
+    clients: &mut [(SocketAddr, &mut Client)],
+) -> Vec<(SocketAddr, Vec<u8>)> {
+    let mut sent = Vec::new();
+    for (addr, c) in clients.iter_mut() {
+        c.update(now);
+        while let Some(t) = c.poll_transmit() {
+            let _ = server.handle_packet(now, *addr, &t.data);
+            sent.push((*addr, t.data));
+        }
+    }
+    server.update(now);
+    while let Some(t) = server.poll_transmit() {
+        for (addr, c) in clients.iter_mut() {
+            if *addr == t.addr {
+                let _ = c.handle_packet(now, server_addr(), &t.data);
+            }
+        }
+    }
+    sent
+}
+
+fn connect(server: &mut Server, client: &mut Client, addr: SocketAddr, now: &mut Duration) {
+    for _ in 0..50 {
+        *now += Duration::from_millis(50);
+        pump(*now, server, &mut [(addr, client)]);
+        if client.is_connected() {
+            return;
+        }
+    }
+    panic!("client stuck in {:?}", client.state());
+}
+
+fn events(server: &mut Server) -> Vec<ServerEvent> {
+    std::iter::from_fn(|| server.poll_event()).collect()
+}
+
+#[test]
+fn connect_payloads_disconnect_reconnect() {
+    let mut s = server(4);
+    let mut c = Client::new(&token(1, 1), Duration::ZERO);
+    let mut now = Duration::ZERO;
+    connect(&mut s, &mut c, client_addr(1), &mut now);
+    assert_eq!(s.num_connected(), 1);
+    assert_eq!(c.max_clients(), 4);
+    let ev = events(&mut s);
+    assert!(
+        matches!(
+            ev[0],
+            ServerEvent::Connected {
+                client_id: 1,
+                client_index: 0,
+                ..
+            }
+        ),
+        "{ev:?}"
+    );
+
+    c.send_payload(b"up").expect("send");
+    s.send_payload(0, b"down").expect("send");
+    pump(now, &mut s, &mut [(client_addr(1), &mut c)]);
+    assert_eq!(c.recv().as_deref(), Some(&b"down"[..]));
+    assert!(
+        matches!(&events(&mut s)[..], [ServerEvent::Payload { payload, .. }] if payload == b"up")
+    );
+
+    // Client leaves cleanly: the server frees the slot at once.
+    c.disconnect();
+    pump(now, &mut s, &mut [(client_addr(1), &mut c)]);
+    assert_eq!(s.num_connected(), 0);
+    assert!(matches!(
+        &events(&mut s)[..],
+        [ServerEvent::Disconnected {
+            reason: DisconnectReason::ClientDisconnected,
+            ..
+        }]
+    ));
+
+    // Reconnect with a new token from the same address.
+    let mut c2 = Client::new(&token(1, 2), now);
+    connect(&mut s, &mut c2, client_addr(1), &mut now);
+    assert_eq!(s.num_connected(), 1);
+
+    // Server kicks it: the client sees disconnect packets.
+    s.disconnect(0).expect("disconnect");
+    pump(now, &mut s, &mut [(client_addr(1), &mut c2)]);
+    assert_eq!(c2.state(), ClientState::Disconnected);
+}
+
+#[test]
+fn timeouts_both_sides() {
+    let mut s = server(4);
+    let mut c = Client::new(&token(1, 1), Duration::ZERO);
+    let mut now = Duration::ZERO;
+    connect(&mut s, &mut c, client_addr(1), &mut now);
+    events(&mut s);
+    // Silence for longer than the 5 s timeout.
+    now += Duration::from_secs(6);
+    s.update(now);
+    c.update(now);
+    assert_eq!(c.state(), ClientState::ConnectionTimedOut);
+    assert_eq!(s.num_connected(), 0);
+    assert!(matches!(
+        &events(&mut s)[..],
+        [ServerEvent::Disconnected {
+            reason: DisconnectReason::TimedOut,
+            ..
+        }]
+    ));
+    assert_eq!(s.stats().timeouts, 1);
+
+    // A client whose requests go nowhere times out in the request state.
+    let mut lonely = Client::new(&token(2, 3), now);
+    for _ in 0..70 {
+        now += Duration::from_millis(100);
+        lonely.update(now);
+        while lonely.poll_transmit().is_some() {}
+    }
+    assert_eq!(lonely.state(), ClientState::ConnectionRequestTimedOut);
+}
+
+#[test]
+fn invalid_and_expired_tokens() {
+    assert_eq!(
+        Client::new(&[0u8; 2048], Duration::ZERO).state(),
+        ClientState::InvalidConnectToken
+    );
+    assert_eq!(
+        Client::new(&[0u8; 10], Duration::ZERO).state(),
+        ClientState::InvalidConnectToken
+    );
+
+    // A token whose 3 s lifetime passes while connecting (timeouts disabled).
+    let mut rng = ChaCha20Rng::seed_from_u64(9);
+    let mut params = TokenParams::new(PROTOCOL_ID, 1, vec![server_addr()]);
+    params.expire_seconds = Some(3);
+    params.timeout_seconds = -1;
+    let t = ConnectToken::generate(&params, &KEY, UNIX, &mut rng).expect("token");
+    let mut c = Client::from_token(t, Duration::ZERO);
+    let mut now = Duration::ZERO;
+    while now < Duration::from_secs(4) {
+        now += Duration::from_millis(100);
+        c.update(now);
+        while c.poll_transmit().is_some() {}
+    }
+    assert_eq!(c.state(), ClientState::ConnectTokenExpired);
+
+    // The server refuses an expired token.
+    let mut s = server(4);
+    let mut c = Client::new(&token(1, 1), Duration::ZERO);
+    c.update(Duration::ZERO);
+    let request = c.poll_transmit().expect("request").data;
+    let later = Duration::from_secs(31);
+    assert_eq!(
+        s.handle_packet(later, client_addr(1), &request),
+        Err(PacketError::TokenExpired)
+    );
+    assert!(s.poll_transmit().is_none());
+}
+
+#[test]
+fn forged_foreign_and_reused_tokens_refused() {
+    let mut s = server(4);
+    let mut rng = ChaCha20Rng::seed_from_u64(5);
+    // A token for another server address.
+    let other: SocketAddr = "127.0.0.1:40001".parse().expect("addr");
+    let params = TokenParams::new(PROTOCOL_ID, 3, vec![other]);
+    let t = ConnectToken::generate(&params, &KEY, UNIX, &mut rng).expect("token");
+    let mut c = Client::from_token(t, Duration::ZERO);
+    c.update(Duration::ZERO);
+    let req = c.poll_transmit().expect("request").data;
+    assert_eq!(
+        s.handle_packet(Duration::ZERO, client_addr(3), &req),
+        Err(PacketError::ServerAddressNotInToken)
+    );
+
+    // A token under another private key (forged).
+    let params = TokenParams::new(PROTOCOL_ID, 4, vec![server_addr()]);
+    let t = ConnectToken::generate(&params, &[8; 32], UNIX, &mut rng).expect("token");
+    let mut c = Client::from_token(t, Duration::ZERO);
+    c.update(Duration::ZERO);
+    let req = c.poll_transmit().expect("request").data;
+    assert_eq!(
+        s.handle_packet(Duration::ZERO, client_addr(4), &req),
+        Err(PacketError::TokenDecryptFailed)
+    );
+    // Another protocol id.
+    let params = TokenParams::new(PROTOCOL_ID + 1, 4, vec![server_addr()]);
+    let t = ConnectToken::generate(&params, &KEY, UNIX, &mut rng).expect("token");
+    let mut c = Client::from_token(t, Duration::ZERO);
+    c.update(Duration::ZERO);
+    let req = c.poll_transmit().expect("request").data;
+    assert_eq!(
+        s.handle_packet(Duration::ZERO, client_addr(4), &req),
+        Err(PacketError::WrongProtocolId)
+    );
+    assert!(s.poll_transmit().is_none(), "no answer to refused requests");
+
+    // The same token from two addresses: the second is refused.
+    let bytes = token(5, 6);
+    let mut c = Client::new(&bytes, Duration::ZERO);
+    c.update(Duration::ZERO);
+    let req = c.poll_transmit().expect("request").data;
+    assert_eq!(
+        s.handle_packet(Duration::ZERO, client_addr(5), &req),
+        Ok(())
+    );
+    assert_eq!(
+        s.handle_packet(Duration::ZERO, client_addr(5), &req),
+        Ok(()),
+        "same address may retry"
+    );
+    assert_eq!(
+        s.handle_packet(Duration::ZERO, client_addr(6), &req),
+        Err(PacketError::TokenReused)
+    );
+    assert_eq!(s.stats().drops.get(PacketError::TokenReused), 1);
+}
+
+#[test]
+fn forged_and_replayed_packets_refused() {
+    let mut s = server(4);
+    let mut c = Client::new(&token(1, 1), Duration::ZERO);
+    let mut now = Duration::ZERO;
+    connect(&mut s, &mut c, client_addr(1), &mut now);
+    events(&mut s);
+    c.send_payload(b"once").expect("send");
+    let p = c.poll_transmit().expect("payload").data;
+    assert_eq!(s.handle_packet(now, client_addr(1), &p), Ok(()));
+    assert_eq!(
+        s.handle_packet(now, client_addr(1), &p),
+        Err(PacketError::Replayed)
+    );
+    assert_eq!(s.stats().drops.get(PacketError::Replayed), 1);
+    // The same packet from another address has no key there.
+    assert_eq!(
+        s.handle_packet(now, client_addr(2), &p),
+        Err(PacketError::NoKeyForAddress)
+    );
+    // A bit flipped anywhere after the prefix: refused (fresh sequence so it is not a replay).
+    c.send_payload(b"twice").expect("send");
+    let mut forged = c.poll_transmit().expect("payload").data;
+    let n = forged.len();
+    forged[n - 3] ^= 0x40;
+    assert_eq!(
+        s.handle_packet(now, client_addr(1), &forged),
+        Err(PacketError::DecryptFailed)
+    );
+    // A changed packet type in the prefix byte is caught by the associated data.
+    forged[n - 3] ^= 0x40;
+    forged[0] = (forged[0] & 0xF0) | 4;
+    assert_eq!(
+        s.handle_packet(now, client_addr(1), &forged),
+        Err(PacketError::DecryptFailed)
+    );
+    let payloads = events(&mut s).len();
+    assert_eq!(
+        payloads, 1,
+        "only the genuine payload reached the application"
+    );
+
+    // Client side: a replayed server payload is dropped too.
+    s.send_payload(0, b"down").expect("send");
+    s.update(now);
+    let mut last = None;
+    while let Some(t) = s.poll_transmit() {
+        let _ = c.handle_packet(now, server_addr(), &t.data);
+        last = Some(t.data);
+    }
+    let last = last.expect("sent");
+    assert_eq!(
+        c.handle_packet(now, server_addr(), &last),
+        Err(PacketError::Replayed)
+    );
+    assert_eq!(
+        c.handle_packet(now, client_addr(9), &last),
+        Err(PacketError::UnknownAddress)
+    );
+}
+
+#[test]
+fn full_server_denies_and_client_reports_it() {
+    let mut s = server(1);
+    let mut a = Client::new(&token(1, 1), Duration::ZERO);
+    let mut now = Duration::ZERO;
+    connect(&mut s, &mut a, client_addr(1), &mut now);
+    let mut b = Client::new(&token(2, 2), now);
+    for _ in 0..10 {
+        now += Duration::from_millis(50);
+        pump(
+            now,
+            &mut s,
+            &mut [(client_addr(1), &mut a), (client_addr(2), &mut b)],
+        );
+    }
+    assert_eq!(b.state(), ClientState::ConnectionDenied);
+    assert!(s.stats().denied >= 1);
+    assert!(a.is_connected());
+}
+
+#[test]
+fn many_clients() {
+    let mut s = server(64);
+    let mut now = Duration::ZERO;
+    let mut clients: Vec<Client> = (0..64)
+        .map(|i| Client::new(&token(100 + i, i), now))
+        .collect();
+    for _ in 0..20 {
+        now += Duration::from_millis(50);
+        let mut refs: Vec<(SocketAddr, &mut Client)> = clients
+            .iter_mut()
+            .enumerate()
+            .map(|(i, c)| (client_addr(i as u16), c))
+            .collect();
+        pump(now, &mut s, &mut refs);
+    }
+    assert_eq!(s.num_connected(), 64);
+    assert!(clients.iter().all(Client::is_connected));
+    let mut indices: Vec<u32> = clients.iter().map(Client::client_index).collect();
+    indices.sort_unstable();
+    assert_eq!(indices, (0..64).collect::<Vec<_>>());
+}
+
+#[test]
+fn every_prefix_byte_and_length_is_dropped_without_panic() {
+    let mut s = server(4);
+    let mut c = Client::new(&token(1, 1), Duration::ZERO);
+    let mut now = Duration::ZERO;
+    connect(&mut s, &mut c, client_addr(1), &mut now);
+    events(&mut s);
+    let mut buf = vec![0u8; 1600];
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = (i * 31 + 7) as u8;
+    }
+    for prefix in 0..=255u8 {
+        for len in 0..=1600usize {
+            let mut p = buf[..len].to_vec();
+            if let Some(first) = p.first_mut() {
+                *first = prefix;
+            }
+            // From the connected client's address, from a stranger, and to the client.
+            assert!(s.handle_packet(now, client_addr(1), &p).is_err());
+            assert!(s.handle_packet(now, client_addr(7), &p).is_err());
+            assert!(c.handle_packet(now, server_addr(), &p).is_err());
+        }
+    }
+    let drops = s.stats().drops.total();
+    assert_eq!(drops, 2 * 256 * 1601);
+    assert!(s.poll_transmit().is_none(), "garbage is never answered");
+    assert!(s.poll_event().is_none(), "garbage never reaches the game");
+    assert!(c.is_connected() && s.num_connected() == 1);
+}
+
+#[test]
+fn flood_of_valid_requests_from_many_addresses_stays_bounded() {
+    let mut s = server(2);
+    let now = Duration::ZERO;
+    let mut answered = 0;
+    for i in 0..2000u16 {
+        let mut c = Client::new(&token(1000 + u64::from(i), u64::from(i)), now);
+        c.update(now);
+        let req = c.poll_transmit().expect("request").data;
+        assert_eq!(req.len(), 1078);
+        let _ = s.handle_packet(now, client_addr(i), &req);
+        while let Some(t) = s.poll_transmit() {
+            assert!(t.data.len() < req.len(), "anti-amplification");
+            answered += 1;
+        }
+    }
+    assert!(s.pending_mappings() <= 2 * 4, "{}", s.pending_mappings());
+    assert!(
+        answered <= 8,
+        "only mapped requests get a challenge: {answered}"
+    );
+    assert_eq!(
+        s.stats().drops.get(PacketError::MappingTableFull),
+        2000 - answered
+    );
+}
+
+#[test]
+fn client_falls_back_to_the_next_server_address() {
+    let mut s = server(4);
+    let dead: SocketAddr = "127.0.0.1:40009".parse().expect("addr");
+    let mut rng = ChaCha20Rng::seed_from_u64(11);
+    let mut params = TokenParams::new(PROTOCOL_ID, 1, vec![dead, server_addr()]);
+    params.timeout_seconds = 1;
+    let t = ConnectToken::generate(&params, &KEY, UNIX, &mut rng).expect("token");
+    let mut c = Client::from_token(t, Duration::ZERO);
+    assert_eq!(c.server_addr(), Some(dead));
+    let mut now = Duration::ZERO;
+    for _ in 0..100 {
+        now += Duration::from_millis(50);
+        c.update(now);
+        while let Some(t) = c.poll_transmit() {
+            if t.addr == server_addr() {
+                let _ = s.handle_packet(now, client_addr(1), &t.data);
+            }
+        }
+        s.update(now);
+        while let Some(t) = s.poll_transmit() {
+            let _ = c.handle_packet(now, server_addr(), &t.data);
+        }
+        if c.is_connected() {
+            break;
+        }
+    }
+    assert!(c.is_connected(), "{:?}", c.state());
+    assert_eq!(c.server_addr(), Some(server_addr()));
+    assert!(
+        now > Duration::from_secs(1),
+        "first address given its timeout"
+    );
+}
+
+#[test]
+fn ipv6_tokens_round_trip_and_connect() {
+    let v6: SocketAddr = "[2001:db8::1]:40000".parse().expect("addr");
+    let config = ServerConfig {
+        protocol_id: PROTOCOL_ID,
+        private_key: KEY,
+        max_clients: 2,
+        public_addresses: vec![v6],
+    };
+    let mut s = Server::new(config, [9; 32], Duration::ZERO, UNIX).expect("server");
+    let mut rng = ChaCha20Rng::seed_from_u64(12);
+    let t = ConnectToken::generate(
+        &TokenParams::new(PROTOCOL_ID, 1, vec![v6]),
+        &KEY,
+        UNIX,
+        &mut rng,
+    )
+    .expect("token");
+    let bytes = t.write().expect("write");
+    assert_eq!(ConnectToken::read(&bytes).expect("read"), t);
+    let mut c = Client::new(&bytes, Duration::ZERO);
+    let from: SocketAddr = "[2001:db8::2]:50000".parse().expect("addr");
+    let mut now = Duration::ZERO;
+    for _ in 0..20 {
+        now += Duration::from_millis(50);
+        c.update(now);
+        while let Some(t) = c.poll_transmit() {
+            let _ = s.handle_packet(now, from, &t.data);
+        }
+        s.update(now);
+        while let Some(t) = s.poll_transmit() {
+            let _ = c.handle_packet(now, v6, &t.data);
+        }
+    }
+    assert!(c.is_connected());
+}
+
+#[test]
+fn floods_from_one_address_are_bounded() {
+    let mut s = server(4);
+    let mut c = Client::new(&token(1, 1), Duration::ZERO);
+    let mut now = Duration::ZERO;
+    c.update(now);
+    let request = c.poll_transmit().expect("request").data;
+    // The same valid request 10 000 times from one address: one mapping, every answer
+    // smaller than the request, nothing queued for the game.
+    for _ in 0..10_000 {
+        let _ = s.handle_packet(now, client_addr(1), &request);
+        while let Some(t) = s.poll_transmit() {
+            assert!(t.data.len() < request.len());
+        }
+    }
+    assert_eq!(s.pending_mappings(), 1);
+    assert_eq!(s.queued_events(), 0);
+    // Connect, then replay one payload 10 000 times: one delivery, the rest counted.
+    connect(&mut s, &mut c, client_addr(1), &mut now);
+    events(&mut s);
+    c.send_payload(b"x").expect("send");
+    let p = c.poll_transmit().expect("payload").data;
+    for _ in 0..10_000 {
+        let _ = s.handle_packet(now, client_addr(1), &p);
+    }
+    assert_eq!(s.stats().drops.get(PacketError::Replayed), 9_999);
+    assert_eq!(events(&mut s).len(), 1);
+    // A client that floods real payloads without the game reading them: the queue stops
+    // at 256 and the rest is counted.
+    for i in 0..1000u32 {
+        c.send_payload(&i.to_le_bytes()).expect("send");
+        let p = c.poll_transmit().expect("payload").data;
+        let _ = s.handle_packet(now, client_addr(1), &p);
+    }
+    assert_eq!(s.queued_events(), lagless_netcode::PACKET_QUEUE_SIZE);
+    assert_eq!(s.stats().drops.get(PacketError::QueueFull), 1000 - 256);
+}

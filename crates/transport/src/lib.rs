@@ -1,0 +1,84 @@
+//! Real UDP for lagless: [`UdpServer`] and [`UdpClient`] drive the sans-IO
+//! [`lagless_netcode`] state machines over `std::net::UdpSocket` with a real clock, beside
+//! unreliable payloads they carry a small [reliable-ordered channel](reliable), and
+//! [`Proxy`] puts a seeded `lagless_netem` link between any real client and server.
+//!
+//! - [`UdpServer`]: `bind(addr, settings)`, then every frame `update()`, `poll_event()`
+//!   (connects, disconnects), `recv()` / `recv_reliable()` as `(client_id, bytes)`,
+//!   `send(client_id, bytes)` / `send_reliable(client_id, bytes)`; `shutdown()` sends the
+//!   redundant disconnect packets to everyone.
+//! - [`UdpClient`]: `connect(token_bytes)`, then `update()`, `state()`, `send`,
+//!   `send_reliable`, `recv`, `recv_reliable`, `disconnect()`.
+//! - [`Proxy`]: `spawn(listen, forward, "mobile", seed)` runs on its own thread until
+//!   `stop()` (or drop); each client address gets its own seeded `Duplex`.
+//! - [`keys`]: private-key files (32 raw bytes), OS-seeded randomness, `issue_token` for a
+//!   backend (connect tokens are `lagless_netcode::ConnectToken`, 2048 bytes on disk).
+//!
+//! Client ids are the ids in the connect tokens (the server refuses a second connection
+//! with an id already connected). Every netcode payload of this transport starts with a
+//! one-byte tag, `0` for an unreliable payload and `1` for a reliable channel packet, so a
+//! peer must speak this transport, not just netcode.io (the `netcode_interop` example talks
+//! plain netcode.io to the reference implementation). Every receive queue is bounded
+//! (overflow is counted in [`TransportStats`]); every protocol drop is counted by reason in
+//! `UdpServer::netcode().stats().drops`.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use lagless_transport::{UdpClient, UdpServer, ServerSettings, keys};
+//!
+//! let private_key = keys::generate_private_key()?;
+//! let protocol_id = 0x6c61676c657373;
+//! let mut server = UdpServer::bind("127.0.0.1:0".parse().unwrap(), ServerSettings::new(protocol_id, private_key, 8))?;
+//! let token = keys::issue_token(&private_key, protocol_id, 42, vec![server.local_addr()?], 30, 5)?;
+//! let mut client = UdpClient::connect(&token.write()?)?;
+//!
+//! let deadline = Instant::now() + Duration::from_secs(5);
+//! let mut got = Vec::new();
+//! while got.is_empty() && Instant::now() < deadline {
+//!     server.update();
+//!     client.update();
+//!     if client.is_connected() {
+//!         client.send(b"hello")?;
+//!     }
+//!     got.extend(server.recv());
+//!     std::thread::sleep(Duration::from_millis(5));
+//! }
+//! assert_eq!(got[0], (42, b"hello".to_vec()));
+//! # Ok::<(), lagless_transport::TransportError>(())
+//! ```
+
+#![deny(missing_docs)]
+
+mod client;
+mod error;
+pub mod keys;
+mod proxy;
+pub mod reliable;
+mod server;
+
+pub use client::UdpClient;
+pub use error::TransportError;
+pub use proxy::{Proxy, ProxyConfig, ProxyStats};
+pub use server::{ConnectionEvent, ServerSettings, TransportStats, UdpServer};
+
+/// A protocol id for lagless games ("lagless" and a version byte): servers ignore tokens
+/// issued for another protocol id. Games with their own backend may pick their own.
+pub const PROTOCOL_ID: u64 = u64::from_le_bytes(*b"lagless\x01");
+
+/// Largest unreliable payload (a netcode payload less the tag byte).
+pub const MAX_UNRELIABLE_BYTES: usize = lagless_netcode::MAX_PAYLOAD_BYTES - 1;
+
+pub(crate) const TAG_UNRELIABLE: u8 = 0;
+pub(crate) const TAG_RELIABLE: u8 = 1;
+
+pub(crate) fn unreliable_packet(payload: &[u8]) -> Result<Vec<u8>, TransportError> {
+    if payload.is_empty() || payload.len() > MAX_UNRELIABLE_BYTES {
+        return Err(TransportError::PayloadSize(payload.len()));
+    }
+    let mut v = Vec::with_capacity(payload.len() + 1);
+    v.push(TAG_UNRELIABLE);
+    v.extend_from_slice(payload);
+    Ok(v)
+}

@@ -19,7 +19,7 @@ mod targets;
 
 pub use netcode::{netcode_client, netcode_server, reliable_channel};
 pub use targets::{
-    bit_reader, client_session, cube_snapshot, delta_snapshot, input_message, server_session,
+    bit_reader, client_session, cube_snapshot, input_message, replication_snapshot, server_session,
     snapshot_fragment, wire_reader,
 };
 
@@ -33,7 +33,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("input_message", input_message),
     ("snapshot_fragment", snapshot_fragment),
     ("cube_snapshot", cube_snapshot),
-    ("delta_snapshot", delta_snapshot),
+    ("replication_snapshot", replication_snapshot),
     ("client_session", client_session),
     ("server_session", server_session),
     ("netcode_server", netcode_server),

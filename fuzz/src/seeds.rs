@@ -1,12 +1,10 @@
 //! Valid inputs for every target, made by the real encoders, for mutation-based smoke
 //! runs and as a starting corpus for libFuzzer (see `write_corpus`).
 
-use crate::targets::{
-    DELTA_BASELINE_TICK, DELTA_TICK, FIXED, POSITION, VELOCITY, delta_baseline, frame, packets,
-};
+use crate::targets::{DELTA_TICK, FIXED, POSITION, VELOCITY, frame, new_replication_pair, packets};
 use lagless_core::Tick;
 use lagless_core::{ClientConfig, ClientSession, ServerConfig, ServerSession};
-use lagless_scenes::cubes::delta::{QuantizedSnapshot, SnapshotCodec};
+use lagless_scenes::cubes::replicate;
 use lagless_scenes::cubes::snapshot::CubeSnapshot;
 use lagless_scenes::cubes::{CubeInput, CubeScene, CubeSceneConfig};
 use lagless_wire::{BitWriter, QuatCodec, Writer};
@@ -20,7 +18,7 @@ pub fn for_target(name: &str) -> Vec<Vec<u8>> {
         "input_message" => input_messages(),
         "snapshot_fragment" => snapshot_fragments(),
         "cube_snapshot" => cube_snapshots(),
-        "delta_snapshot" => delta_snapshots(),
+        "replication_snapshot" => replication_snapshots(),
         "client_session" => vec![session_traffic(0).0, session_traffic(4).0],
         "server_session" => vec![session_traffic(0).1, session_traffic(4).1],
         "netcode_server" => vec![
@@ -154,19 +152,20 @@ pub(crate) fn pushed_scene(ticks: u32) -> CubeScene {
     scene
 }
 
-/// Compressed snapshots of the same scene a few ticks after the fuzz target's baseline:
-/// against it, in full, and the players-only essential part.
-fn delta_snapshots() -> Vec<Vec<u8>> {
-    let codec = SnapshotCodec::default();
-    let q = &codec.quantization;
-    let tick = Tick(DELTA_TICK);
-    let base = (Tick(DELTA_BASELINE_TICK), delta_baseline());
+/// Replication snapshots of the same scene a few ticks after the fuzz target's
+/// baseline: against it (with budget and without), and in full.
+fn replication_snapshots() -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     for ticks in [33, 45] {
-        let now = QuantizedSnapshot::capture(&pushed_scene(ticks), q);
-        out.push(codec.encode(&now, tick, Some(base)).bytes);
-        out.push(codec.encode(&now, tick, None).bytes);
-        out.push(codec.encode(&now.players_only(), tick, None).bytes);
+        let (mut server, _) = new_replication_pair();
+        let _ = replicate::capture(&pushed_scene(ticks), &mut server);
+        if let Ok(s) = server.encode(1, Tick(DELTA_TICK), std::time::Duration::ZERO) {
+            out.push(s.bytes);
+        }
+        server.add_client(2);
+        if let Ok(s) = server.encode(2, Tick(DELTA_TICK), std::time::Duration::ZERO) {
+            out.push(s.bytes);
+        }
     }
     out
 }
@@ -243,14 +242,9 @@ mod tests {
         for s in cube_snapshots() {
             assert!(CubeSnapshot::decode(&s, Default::default()).is_ok());
         }
-        let mut history = lagless_core::BaselineHistory::new(1);
-        history.insert(Tick(DELTA_BASELINE_TICK), delta_baseline().clone());
-        for s in delta_snapshots() {
-            assert!(
-                SnapshotCodec::default()
-                    .decode(&s, Tick(DELTA_TICK), &history)
-                    .is_ok()
-            );
+        for s in replication_snapshots() {
+            let mut client = crate::targets::replication_pair().1.clone();
+            assert!(matches!(client.receive(Tick(DELTA_TICK), &s), Ok(Some(_))));
         }
         let (down, up) = session_traffic(0);
         let down: Vec<_> = packets(&down).collect();

@@ -2,10 +2,10 @@
 //! of each step as an opcode, so one input exercises any mix of decoders.
 
 use lagless_core::message::{InputMessage, SnapshotFragment};
-use lagless_core::{
-    BaselineHistory, ClientConfig, ClientSession, ServerConfig, ServerSession, Tick,
-};
-use lagless_scenes::cubes::delta::{QuantizedSnapshot, SnapshotCodec};
+use lagless_core::{ClientConfig, ClientSession, ServerConfig, ServerSession, Tick};
+use lagless_replication::{ReplicationClient, ReplicationServer, codes_valid};
+use lagless_scenes::cubes::quantize::StateQuantization;
+use lagless_scenes::cubes::replicate;
 use lagless_scenes::cubes::snapshot::{CubeSnapshot, SnapshotLimits};
 use lagless_wire::{
     BitReader, BitWriter, BoundedFloat, QuantizedVec3, QuatCodec, Reader, Writer, var_i32_bits,
@@ -193,33 +193,45 @@ pub fn cube_snapshot(data: &[u8]) {
     }
 }
 
-/// The tick [`delta_snapshot`] decodes at, and the one baseline it holds.
+/// The tick [`replication_snapshot`] decodes at, and the one baseline it holds.
 pub(crate) const DELTA_TICK: u32 = 100;
 pub(crate) const DELTA_BASELINE_TICK: u32 = 97;
 
-/// The baseline [`delta_snapshot`] decodes against: a small real scene (16 cubes, two
-/// players) after a player pushed into it, quantized. Built once.
-pub(crate) fn delta_baseline() -> &'static QuantizedSnapshot {
-    static BASELINE: OnceLock<QuantizedSnapshot> = OnceLock::new();
-    BASELINE.get_or_init(|| {
-        let scene = crate::seeds::pushed_scene(30);
-        QuantizedSnapshot::capture(&scene, &SnapshotCodec::default().quantization)
-    })
+/// A replication server of the cube scene after its snapshot of [`DELTA_BASELINE_TICK`]
+/// was acknowledged, and a client that decoded it: a small real scene (16 cubes, two
+/// players) after a player pushed into it. Built once.
+pub(crate) fn replication_pair() -> &'static (ReplicationServer, ReplicationClient) {
+    static PAIR: OnceLock<(ReplicationServer, ReplicationClient)> = OnceLock::new();
+    PAIR.get_or_init(new_replication_pair)
 }
 
-/// The compressed cube snapshot, decoded against a history holding one baseline; an
-/// accepted payload must re-encode to exactly the same bytes (the decoder is strict).
-pub fn delta_snapshot(data: &[u8]) {
-    static HISTORY: OnceLock<BaselineHistory<QuantizedSnapshot>> = OnceLock::new();
-    let history = HISTORY.get_or_init(|| {
-        let mut h = BaselineHistory::new(4);
-        h.insert(Tick(DELTA_BASELINE_TICK), delta_baseline().clone());
-        h
-    });
-    let codec = SnapshotCodec::default();
-    if let Ok(s) = codec.decode(data, Tick(DELTA_TICK), history) {
-        let baseline = (data[0] & 1 == 1).then(|| (Tick(DELTA_BASELINE_TICK), delta_baseline()));
-        assert_eq!(codec.encode(&s, Tick(DELTA_TICK), baseline).bytes, data);
+/// What [`replication_pair`] holds, built anew.
+pub(crate) fn new_replication_pair() -> (ReplicationServer, ReplicationClient) {
+    {
+        let q = StateQuantization::default();
+        let mut server = ReplicationServer::new(replicate::schema(&q), Default::default());
+        let mut client = ReplicationClient::new(replicate::schema(&q), Default::default());
+        server.add_client(1);
+        let scene = crate::seeds::pushed_scene(30);
+        let _ = replicate::capture(&scene, &mut server);
+        let tick = Tick(DELTA_BASELINE_TICK);
+        if let Ok(s) = server.encode(1, tick, Duration::ZERO) {
+            let _ = client.receive(tick, &s.bytes);
+            server.acknowledge(1, tick, Duration::ZERO);
+        }
+        (server, client)
+    }
+}
+
+/// A replication snapshot, decoded by a client holding one baseline view; whatever it
+/// accepts leaves every entity with codes its kind allows.
+pub fn replication_snapshot(data: &[u8]) {
+    let mut client = replication_pair().1.clone();
+    if let Ok(Some(_)) = client.receive(Tick(DELTA_TICK), data) {
+        for (_, e) in client.entities() {
+            let kind = client.kind(e.kind).expect("decoded kinds are declared");
+            assert!(codes_valid(kind, &e.codes), "decoded codes out of range");
+        }
     }
 }
 

@@ -92,7 +92,7 @@ smoke_tests!(
     input_message,
     snapshot_fragment,
     cube_snapshot,
-    delta_snapshot,
+    replication_snapshot,
     client_session,
     server_session,
     netcode_server,

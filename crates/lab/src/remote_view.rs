@@ -162,7 +162,7 @@ mod tests {
         let near = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 2e-3);
         assert!(near(view.error_cm.percentile(75.0), 0.0));
         assert!(near(view.error_cm.percentile(100.0), 1.0));
-        assert!(near(view.jerk_cm.percentile(34.0), 0.0));
+        assert!(near(view.jerk_cm.percentile(33.0), 0.0));
         assert!(near(view.jerk_cm.percentile(50.0), 0.5));
         assert!(near(view.jerk_cm.percentile(100.0), 1.0));
     }

@@ -60,9 +60,10 @@ pub struct SenderStats {
     /// Bytes the same snapshots would take as lightyear on bevy_replicon sends them,
     /// packet headers included, summed over clients.
     pub peer_bytes: u64,
-    /// How long each entity has been shown out of date, ms: per client, per snapshot tick,
-    /// for every entity whose state the client holds differs from the server's, the time
-    /// since the server's state first moved away from it.
+    /// Age of the state each client holds of each changed entity, ms: per client, per
+    /// snapshot tick, for every entity whose held state differs from the server's, the time
+    /// since that state was last true (the later of the tick that carried it and the last
+    /// tick the server still had it).
     pub staleness_ms: Histogram,
 }
 
@@ -74,8 +75,9 @@ pub struct SnapshotSender {
     tick_hz: u32,
     /// The f32 state last sent per entity (cubes, then players by id), for the peer.
     peer_last: Vec<Option<[u32; 14]>>,
-    /// Per client, per entity: the server tick since which the client's state differs.
-    behind_since: std::collections::BTreeMap<ClientId, Vec<Option<u32>>>,
+    /// Per client, per entity: the last snapshot tick at which the client held the
+    /// server's state.
+    last_true: std::collections::BTreeMap<ClientId, Vec<u32>>,
     /// Counters.
     pub stats: SenderStats,
 }
@@ -103,7 +105,7 @@ impl SnapshotSender {
             layer,
             tick_hz,
             peer_last: Vec::new(),
-            behind_since: std::collections::BTreeMap::new(),
+            last_true: std::collections::BTreeMap::new(),
             stats: SenderStats::default(),
         }
     }
@@ -199,27 +201,26 @@ impl SnapshotSender {
         Ok(())
     }
 
-    /// How far behind client `id`'s view (`client`) is at server tick `tick`: for every
-    /// entity whose state it holds differs from the server's, how long it has differed.
+    /// How old client `id`'s view (`client`) is at server tick `tick`: for every entity
+    /// whose state it holds differs from the server's, the age of that state.
     pub fn measure_staleness(&mut self, id: ClientId, client: &ReplicationClient, tick: u32) {
         let ms_per_tick = 1000.0 / f64::from(self.tick_hz.max(1));
-        let since = self.behind_since.entry(id).or_default();
+        let last_true = self.last_true.entry(id).or_default();
         for e in self.layer.ids() {
-            let Some((_, codes)) = self.layer.codes(e) else {
+            let (Some((_, codes)), Some(held)) = (self.layer.codes(e), client.get(e)) else {
                 continue;
             };
             let i = e as usize;
-            if since.len() <= i {
-                since.resize(i + 1, None);
+            if last_true.len() <= i {
+                last_true.resize(i + 1, 0);
             }
-            let behind = client.get(e).is_some_and(|held| held.codes[..] != *codes);
-            if behind {
-                let from = *since[i].get_or_insert(tick);
+            if held.codes[..] == *codes {
+                last_true[i] = tick;
+            } else {
+                let since = last_true[i].max(held.tick.0);
                 self.stats
                     .staleness_ms
-                    .record(f64::from(tick - from) * ms_per_tick);
-            } else {
-                since[i] = None;
+                    .record(f64::from(tick.saturating_sub(since)) * ms_per_tick);
             }
         }
     }

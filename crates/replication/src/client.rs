@@ -1,15 +1,17 @@
 //! The client side: decode snapshots against the views it holds, and show the newest
 //! view (the registry), with spawn and despawn events.
 //!
-//! The registry is the newest decoded view, not the newest state seen of each entity: the
-//! server tracks exactly the views, so what the client shows is always what the server
-//! thinks it shows, and an entity that changed and changed back while a snapshot was on
-//! the way cannot stay wrong.
+//! What the client shows follows one rule the server relies on: after a snapshot, an
+//! entity it lists shows the listed state; any other shows what it showed before if that
+//! came in a snapshot newer than this one's baseline, else the baseline's state. The
+//! server knows the baseline and what it sent since, so it knows what the client may
+//! show, and sends again whatever may be wrong: an entity that changed and changed back
+//! while a snapshot was on the way cannot stay wrong.
 
 use crate::error::ReplicationError;
 use crate::field;
 use crate::schema::{Kind, KindId, Schema};
-use crate::snapshot::{self, Change, Limits};
+use crate::snapshot::{self, Change, Decoded, Limits};
 use crate::state::StateReader;
 use crate::view::View;
 use lagless_core::Tick;
@@ -103,6 +105,8 @@ pub struct ReplicationClient {
     /// The newest view decoded: what the registry shows (kept apart from `views`, which
     /// [`ReplicationClient::forget_baselines`] may clear).
     shown: View,
+    /// Entities a snapshot despawned, by its tick, while the baseline may still hold them.
+    gone: BTreeMap<u32, Tick>,
     newest: Option<Tick>,
     entities: BTreeMap<u32, ClientEntity>,
     events: VecDeque<EntityEvent>,
@@ -117,6 +121,7 @@ impl ReplicationClient {
             config,
             views: VecDeque::new(),
             shown: View::new(),
+            gone: BTreeMap::new(),
             newest: None,
             entities: BTreeMap::new(),
             events: VecDeque::new(),
@@ -178,7 +183,9 @@ impl ReplicationClient {
         };
         self.stats.decoded += 1;
         // What the client shows is the newest view, exactly as the server tracks it.
-        let previous = std::mem::replace(&mut self.shown, decoded.view.clone());
+        let shown = self.show(&decoded, tick);
+        let previous = std::mem::replace(&mut self.shown, shown);
+        let shown = self.shown.clone();
         let replaced: Vec<u32> = decoded
             .changes
             .iter()
@@ -188,7 +195,7 @@ impl ReplicationClient {
         let schema = Arc::clone(&self.schema);
         let mut updated = Vec::new();
         let mut events = Vec::new();
-        previous.diff(&decoded.view, |id, old, new| {
+        previous.diff(&shown, |id, old, new| {
             let Some(new) = new else {
                 self.entities.remove(&id);
                 events.push(EntityEvent::Despawned(id));
@@ -237,6 +244,57 @@ impl ReplicationClient {
             baseline: decoded.baseline,
             updated,
         }))
+    }
+
+    /// What the client shows after snapshot `tick`: what it lists; for the rest, the
+    /// state shown before if it came in a snapshot newer than this one's baseline (that
+    /// snapshot arrived, the server just had not heard of it yet), else the baseline's.
+    /// The server assumes exactly this when it decides what to send.
+    fn show(&mut self, decoded: &Decoded, tick: Tick) -> View {
+        let mut shown = self.shown.clone();
+        for &(id, change) in &decoded.changes {
+            if change == Change::Despawned {
+                shown.set(id, None);
+                self.gone.insert(id, tick);
+            } else {
+                shown.set(id, decoded.view.get(id).cloned());
+                self.gone.remove(&id);
+            }
+        }
+        if let Some(b) = decoded.baseline {
+            let listed = |id: u32| {
+                decoded
+                    .changes
+                    .binary_search_by_key(&id, |(i, _)| *i)
+                    .is_ok()
+            };
+            let gone = &self.gone;
+            let mut fixes = Vec::new();
+            self.shown.diff(&decoded.view, |id, old, new| {
+                let newer = match old {
+                    Some(o) => o.tick > b,
+                    None => gone.get(&id).is_some_and(|t| *t > b),
+                };
+                if !listed(id) && !newer {
+                    fixes.push((id, new.cloned()));
+                }
+            });
+            for (id, entry) in fixes {
+                shown.set(id, entry);
+            }
+            self.gone.retain(|_, t| *t > b);
+        }
+        if let Some(members) = &decoded.members {
+            let strays: Vec<u32> = shown
+                .iter()
+                .map(|(id, _)| id)
+                .filter(|id| members.binary_search(id).is_err())
+                .collect();
+            for id in strays {
+                shown.set(id, None);
+            }
+        }
+        shown
     }
 
     fn event(&mut self, e: EntityEvent) {

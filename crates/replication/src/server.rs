@@ -129,8 +129,14 @@ struct ClientState {
     focus: Option<[f32; 3]>,
     budget: BudgetController,
     limited: bool,
+    /// The server no longer knows what the client shows (every snapshot in flight went
+    /// unacknowledged): send the member list until an acknowledgement comes.
+    lost_track: bool,
     /// Entities that may differ from what the client holds.
     pending: Pending,
+    /// Per entity, what was sent since the acknowledged view, oldest first: the tick, and
+    /// the generation and codes (`None`: a despawn).
+    sent: Vec<Vec<SentState>>,
     /// Encodes left before every entity is looked at again (with a game's relevance).
     scan_countdown: u32,
     stats: ClientReplicationStats,
@@ -139,6 +145,9 @@ struct ClientState {
 /// With a game's relevance rule, every entity is looked at again this often (encodes):
 /// its relevance may change while the entity does not.
 const RESCAN_EVERY: u32 = 16;
+
+/// One entity's state as a snapshot sent it: tick, generation, codes (`None`: despawned).
+type SentState = (Tick, u32, Option<Arc<[i32]>>);
 
 /// A set of entity ids: flags by id, and the list of those set.
 #[derive(Default)]
@@ -202,9 +211,6 @@ struct Candidate {
     id: u32,
     change: Change,
     priority: f32,
-    /// The newest snapshot in flight already carries a newer state than the baseline:
-    /// leaving it out now would take the client back to the baseline's.
-    committed: bool,
 }
 
 impl ReplicationServer {
@@ -381,7 +387,9 @@ impl ReplicationServer {
             focus: None,
             budget,
             limited: false,
+            lost_track: false,
             pending: Pending::default(),
+            sent: Vec::new(),
             scan_countdown: 1,
             stats: ClientReplicationStats::default(),
         });
@@ -461,6 +469,7 @@ impl ReplicationServer {
                     None => f.view.iter().for_each(|(id, _)| pending.mark(id)),
                 }
                 c.acked = Some(f);
+                c.lost_track = false;
                 break;
             }
             c.budget.on_outcome(false);
@@ -495,6 +504,8 @@ impl ReplicationServer {
             // against what it acknowledged (or has been gone that long). Start over.
             c.in_flight.clear();
             c.acked = None;
+            c.lost_track = true;
+            c.sent.clear();
             c.stats.resyncs += 1;
             for (i, e) in entities.iter().enumerate() {
                 if e.is_some() {
@@ -544,7 +555,6 @@ impl ReplicationServer {
                 }
             }
         }
-        let newest = c.in_flight.back().map(|f| &f.view);
         let mut candidates = Vec::new();
         let mut forced = Vec::new();
         let mut keep = Vec::new();
@@ -554,11 +564,24 @@ impl ReplicationServer {
                 *flag = false;
             }
             let held = base.get(id);
+            // What the client shows of it: the newest state sent since the baseline if
+            // that snapshot arrived, else the baseline's. Until an acknowledgement says
+            // which, assume the newest sent arrived; it is looked at again then.
+            let sent = c.sent.get_mut(i).map(|s| {
+                s.retain(|(t, ..)| base_tick.is_none_or(|b| *t > b));
+                s.last()
+            });
+            let in_flight = sent.flatten().cloned();
+            let shown: Option<(u32, &[i32])> = match &in_flight {
+                Some((_, g, codes)) => codes.as_deref().map(|c| (*g, c)),
+                None => held.map(|b| (b.generation, &b.codes[..])),
+            };
             let Some(e) = entities.get(i).and_then(Option::as_ref) else {
-                // Gone: tell the client if it may hold it (the baseline's, or the newest
-                // snapshot in flight's, which may have spawned one the baseline lacks).
-                if held.is_some() || newest.is_some_and(|v| v.get(id).is_some()) {
+                // Gone: tell the client if it may show it.
+                if shown.is_some() {
                     forced.push((id, Change::Despawned));
+                }
+                if shown.is_some() || in_flight.is_some() {
                     keep.push(id);
                 }
                 continue;
@@ -566,21 +589,27 @@ impl ReplicationServer {
             let weight = relevant(id, e);
             // NaN counts as irrelevant too.
             if weight.is_nan() || weight <= 0.0 {
-                if held.is_some() {
+                if shown.is_some() {
                     forced.push((id, Change::Despawned));
+                }
+                if shown.is_some() || in_flight.is_some() {
                     keep.push(id);
                 }
                 c.priority[i] = 0.0;
                 continue;
             }
+            let current = shown.is_some_and(|(g, codes)| g == e.generation && *codes == e.codes[..]);
+            if in_flight.is_some() || !current {
+                keep.push(id);
+            }
+            if current {
+                c.priority[i] = 0.0;
+                continue;
+            }
             let (change, moved) = match held {
                 Some(b) if b.generation == e.generation => {
-                    // Versions differ for codes that changed and changed back.
-                    if b.version == e.version || b.codes == e.codes {
-                        c.priority[i] = 0.0;
-                        continue;
-                    }
-                    let moved = match (position_in(&schema, b.kind, &b.codes), e.position) {
+                    let from = shown.map_or(&b.codes[..], |(_, codes)| codes);
+                    let moved = match (position_in(&schema, b.kind, from), e.position) {
                         (Some(a), Some(p)) => {
                             (0..3).map(|k| (a[k] - p[k]).powi(2)).sum::<f32>().sqrt()
                         }
@@ -591,19 +620,12 @@ impl ReplicationServer {
                 Some(_) => (Change::Replaced, 1.0),
                 None => (Change::Spawned, 1.0),
             };
-            keep.push(id);
             let kind_weight = schema.get(e.kind).map_or(1.0, |k| k.priority_weight());
             c.priority[i] += kind_weight * weight * (1.0 + moved) * elapsed;
-            let committed = match (held, newest.and_then(|v| v.get(id))) {
-                (Some(b), Some(n)) => n.version != b.version || n.generation != b.generation,
-                (None, Some(_)) => true,
-                _ => false,
-            };
             candidates.push(Candidate {
                 id,
                 change,
                 priority: c.priority[i],
-                committed,
             });
         }
         for id in keep {
@@ -616,12 +638,7 @@ impl ReplicationServer {
         let cap = budget_bits.map_or(limit_bits, |b| b.min(limit_bits));
         let n_candidates = candidates.len();
         if budget_bits.is_some() {
-            // What the client may already show goes first; then by priority.
-            candidates.sort_unstable_by(|a, b| {
-                b.committed
-                    .cmp(&a.committed)
-                    .then(b.priority.total_cmp(&a.priority))
-            });
+            candidates.sort_unstable_by(|a, b| b.priority.total_cmp(&a.priority));
         }
         let payload = |cache: &mut HashMap<(u32, u64, u64, u32), BitWriter>,
                        id: u32,
@@ -695,7 +712,18 @@ impl ReplicationServer {
         // Write it, and the view the client holds once it decodes it.
         let mut w = BitWriter::with_capacity(used / 8 + 16);
         let age = base_tick.map_or(0, |b| tick.0.wrapping_sub(b.0));
-        snapshot::write_header(&mut w, age, chosen.len());
+        let members: Option<Vec<u32>> = (c.lost_track && base_tick.is_none()).then(|| {
+            entities
+                .iter()
+                .enumerate()
+                .filter(|(i, e)| {
+                    e.as_ref()
+                        .is_some_and(|e| relevant(*i as u32, e) > 0.0)
+                })
+                .map(|(i, _)| i as u32)
+                .collect()
+        });
+        snapshot::write_header(&mut w, age, members.as_deref(), chosen.len());
         let mut view = base.clone();
         let mut next = 0u32;
         for (id, change, body, _) in &chosen {
@@ -715,14 +743,21 @@ impl ReplicationServer {
                     tick,
                     codes: Arc::clone(&e.codes),
                 });
-            view.set(
-                *id,
-                if *change == Change::Despawned {
-                    None
-                } else {
-                    entry
-                },
-            );
+            let entry = if *change == Change::Despawned {
+                None
+            } else {
+                entry
+            };
+            let i = *id as usize;
+            if c.sent.len() <= i {
+                c.sent.resize_with(i + 1, Vec::new);
+            }
+            c.sent[i].push((
+                tick,
+                entry.as_ref().map_or(0, |e| e.generation),
+                entry.as_ref().map(|e| Arc::clone(&e.codes)),
+            ));
+            view.set(*id, entry);
         }
         c.in_flight.push_back(InFlight {
             tick,

@@ -2,6 +2,10 @@
 //!
 //! ```text
 //! base_age               var; 0: no baseline (against an empty view), else tick - baseline
+//! [members]              only without a baseline: 1 bit, then if set a var count and the
+//!                        ids (gaps) of every entity the client should show: sent after
+//!                        the server lost track of the client, so entities that went
+//!                        meanwhile do not linger
 //! count                  var; entries that follow, ids ascending
 //! entry { id_gap op .. } id_gap: var, id - previous id - 1 (the first: the id)
 //!   op 0                 update: the entity's delta against the baseline's (field.rs)
@@ -54,9 +58,25 @@ impl Default for Limits {
     }
 }
 
-/// The header of a snapshot.
-pub(crate) fn write_header(w: &mut BitWriter, base_age: u32, count: usize) {
+/// The header of a snapshot; `members` only without a baseline (`base_age` 0).
+pub(crate) fn write_header(
+    w: &mut BitWriter,
+    base_age: u32,
+    members: Option<&[u32]>,
+    count: usize,
+) {
     w.write_var_u32(base_age);
+    if base_age == 0 {
+        w.write_bool(members.is_some());
+        if let Some(ids) = members {
+            w.write_var_u32(ids.len() as u32);
+            let mut next = 0u32;
+            for &id in ids {
+                w.write_var_u32(id - next);
+                next = id + 1;
+            }
+        }
+    }
     w.write_var_u32(count as u32);
 }
 
@@ -102,6 +122,8 @@ pub struct Decoded {
     pub view: View,
     /// What it changed, by id ascending.
     pub changes: Vec<(u32, Change)>,
+    /// Every entity the client should show, when the server lost track of the client.
+    pub members: Option<Vec<u32>>,
 }
 
 /// Decodes a snapshot of `tick`; `base` finds the view of a baseline tick.
@@ -115,7 +137,22 @@ pub(crate) fn decode<'v>(
 ) -> Result<Decoded, ReplicationError> {
     let mut r = BitReader::new(bytes);
     let age = r.read_var_u32()?;
+    let mut members = None;
     let (baseline, mut view) = if age == 0 {
+        if r.read_bool()? {
+            let n = read_count(&mut r, limits)?;
+            let mut ids = Vec::with_capacity(n.min(4096));
+            let mut next: u64 = 0;
+            for _ in 0..n {
+                let id = next + u64::from(r.read_var_u32()?);
+                if id > u64::from(limits.max_id) {
+                    return Err(ReplicationError::IdOutOfRange(id));
+                }
+                ids.push(id as u32);
+                next = id + 1;
+            }
+            members = Some(ids);
+        }
         (None, View::new())
     } else {
         let at = Tick(tick.0.checked_sub(age).ok_or(WireError::Invalid {
@@ -146,13 +183,9 @@ pub(crate) fn decode<'v>(
                 age: tick.0.wrapping_sub(from.tick.0),
                 tick_hz,
             };
+            // An update may equal the baseline: the client showed a newer state that the
+            // entity has since gone back from.
             let codes = field::read_entity(&mut r, kind, &from.codes, motion)?;
-            if codes[..] == from.codes[..] {
-                return Err(WireError::Invalid {
-                    what: "unchanged entity sent",
-                }
-                .into());
-            }
             view.set(
                 id,
                 Some(Entry {
@@ -202,5 +235,6 @@ pub(crate) fn decode<'v>(
         baseline,
         view,
         changes,
+        members,
     })
 }

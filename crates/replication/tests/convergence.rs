@@ -304,3 +304,29 @@ fn a_state_that_changes_and_changes_back_is_not_sent() {
         .receive(Tick(2), &s.bytes)
         .expect("an empty snapshot decodes");
 }
+
+/// An update goes once; it is sent again only if the acknowledgements show the client
+/// did not get it, or the entity changed again.
+#[test]
+fn an_update_in_flight_is_not_resent() {
+    let mut server = ReplicationServer::new(schema(), ServerConfig::default());
+    let mut client = ReplicationClient::new(schema(), ClientConfig::default());
+    let id = server.spawn(0, |w| write_body(w, 0.0, 0)).expect("spawn");
+    server.add_client(1);
+    let s = server.encode(1, Tick(1), Duration::ZERO).expect("encode");
+    client.receive(Tick(1), &s.bytes).expect("decode");
+    server.acknowledge(1, Tick(1), Duration::ZERO);
+    server.update(id, |w| write_body(w, 1.0, 0)).expect("update");
+    let sent = server.encode(1, Tick(2), Duration::ZERO).expect("encode");
+    assert_eq!(sent.entries, 1);
+    let again = server.encode(1, Tick(3), Duration::ZERO).expect("encode");
+    assert_eq!(again.entries, 0, "in flight: not sent again");
+    // Snapshot 2 is lost; 3 arrives and is acknowledged: the update is missing, so it
+    // goes again, and the client ends up with it.
+    client.receive(Tick(3), &again.bytes).expect("decode");
+    server.acknowledge(1, Tick(3), Duration::ZERO);
+    let resent = server.encode(1, Tick(4), Duration::ZERO).expect("encode");
+    assert_eq!(resent.entries, 1);
+    client.receive(Tick(4), &resent.bytes).expect("decode");
+    assert_converged(&server, &client);
+}

@@ -99,7 +99,7 @@ pub fn bench_snapshot(
             });
             timed(4, &mut || {
                 let _ = client.receive(tick, &bytes);
-                replicate::snapshot(&client, cubes).cubes.len()
+                replicate::snapshot(&client, cubes, tick).cubes.len()
             });
         }
     }

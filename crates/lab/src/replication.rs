@@ -360,7 +360,7 @@ impl SnapshotReceiver {
                 match self.layer.receive(snap.tick, &snap.payload) {
                     Ok(Some(applied)) => {
                         session.acknowledge_snapshot(applied.tick);
-                        let plain = replicate::snapshot(&self.layer, self.cubes);
+                        let plain = replicate::snapshot(&self.layer, self.cubes, applied.tick);
                         self.stats.decode_us.push(timer.ms() * 1000.0);
                         Some(plain)
                     }

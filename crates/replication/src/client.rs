@@ -335,6 +335,28 @@ impl ReplicationClient {
         self.schema.get(kind)
     }
 
+    /// Entity `id`'s state carried forward to `tick` by dead reckoning: every position with
+    /// a declared velocity moves by it over the time since the state's own tick, at most
+    /// `max_secs`. For an entity the budget has held back, this is a better guess of where
+    /// it is than the state itself; a fresh or resting one is unchanged.
+    pub fn values_at(&self, id: u32, tick: Tick, max_secs: f32) -> Option<Vec<f32>> {
+        let e = self.entities.get(&id)?;
+        let kind = self.schema.get(e.kind)?;
+        let mut values = e.values.clone();
+        let hz = self.config.tick_hz.max(1) as f32;
+        let dt = (tick.0.saturating_sub(e.tick.0) as f32 / hz).clamp(0.0, max_secs.max(0.0));
+        if dt > 0.0 {
+            for f in kind.fields() {
+                if let Some(v) = f.velocity.map(|v| &kind.fields()[v]) {
+                    for k in 0..f.ty.width() {
+                        values[f.offset + k] += values[v.offset + k] * dt;
+                    }
+                }
+            }
+        }
+        Some(values)
+    }
+
     /// A typed reader over entity `id`'s state.
     pub fn reader(&self, id: u32) -> Option<StateReader<'_>> {
         let e = self.entities.get(&id)?;

@@ -59,6 +59,9 @@ pub struct ServerConfig {
     pub max_snapshot_bytes: usize,
     /// Distance at which the default relevance halves, in the position field's units.
     pub relevance_distance: f32,
+    /// Bytes each packet costs on the link beyond the snapshot payload (the session's
+    /// header and UDP/IP's), taken off the budget so the budget is what the link carries.
+    pub packet_overhead_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -71,6 +74,7 @@ impl Default for ServerConfig {
             limits: Limits::default(),
             max_snapshot_bytes: 60 * 1024,
             relevance_distance: 10.0,
+            packet_overhead_bytes: 60,
         }
     }
 }
@@ -598,7 +602,8 @@ impl ReplicationServer {
                 c.priority[i] = 0.0;
                 continue;
             }
-            let current = shown.is_some_and(|(g, codes)| g == e.generation && *codes == e.codes[..]);
+            let current =
+                shown.is_some_and(|(g, codes)| g == e.generation && *codes == e.codes[..]);
             if in_flight.is_some() || !current {
                 keep.push(id);
             }
@@ -635,7 +640,12 @@ impl ReplicationServer {
         // The budget.
         let limit_bits = config.max_snapshot_bytes.saturating_mul(8);
         let budget_bits = c.budget.bits_per_snapshot(config.snapshot_hz);
-        let cap = budget_bits.map_or(limit_bits, |b| b.min(limit_bits));
+        // One packet's overhead per snapshot; a budget too small for more sends one
+        // snapshot's worth anyway, so nothing starves outright.
+        let overhead = config.packet_overhead_bytes * 8;
+        let cap = budget_bits.map_or(limit_bits, |b| {
+            b.saturating_sub(overhead).max(256).min(limit_bits)
+        });
         let n_candidates = candidates.len();
         if budget_bits.is_some() {
             candidates.sort_unstable_by(|a, b| b.priority.total_cmp(&a.priority));
@@ -677,15 +687,25 @@ impl ReplicationServer {
             .map(|(id, ch)| (id, ch, None, 0))
             .collect();
         let mut deferred = 0usize;
-        for cand in &candidates {
+        // Once a few in a row do not fit, the rest wait without being encoded: with a
+        // crowded world that is most of them, and encoding them would cost more than
+        // everything else a snapshot takes.
+        let mut misses = 0;
+        for (k, cand) in candidates.iter().enumerate() {
+            if misses >= MAX_MISSES || used + ENTRY_GUESS + 8 > cap {
+                deferred += candidates.len() - k;
+                break;
+            }
             let Some(body) = payload(cache, cand.id, cand.change) else {
                 continue;
             };
             let cost = body.bit_len() + ENTRY_GUESS;
             if used + cost > cap {
                 deferred += 1;
+                misses += 1;
                 continue;
             }
+            misses = 0;
             used += cost;
             chosen.push((cand.id, cand.change, Some(body), chosen.len() + 1));
         }
@@ -716,10 +736,7 @@ impl ReplicationServer {
             entities
                 .iter()
                 .enumerate()
-                .filter(|(i, e)| {
-                    e.as_ref()
-                        .is_some_and(|e| relevant(*i as u32, e) > 0.0)
-                })
+                .filter(|(i, e)| e.as_ref().is_some_and(|e| relevant(*i as u32, e) > 0.0))
                 .map(|(i, _)| i as u32)
                 .collect()
         });
@@ -786,6 +803,9 @@ impl ReplicationServer {
         })
     }
 }
+
+/// Candidates in a row that may not fit before the rest of a snapshot's wait unencoded.
+const MAX_MISSES: usize = 8;
 
 /// Bits an entry's id gap and operation are guessed to take before the order is known
 /// (a gap of up to 278 and a two-bit operation).

@@ -316,7 +316,9 @@ fn an_update_in_flight_is_not_resent() {
     let s = server.encode(1, Tick(1), Duration::ZERO).expect("encode");
     client.receive(Tick(1), &s.bytes).expect("decode");
     server.acknowledge(1, Tick(1), Duration::ZERO);
-    server.update(id, |w| write_body(w, 1.0, 0)).expect("update");
+    server
+        .update(id, |w| write_body(w, 1.0, 0))
+        .expect("update");
     let sent = server.encode(1, Tick(2), Duration::ZERO).expect("encode");
     assert_eq!(sent.entries, 1);
     let again = server.encode(1, Tick(3), Duration::ZERO).expect("encode");

@@ -528,7 +528,9 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         };
         self.stats.frames += 1;
         if let Some(newest) = self.newest {
-            self.stats.delay_sum_secs += (f64::from(newest.0) - pos) * self.period;
+            // A frame past the newest snapshot is an extrapolation (an underrun), not a
+            // negative delay: a stall would otherwise drive the mean below zero.
+            self.stats.delay_sum_secs += ((f64::from(newest.0) - pos) * self.period).max(0.0);
         }
         Some(Sampled {
             value,
@@ -714,6 +716,19 @@ mod tests {
             let at = MS * (k * 10) + latency;
             b.push(Tick(k), at, f64::from(k)).unwrap();
         }
+    }
+
+    #[test]
+    fn a_stall_never_makes_the_delay_negative() {
+        let mut b = buffer(DelayPolicy::CLASSIC);
+        feed(&mut b, 0..40, MS * 30);
+        // Three seconds with no snapshot: every frame past the newest is extrapolated.
+        for t in 0..300u32 {
+            b.sample_at(MS * (400 + t * 10));
+        }
+        let s = b.stats();
+        assert!(s.extrapolated + s.frames - s.interpolated > 200, "{s:?}");
+        assert!(s.mean_delay_secs().is_some_and(|d| d >= 0.0), "{s:?}");
     }
 
     #[test]

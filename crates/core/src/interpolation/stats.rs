@@ -53,8 +53,9 @@ pub struct InterpolationStats {
     /// would charge a longer delay for its start-up once more, per run rather than per
     /// second.
     pub filling: u64,
-    /// Sum over answered samples of the delay behind the newest snapshot, seconds
-    /// (negative while extrapolating).
+    /// Sum over answered samples of the delay behind the newest snapshot, seconds (0 for
+    /// a sample past the newest: an extrapolation is counted as an underrun, not as a
+    /// negative delay).
     pub delay_sum_secs: f64,
     /// Local time between consecutive answered samples, summed: the playback time over
     /// which [`warp_secs`](Self::warp_secs) accrued, seconds.
@@ -147,7 +148,6 @@ impl InterpolationStats {
             shifts_worse: n(self.shifts_worse, earlier.shifts_worse),
             shifts_better: n(self.shifts_better, earlier.shifts_better),
             filling: n(self.filling, earlier.filling),
-            // The delay goes negative while extrapolating, so its sum may fall: no floor.
             delay_sum_secs: self.delay_sum_secs - earlier.delay_sum_secs,
             played_secs: x(self.played_secs, earlier.played_secs),
             warp_secs: x(self.warp_secs, earlier.warp_secs),

@@ -7,6 +7,7 @@ use super::quantize::StateQuantization;
 use super::snapshot::{CubePose, CubeSnapshot};
 use super::{BodyState, CubeScene, PlayerId};
 use glam::{Quat, Vec3};
+use lagless_core::Tick;
 use lagless_replication::{
     Kind, KindId, ReplicationClient, ReplicationError, ReplicationServer, Schema, StateReader,
     StateWriter,
@@ -110,9 +111,15 @@ fn put(
     }
 }
 
-/// The scene as the client knows it: every player and the `cubes` cubes. A cube not yet
-/// received has a NaN position, asleep, so nothing mistakes it for one at the origin.
-pub fn snapshot(client: &ReplicationClient, cubes: usize) -> CubeSnapshot {
+/// How far a body whose newest state is older than the snapshot is carried forward by its
+/// velocity, s ([`ReplicationClient::values_at`]): beyond a quarter second a guess
+/// ignores too much (floors, collisions) to beat holding still.
+pub const MAX_DEAD_RECKONING_SECS: f32 = 0.25;
+
+/// The scene as the client knows it at `tick`: every player and the `cubes` cubes, bodies
+/// the budget held back carried forward by their velocity. A cube not yet received has a
+/// NaN position, asleep, so nothing mistakes it for one at the origin.
+pub fn snapshot(client: &ReplicationClient, cubes: usize, tick: Tick) -> CubeSnapshot {
     let mut out = CubeSnapshot {
         players: Vec::new(),
         cubes: vec![
@@ -127,10 +134,13 @@ pub fn snapshot(client: &ReplicationClient, cubes: usize) -> CubeSnapshot {
         ],
     };
     for (id, e) in client.entities() {
-        let Some(kind) = client.kind(e.kind) else {
+        let (Some(kind), Some(values)) = (
+            client.kind(e.kind),
+            client.values_at(id, tick, MAX_DEAD_RECKONING_SECS),
+        ) else {
             continue;
         };
-        let mut r = StateReader::new(kind, &e.values);
+        let mut r = StateReader::new(kind, &values);
         match e.kind {
             PLAYER if id as usize >= cubes => {
                 out.players.push((id - cubes as u32, read_body(&mut r)));
@@ -155,6 +165,7 @@ pub fn snapshot(client: &ReplicationClient, cubes: usize) -> CubeSnapshot {
 mod tests {
     use super::*;
     use crate::cubes::{CubeInput, CubeSceneConfig};
+    use lagless_core::Tick;
     use lagless_core::Tick;
     use lagless_replication::{ClientConfig, ServerConfig};
     use std::time::Duration;
@@ -187,7 +198,7 @@ mod tests {
             client.receive(Tick(t), &s.bytes).unwrap();
             server.acknowledge(1, Tick(t), Duration::ZERO);
         }
-        let seen = snapshot(&client, scene.cube_count());
+        let seen = snapshot(&client, scene.cube_count(), Tick(119));
         let truth = CubeSnapshot::capture(&scene);
         // Players are snapped by the scene: the client has them exactly.
         assert_eq!(seen.players, truth.players);

@@ -263,7 +263,9 @@ impl<I: Input> ClientSession<I> {
             }
         };
         let tick = Tick(frag.tick);
-        if !self.tick_is_plausible(now, tick) {
+        // A server never gets there; a clock started from such a stamp would run into the
+        // end of the tick range (see `Tick::LAST`).
+        if tick > Tick::LAST || !self.tick_is_plausible(now, tick) {
             self.stats.packets_rejected += 1;
             self.stats.implausible_ticks += 1;
             return Err(ProtocolError::TickOutOfRange);
@@ -444,7 +446,7 @@ impl<I: Input> ClientSession<I> {
         match self.sync.adjust(now, projected, &self.rtt) {
             ClockAdjust::Wait => {}
             ClockAdjust::Jump(target) => {
-                let tick = Tick(target.floor().max(0.0) as u32);
+                let tick = Tick::from_position(target);
                 // Never move backwards: ticks already produced keep their inputs.
                 if !self.started || tick > self.timestep.next_tick() {
                     self.timestep.reset(tick, target.fract());
@@ -461,7 +463,7 @@ impl<I: Input> ClientSession<I> {
             ClockAdjust::Run(_) => {
                 // First synchronisation: start exactly at the target.
                 if let Some(target) = self.sync.target_position(now, &self.rtt) {
-                    let tick = Tick(target.floor().max(0.0) as u32);
+                    let tick = Tick::from_position(target);
                     self.timestep.reset(tick, target.fract());
                     self.send_floor = tick;
                     self.started = true;
@@ -473,7 +475,8 @@ impl<I: Input> ClientSession<I> {
     /// The next tick to produce, if one is due. The game samples input for it and passes
     /// it to [`ClientSession::set_input`].
     pub fn next_tick(&mut self) -> Option<Tick> {
-        if !self.started {
+        // The clock stops at the end of the tick range rather than saturate there.
+        if !self.started || self.timestep.next_tick() > Tick::LAST {
             return None;
         }
         self.timestep.pop_tick()
@@ -537,12 +540,12 @@ impl<I: Input> ClientSession<I> {
                 .max(self.inputs.floor())
                 .max(self.send_floor)
                 .min(newest);
-            let mut t = start;
-            while t <= newest {
-                // Defensive: every tick from send_floor on was produced, so none is missing.
-                inputs.push(self.inputs.get(t).copied().unwrap_or_default());
-                t = t.next();
-            }
+            // Defensive: every tick from send_floor on was produced, so none is missing.
+            inputs.extend(
+                start
+                    .through(newest)
+                    .map(|t| self.inputs.get(t).copied().unwrap_or_default()),
+            );
             self.sent_through = Some(newest);
         }
         let msg = InputMessage {

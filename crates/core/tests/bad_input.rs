@@ -358,16 +358,21 @@ fn a_far_off_tick_before_the_clock_exists_does_not_outlive_it() {
         f.encode(&mut w);
         w.into_bytes()
     };
-    c.handle_packet(Duration::ZERO, &no_echo(fragment(1, u32::MAX, 0, 1, 1)))
+    // (Beyond `Tick::LAST` nothing is taken in at all.)
+    assert_eq!(
+        c.handle_packet(Duration::ZERO, &no_echo(fragment(1, u32::MAX, 0, 1, 1))),
+        Err(ProtocolError::TickOutOfRange)
+    );
+    c.handle_packet(Duration::ZERO, &no_echo(fragment(1, Tick::LAST.0, 0, 1, 1)))
         .unwrap();
     for k in 0..4 {
         c.handle_packet(
             Duration::ZERO,
-            &no_echo(fragment(2 + k, u32::MAX - 1 - u32::from(k), 0, 2, 1)),
+            &no_echo(fragment(2 + k, Tick::LAST.0 - 1 - u32::from(k), 0, 2, 1)),
         )
         .unwrap();
     }
-    assert_eq!(c.poll_snapshot().map(|s| s.tick), Some(Tick(u32::MAX)));
+    assert_eq!(c.poll_snapshot().map(|s| s.tick), Some(Tick::LAST));
     h.run_until(Duration::from_secs(1), &mut |_, _| 1);
     assert_flowing(&mut h, Duration::from_secs(2));
     assert!(h.clients[0].session.newest_server_tick().unwrap().0 < 1000);
@@ -535,4 +540,39 @@ fn at_tick_zero_the_server_acknowledges_nothing_it_lacks() {
     let (_, bytes) = s.poll_transmit().unwrap();
     let ack = SnapshotFragment::decode(&bytes).unwrap().input_ack.unwrap();
     assert_eq!(Tick::from_wire(ack.acked_through, Tick(1)), Some(Tick(1)));
+}
+
+#[test]
+fn a_first_packet_at_the_end_of_the_tick_range_cannot_run_the_clock_there() {
+    // Issue 21's fuzz finding: a first packet stamped near u32::MAX set the clock there,
+    // it reached Tick(u32::MAX), and poll_transmit's loop over ticks never ended.
+    let mut c = ClientSession::<u8>::new(ClientConfig::default());
+    for (seq, tick) in [(1, u32::MAX), (2, u32::MAX - 3), (3, Tick::LAST.0 + 1)] {
+        assert_eq!(
+            c.handle_packet(Duration::ZERO, &fragment(seq, tick, 0, 1, 1)),
+            Err(ProtocolError::TickOutOfRange),
+            "{tick}"
+        );
+    }
+    // The last tick a session runs to is accepted; the clock stops there.
+    c.handle_packet(Duration::ZERO, &fragment(4, Tick::LAST.0 - 2, 0, 1, 1))
+        .unwrap();
+    let mut now = Duration::ZERO;
+    let mut produced = Vec::new();
+    for _ in 0..200 {
+        now += Duration::from_millis(16);
+        c.update(now);
+        while let Some(t) = c.next_tick() {
+            c.set_input(t, 1);
+            produced.push(t);
+        }
+        let mut packets = 0;
+        while c.poll_transmit(now).is_some() {
+            packets += 1;
+            assert!(packets < 4, "poll_transmit ran away");
+        }
+    }
+    assert!(produced.iter().all(|t| *t <= Tick::LAST), "{produced:?}");
+    assert_eq!(produced.last(), Some(&Tick::LAST));
+    assert!(c.current_tick() <= Tick::LAST.next());
 }

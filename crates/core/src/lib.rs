@@ -65,6 +65,7 @@ mod client;
 mod error;
 mod input;
 pub mod interpolation;
+pub mod lead;
 pub mod message;
 pub mod prediction;
 mod reassembly;

@@ -63,9 +63,10 @@ pub const TAIL_SAFETY: f64 = 0.5;
 /// Margin added per late tick (see [`AdaptiveLead::margin`]).
 pub const MARGIN_STEP: f64 = 0.25;
 
-/// The margin's range, in ticks: how far the starvation loop may move the lead from the
-/// window's tail, either way.
-const MIN_MARGIN: f64 = -2.0;
+/// The margin's range, in ticks: how far the starvation loop may move the lead beyond the
+/// window's tail. Never below it: on a link quieter than the target (a LAN) the tail is
+/// nearly free, and a loop that sought the target there would make a clean link starve.
+const MIN_MARGIN: f64 = 0.0;
 const MAX_MARGIN: f64 = 16.0;
 
 /// Reports the link-change test and the outlier bound look at (one value per report).
@@ -118,7 +119,7 @@ impl AdaptiveLead {
     /// link changed raise the margin, by a tick per four late, which then takes a minute
     /// to wear off); the margin corrects, over tens of seconds, what the tail gets wrong on
     /// a link whose late inputs come in spells (the past window has not seen the next
-    /// spell), or too safe on one that is quieter than its past.
+    /// spell).
     pub fn margin(&self) -> f64 {
         self.margin
     }

@@ -255,6 +255,8 @@ pub struct RunConfig {
     pub net: NetOverrides,
     /// Changes of network conditions during the run, in time order.
     pub link_changes: Vec<LinkChange>,
+    /// Outages of every client's link, per direction.
+    pub outages: Vec<crate::input_buffer::OutageSpec>,
     /// Simulated seconds.
     pub seconds: f64,
     /// Master seed: network fates and scripts derive from it.
@@ -304,6 +306,7 @@ impl Default for RunConfig {
             profile: "mobile".into(),
             net: NetOverrides::default(),
             link_changes: Vec::new(),
+            outages: Vec::new(),
             seconds: 30.0,
             seed: 1,
             clients: 1,

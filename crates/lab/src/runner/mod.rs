@@ -10,6 +10,7 @@ mod report;
 
 use crate::config::{RunConfig, ScriptChoice};
 use crate::cpu::CpuTimer;
+use crate::input_buffer::SyncProbe;
 use crate::metrics::Report;
 use crate::playback::{PolicyFigures, PolicyShadows};
 use crate::replication::SnapshotSender;
@@ -92,8 +93,21 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
     progress(config.seconds);
     let wall = wall_start.elapsed();
     let shadows = sim.shadow_figures();
-    let report = report::build(&sim, wall, &shadows);
+    let mut report = report::build(&sim, wall, &shadows);
+    sim.probe.fill(&mut report);
+    report.set(
+        "sync.lead_policy",
+        crate::metrics::Metric::Text(crate::input_buffer::lead_label(&config.client.sync.lead)),
+    );
     Ok(sim.outcome(report, wall, shadows))
+}
+
+/// When recovery is measured from: every link change and every outage's end.
+fn recovery_events(config: &RunConfig) -> Vec<Duration> {
+    let changes = config.link_changes.iter().map(|c| c.at);
+    changes
+        .chain(config.outages.iter().map(|o| o.outage.end()))
+        .collect()
 }
 
 /// Checks the settings, and finds the network profile.
@@ -148,6 +162,8 @@ struct Sim<'a> {
     /// Server CPU per tick.
     tick_ms: Vec<f64>,
     awake_max: usize,
+    /// Lead, input delay and recovery (`sync.*`, `input.*`).
+    probe: SyncProbe,
 }
 
 impl<'a> Sim<'a> {
@@ -185,11 +201,14 @@ impl<'a> Sim<'a> {
                     .ok_or_else(|| RunError::UnknownScript(name.clone()))?,
                 ScriptChoice::Custom(f) => f(script_seed),
             };
-            let link = Duplex::new(
+            let mut link = Duplex::new(
                 up_cfg.clone(),
                 down_cfg.clone(),
                 derive_seed(config.seed, u64::from(k)),
             )?;
+            for o in &config.outages {
+                link.add_outage(o.outage, o.direction);
+            }
             clients.push(ClientSim::new(
                 config,
                 (id, player),
@@ -217,6 +236,7 @@ impl<'a> Sim<'a> {
             auth,
             tick_ms: Vec::new(),
             awake_max: 0,
+            probe: SyncProbe::new(config.clients as usize, tick_hz, recovery_events(config)),
         })
     }
 
@@ -239,6 +259,15 @@ impl<'a> Sim<'a> {
                 })
                 .collect();
             self.scene.step(&inputs);
+            let fed: Vec<Option<bool>> = step
+                .inputs
+                .iter()
+                .map(|(id, input)| {
+                    let started = self.server.client_stats(*id)?.ticks_with_input > 0;
+                    (started || input.is_some()).then_some(input.is_some())
+                })
+                .collect();
+            self.probe.server_tick(now, step.tick, &fed);
             if self.server.snapshot_due() {
                 self.sender
                     .send(&self.scene, &mut self.server, &self.client_ids, now)
@@ -255,8 +284,13 @@ impl<'a> Sim<'a> {
                 self.clients[i].send_down(now, bytes);
             }
         }
-        for c in &mut self.clients {
+        for (i, c) in self.clients.iter_mut().enumerate() {
+            let before = c.session.current_tick();
             c.step(now, self.config, &self.auth);
+            let position = c.session.is_synced().then(|| c.session.position());
+            let ticks = (before, c.session.current_tick());
+            let rtt = c.session.rtt().smoothed();
+            self.probe.client_ticks(i, now, ticks, position, rtt);
         }
         Ok(())
     }

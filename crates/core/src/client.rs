@@ -149,6 +149,10 @@ pub struct ClientSession<I: Input> {
     stats: ClientStats,
 }
 
+/// A jump forward of at most this many ticks is made by producing the ticks between at
+/// once (a burst of simulation, as after a hitch); a longer one skips them.
+pub const FAST_FORWARD_TICKS: f64 = 64.0;
+
 /// Most ticks one slack report stands for.
 const MAX_TICKS_PER_REPORT: usize = 16;
 
@@ -525,6 +529,16 @@ impl<I: Input> ClientSession<I> {
         let projected = self.timestep.position() + self.rate.ticks_in(elapsed);
         match self.sync.adjust(now, projected, &self.rtt) {
             ClockAdjust::Wait => {}
+            ClockAdjust::Jump(target)
+                if self.started && target - projected <= FAST_FORWARD_TICKS =>
+            {
+                // Produce the ticks between at once rather than skip them: their inputs
+                // still go out, ahead of the server, and it never starves of them.
+                self.timestep.accumulate(elapsed);
+                let gap = target - self.timestep.position();
+                self.timestep.fast_forward(gap);
+                self.stats.clock_jumps += 1;
+            }
             ClockAdjust::Jump(target) => {
                 let tick = Tick::from_position(target);
                 // Never move backwards: ticks already produced keep their inputs.

@@ -168,7 +168,8 @@ impl AdaptiveLead {
     /// [`AdaptiveLead::add_need`] (which leaves the margin alone), with the report's
     /// `slack` (ticks): its worst tick's,
     /// negative when that tick's input came too late, which drives the margin (see
-    /// [`AdaptiveLead::margin`]).
+    /// [`AdaptiveLead::margin`]) when the lead it was sent with (`need + slack`) was at
+    /// least the lead now asked for, less half a tick.
     pub fn add_report(&mut self, need: f64, slack: f64, ticks: usize) {
         if !need.is_finite() || slack.is_nan() {
             return;
@@ -200,7 +201,11 @@ impl AdaptiveLead {
             self.outliers += self.pending.len() as u64;
             self.pending.clear();
         }
-        if self.needs.len() >= MIN_NEEDS && slack.is_finite() {
+        // Ticks late because the clock had not caught up with the lead asked for (it
+        // sent with less than it is asked for now, by over half a tick: at start, or
+        // while it dilates after a change) are the clock's, not the buffer's.
+        let converged = self.lead().is_some_and(|l| need + slack >= l - 0.5);
+        if converged && slack.is_finite() {
             self.margin = (self.margin + margin_step).clamp(MIN_MARGIN, MAX_MARGIN);
         }
         self.push(need, ticks);

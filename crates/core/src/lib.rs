@@ -79,8 +79,8 @@ mod timestep;
 
 pub use baseline::BaselineHistory;
 pub use client::{
-    ClientConfig, ClientSession, ClientStats, RESYNC_AFTER_PACKETS, ReceivedSnapshot,
-    TICK_TRUST_SECS,
+    ClientConfig, ClientSession, ClientStats, FAST_FORWARD_TICKS, RESYNC_AFTER_PACKETS,
+    ReceivedSnapshot, TICK_TRUST_SECS,
 };
 pub use error::ProtocolError;
 pub use input::Input;

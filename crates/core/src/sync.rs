@@ -79,8 +79,10 @@ pub struct SyncConfig {
     pub max_dilation: f64,
     /// Dilation per tick of error: how quickly small errors are corrected.
     pub gain: f64,
-    /// An error larger than this many ticks is corrected at once: forward by jumping,
-    /// backward by pausing the clock (ticks are never repeated).
+    /// An error larger than this many ticks is corrected at once: forward by jumping
+    /// (up to [`crate::FAST_FORWARD_TICKS`] by producing the ticks between at
+    /// once, further by skipping them), backward by pausing the clock (ticks are never
+    /// repeated).
     pub resync_ticks: f64,
     /// Weight of a new sample in the server-clock offset filter once warmed up.
     pub offset_smoothing: f64,
@@ -346,8 +348,10 @@ impl ClockSync {
                 jitter_factor,
             } => one_way + jitter_factor * deviation / 2.0 + buffer_ticks + self.correction,
             LeadPolicy::Adaptive { .. } => {
-                // Until the server's reports tell, a two-tick buffer on top of the RTT.
-                let open_loop = one_way + deviation / 2.0 + 2.0;
+                // Until the server's reports tell, a generous buffer on top of the RTT
+                // (four deviations and four ticks): catching up later costs starved
+                // ticks, coming down costs nothing.
+                let open_loop = one_way + 4.0 * deviation + 4.0;
                 let lead = self
                     .adaptive
                     .as_ref()

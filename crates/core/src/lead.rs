@@ -366,10 +366,27 @@ mod tests {
             a.add_report(3.0, 1.0, 1);
         }
         assert_eq!(a.margin(), MIN_MARGIN);
-        for _ in 0..100_000 {
-            a.add_report(3.0, -3.0, 4);
+        // Late by a tick with the clock in step (sent with the lead asked for): up it
+        // goes, never past its bound.
+        // (Seven in a row beyond all the earlier ones would be a changed link.)
+        let before = a.margin();
+        for _ in 0..5 {
+            let lead = a.lead().unwrap_or(3.0);
+            a.add_report(lead + 1.0, -1.0, 1);
         }
-        assert_eq!(a.margin(), MAX_MARGIN);
+        assert!(a.margin() >= before + 4.9 * MARGIN_STEP, "{}", a.margin());
+        for _ in 0..10_000 {
+            let lead = a.lead().unwrap_or(3.0);
+            a.add_report(lead + 1.0, -1.0, 1);
+            assert!(a.margin() <= MAX_MARGIN);
+        }
+        // Late because the clock lagged the lead asked for: not the buffer's doing.
+        let mut b = AdaptiveLead::new(0.005);
+        for _ in 0..1000 {
+            b.add_report(3.0, 1.0, 1);
+        }
+        b.add_report(3.0, -3.0, 4);
+        assert_eq!(b.margin(), MIN_MARGIN);
     }
 
     #[test]

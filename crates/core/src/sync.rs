@@ -426,9 +426,10 @@ mod tests {
         s.on_server_tick(Duration::from_secs(3), Tick(640), &r);
         let pos = s.server_position(Duration::from_secs(3)).unwrap();
         assert!((pos - (640.0 + 6.4)).abs() < 1e-6, "{pos}");
-        // Lead: 100 ms one way (6.4 ticks) + no jitter margin yet (one sample) + 2 buffer.
+        // Lead before any report (the adaptive policy's open loop): 100 ms one way (6.4
+        // ticks) + no jitter margin yet (one sample) + 4 ticks.
         let lead = s.lead_ticks(&r);
-        assert!((lead - (6.4 + 2.0)).abs() < 1e-6, "{lead}");
+        assert!((lead - (6.4 + 4.0)).abs() < 1e-6, "{lead}");
     }
 
     #[test]

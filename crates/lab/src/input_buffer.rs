@@ -58,8 +58,8 @@ pub fn lead_label(policy: &LeadPolicy) -> String {
         LeadPolicy::Adaptive { starvation } => format!("adaptive:{}%", starvation * 100.0),
         LeadPolicy::Fixed {
             buffer_ticks,
-            jitter_factor,
-        } if jitter_factor == 0.0 => format!("fixed:{buffer_ticks}"),
+            jitter_factor: 0.0,
+        } => format!("fixed:{buffer_ticks}"),
         LeadPolicy::Fixed {
             buffer_ticks,
             jitter_factor,
@@ -93,7 +93,7 @@ impl OutageSpec {
         }
         let secs = |s: &str| -> Result<Duration, String> {
             let v: f64 = s.parse().map_err(|_| bad("times are seconds"))?;
-            if !(v.is_finite() && v >= 0.0 && v <= 1e6) {
+            if !(0.0..=1e6).contains(&v) {
                 return Err(bad("times must be in 0..=1e6 s"));
             }
             Ok(Duration::from_secs_f64(v))

@@ -228,6 +228,9 @@ struct NetArgs {
     /// Mahimahi delivery trace for the server -> client direction.
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// Mahimahi delivery trace for the client -> server direction.
+    #[arg(long)]
+    trace_up: Option<PathBuf>,
     /// Queue limit in packets while waiting for trace opportunities.
     #[arg(long)]
     trace_queue: Option<usize>,
@@ -235,6 +238,7 @@ struct NetArgs {
     /// time order; the overrides above shape only the starting link). A change may
     /// override its profile's `delay-ms`, `jitter-ms`, `loss-pct`, `dup-pct` and
     /// `reorder-pct`: `120:snapshot-demo,loss-pct=0` is the same link without its losses.
+    /// `@up` or `@down` at the end changes one direction only (`60:mobile@down`).
     #[arg(long = "link-change", value_name = "SECONDS:PROFILE[,KEY=VALUE]", value_parser = LinkChange::parse)]
     link_changes: Vec<LinkChange>,
 }
@@ -243,6 +247,12 @@ impl NetArgs {
     /// The overrides, with the trace file read.
     fn overrides(&self) -> Result<NetOverrides, String> {
         let trace = match &self.trace {
+            Some(p) => {
+                Some(Trace::from_file(p).map_err(|e| format!("trace {}: {e}", p.display()))?)
+            }
+            None => None,
+        };
+        let trace_up = match &self.trace_up {
             Some(p) => {
                 Some(Trace::from_file(p).map_err(|e| format!("trace {}: {e}", p.display()))?)
             }
@@ -257,6 +267,7 @@ impl NetArgs {
             bandwidth_kbps: self.bandwidth_kbps,
             queue_bytes: self.queue_bytes,
             trace,
+            trace_up,
             trace_queue_packets: self.trace_queue,
         })
     }

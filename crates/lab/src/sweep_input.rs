@@ -194,7 +194,7 @@ fn replay_one(
     let mut now = Duration::ZERO;
     while now <= end {
         while let Some(c) = changes.next_if(|c| c.at <= now) {
-            link.reconfigure(c.link.clone(), c.link.clone())?;
+            c.apply_to(&mut link)?;
             phase += 1;
         }
         let counted = now >= warmup;

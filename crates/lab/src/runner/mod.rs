@@ -79,8 +79,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
     while now <= end {
         while let Some(change) = changes.next_if(|c| c.at <= now) {
             for c in &mut sim.clients {
-                c.link
-                    .reconfigure(change.link.clone(), change.link.clone())?;
+                change.apply_to(&mut c.link)?;
             }
         }
         sim.step(now)?;

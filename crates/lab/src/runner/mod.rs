@@ -286,10 +286,14 @@ impl<'a> Sim<'a> {
         for (i, c) in self.clients.iter_mut().enumerate() {
             let before = c.session.current_tick();
             c.step(now, self.config, &self.auth);
-            let position = c.session.is_synced().then(|| c.session.position());
-            let ticks = (before, c.session.current_tick());
-            let rtt = c.session.rtt().smoothed();
-            self.probe.client_ticks(i, now, ticks, position, rtt);
+            let s = &c.session;
+            let position = s.is_synced().then(|| s.position());
+            let tracking = position
+                .zip(s.server_position(now))
+                .map(|(p, server)| p - server - s.target_lead_ticks());
+            let ticks = (before, s.current_tick());
+            self.probe
+                .client_ticks(i, now, ticks, (position, s.rtt().smoothed(), tracking));
         }
         Ok(())
     }

@@ -84,6 +84,11 @@ pub struct SyncConfig {
     /// once, further by skipping them), backward by pausing the clock (ticks are never
     /// repeated).
     pub resync_ticks: f64,
+    /// A clock this many ticks or more behind its target (but within `resync_ticks`)
+    /// catches up at once too, by producing the ticks between in one burst (see
+    /// [`crate::FAST_FORWARD_TICKS`]): dilating by 10% would take ten times the gap,
+    /// starving the server all along. Infinite turns it off.
+    pub catch_up_ticks: f64,
     /// Weight of a new sample in the server-clock offset filter once warmed up.
     pub offset_smoothing: f64,
     /// Time constant, in seconds, of the lead correction driven by slack reports. Longer
@@ -110,6 +115,7 @@ impl Default for SyncConfig {
             max_dilation: 0.1,
             gain: 0.05,
             resync_ticks: 8.0,
+            catch_up_ticks: 2.0,
             offset_smoothing: 0.05,
             slack_time_constant: 2.0,
             max_correction_ticks: 64.0,
@@ -394,7 +400,7 @@ impl ClockSync {
             };
         }
         let error = target - position;
-        if error > self.config.resync_ticks {
+        if error > self.config.resync_ticks.min(self.config.catch_up_ticks) {
             ClockAdjust::Jump(target)
         } else if error < -self.config.resync_ticks {
             // Never run backwards (that would repeat ticks whose inputs were sent): stand still.

@@ -115,7 +115,7 @@ impl Default for SyncConfig {
             max_dilation: 0.1,
             gain: 0.05,
             resync_ticks: 8.0,
-            catch_up_ticks: 2.0,
+            catch_up_ticks: 4.0,
             offset_smoothing: 0.05,
             slack_time_constant: 2.0,
             max_correction_ticks: 64.0,

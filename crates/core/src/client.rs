@@ -73,6 +73,10 @@ pub struct ClientStats {
     /// each other and not with its estimate. The game should treat it like a reconnection:
     /// ticks restart from the server's.
     pub tick_resyncs: u64,
+    /// Server packets that arrived far later than packets on this link do (they sat in a
+    /// queue, as through an outage): their clock stamps and echoes were not used (see
+    /// [`crate::SyncConfig::stale_margin_secs`]).
+    pub stale_packets: u64,
 }
 
 /// How far, in seconds of server ticks, a packet's tick may lie from where the client
@@ -135,8 +139,26 @@ pub struct ClientSession<I: Input> {
     snapshots: VecDeque<ReceivedSnapshot>,
     send_seq: Seq16,
     last_ping: Option<Duration>,
+    /// Send stamp and lead (client position minus estimated server position, ticks) of
+    /// the last input messages, to turn the server's slack reports into needs.
+    sent_leads: VecDeque<(u32, f64)>,
+    /// The stamp of the last message a need was taken for.
+    echoed_lead: Option<u32>,
+    /// A server packet was lost since the last report used.
+    report_lost: bool,
     stats: ClientStats,
 }
+
+/// A jump forward of at most this many ticks is made by producing the ticks between at
+/// once (a burst of simulation, as after a hitch); a longer one skips them.
+pub const FAST_FORWARD_TICKS: f64 = 64.0;
+
+/// Most ticks one slack report stands for.
+const MAX_TICKS_PER_REPORT: usize = 16;
+
+/// Input messages whose lead is remembered: a few seconds' worth, longer than any RTT
+/// worth synchronising over.
+const SENT_LEADS: usize = 512;
 
 impl<I: Input> ClientSession<I> {
     /// A client that has heard nothing from the server yet.
@@ -168,6 +190,9 @@ impl<I: Input> ClientSession<I> {
             snapshots: VecDeque::new(),
             send_seq: Seq16(0),
             last_ping: None,
+            sent_leads: VecDeque::with_capacity(SENT_LEADS),
+            echoed_lead: None,
+            report_lost: false,
             stats: ClientStats::default(),
             config,
         }
@@ -182,7 +207,19 @@ impl<I: Input> ClientSession<I> {
     pub fn stats(&self) -> ClientStats {
         let mut s = self.stats.clone();
         s.snapshots_abandoned = self.reassembler.abandoned;
+        s.stale_packets = self.sync.stale_packets();
         s
+    }
+
+    /// The clock synchroniser: the server clock estimate and the lead policy's state.
+    pub fn clock_sync(&self) -> &ClockSync {
+        &self.sync
+    }
+
+    /// The client clock's fractional position (its current tick plus the fraction of the
+    /// next one accumulated).
+    pub fn position(&self) -> f64 {
+        self.timestep.position()
     }
 
     /// The RTT estimator (smoothed, deviation, min).
@@ -263,7 +300,9 @@ impl<I: Input> ClientSession<I> {
             }
         };
         let tick = Tick(frag.tick);
-        if !self.tick_is_plausible(now, tick) {
+        // A server never gets there; a clock started from such a stamp would run into the
+        // end of the tick range (see `Tick::LAST`).
+        if tick > Tick::LAST || !self.tick_is_plausible(now, tick) {
             self.stats.packets_rejected += 1;
             self.stats.implausible_ticks += 1;
             return Err(ProtocolError::TickOutOfRange);
@@ -272,9 +311,24 @@ impl<I: Input> ClientSession<I> {
         let newest_packet = self
             .newest_recv_seq
             .is_none_or(|s| frag.seq.is_newer_than(s) || s.diff(frag.seq) > 1024);
+        // A packet that sat in a queue (an outage) would drag the clock and the RTT back.
+        let fresh = self.sync.is_fresh(now, tick);
         if newest_packet {
+            // Packets lost just before this one may have carried a report.
+            let after_loss = self
+                .newest_recv_seq
+                .is_some_and(|s| frag.seq.is_newer_than(s) && frag.seq.diff(s) > 1);
+            if after_loss {
+                self.report_lost = true;
+            }
             self.newest_recv_seq = Some(frag.seq);
+            let mut new_echo = None;
             if let Some(echo) = frag.echo {
+                if self.last_echo != Some(echo.client_time_us) {
+                    new_echo = Some(echo.client_time_us);
+                }
+            }
+            if let Some(echo) = frag.echo.filter(|_| fresh) {
                 if self.last_echo != Some(echo.client_time_us) {
                     self.last_echo = Some(echo.client_time_us);
                     let now_us = now.as_micros() as u32;
@@ -309,12 +363,42 @@ impl<I: Input> ClientSession<I> {
                     let slack = f64::from(ack.input_slack) / 256.0;
                     self.sync.on_input_slack(now, slack, position, &self.rtt);
                 }
+                // The slack is that of the message whose stamp the server echoes: a new
+                // stamp is a new message's report, and the lead it was sent with tells
+                // what lead it needed.
+                // The report covers the messages since the one echoed before (one a tick):
+                // it stands for that many ticks, or a bunch of messages that arrived
+                // together behind a late one would count as one tick.
+                let sent_with = new_echo.and_then(|stamp| {
+                    let at = self.sent_leads.iter().rposition(|(t, _)| *t == stamp)?;
+                    let previous = self
+                        .echoed_lead
+                        .and_then(|p| self.sent_leads.iter().take(at).rposition(|(t, _)| *t == p));
+                    // If a report was lost since, its ticks are not all this one's: count
+                    // this one's worst once rather than make up the rest.
+                    let ticks = match (previous, self.report_lost) {
+                        (Some(p), false) => (at - p).clamp(1, MAX_TICKS_PER_REPORT),
+                        _ => 1,
+                    };
+                    Some((self.sent_leads[at].1, ticks, stamp))
+                });
+                if let Some((lead, ticks, stamp)) = sent_with {
+                    self.echoed_lead = Some(stamp);
+                    self.report_lost = false;
+                    let slack = f64::from(ack.input_slack) / 256.0;
+                    self.sync.on_need(lead - slack, slack, ticks);
+                }
+            }
+            if let Some(stamp) = new_echo {
+                self.last_echo = Some(stamp);
             }
         }
         if self.newest_server_tick.is_none_or(|n| tick > n) {
             self.newest_server_tick = Some(tick);
         }
-        self.sync.on_server_tick(now, tick, &self.rtt);
+        if fresh {
+            self.sync.on_server_tick(now, tick, &self.rtt);
+        }
         if self.clock_contradicts(now, self.newest_server_tick) {
             // A tick from before the clock existed, far ahead of it: the estimate just
             // formed from this packet is the better word, and everything keyed on the
@@ -422,6 +506,8 @@ impl<I: Input> ClientSession<I> {
         self.send_floor = Tick(0);
         self.snapshot_ack = None;
         self.contradictions = None;
+        self.sent_leads.clear();
+        self.echoed_lead = None;
         self.stats.tick_resyncs += 1;
     }
 
@@ -443,8 +529,18 @@ impl<I: Input> ClientSession<I> {
         let projected = self.timestep.position() + self.rate.ticks_in(elapsed);
         match self.sync.adjust(now, projected, &self.rtt) {
             ClockAdjust::Wait => {}
+            ClockAdjust::Jump(target)
+                if self.started && target - projected <= FAST_FORWARD_TICKS =>
+            {
+                // Produce the ticks between at once rather than skip them: their inputs
+                // still go out, ahead of the server, and it never starves of them.
+                self.timestep.accumulate(elapsed);
+                let gap = target - self.timestep.position();
+                self.timestep.fast_forward(gap);
+                self.stats.clock_jumps += 1;
+            }
             ClockAdjust::Jump(target) => {
-                let tick = Tick(target.floor().max(0.0) as u32);
+                let tick = Tick::from_position(target);
                 // Never move backwards: ticks already produced keep their inputs.
                 if !self.started || tick > self.timestep.next_tick() {
                     self.timestep.reset(tick, target.fract());
@@ -461,7 +557,7 @@ impl<I: Input> ClientSession<I> {
             ClockAdjust::Run(_) => {
                 // First synchronisation: start exactly at the target.
                 if let Some(target) = self.sync.target_position(now, &self.rtt) {
-                    let tick = Tick(target.floor().max(0.0) as u32);
+                    let tick = Tick::from_position(target);
                     self.timestep.reset(tick, target.fract());
                     self.send_floor = tick;
                     self.started = true;
@@ -473,7 +569,8 @@ impl<I: Input> ClientSession<I> {
     /// The next tick to produce, if one is due. The game samples input for it and passes
     /// it to [`ClientSession::set_input`].
     pub fn next_tick(&mut self) -> Option<Tick> {
-        if !self.started {
+        // The clock stops at the end of the tick range rather than saturate there.
+        if !self.started || self.timestep.next_tick() > Tick::LAST {
             return None;
         }
         self.timestep.pop_tick()
@@ -537,17 +634,25 @@ impl<I: Input> ClientSession<I> {
                 .max(self.inputs.floor())
                 .max(self.send_floor)
                 .min(newest);
-            let mut t = start;
-            while t <= newest {
-                // Defensive: every tick from send_floor on was produced, so none is missing.
-                inputs.push(self.inputs.get(t).copied().unwrap_or_default());
-                t = t.next();
-            }
+            // Defensive: every tick from send_floor on was produced, so none is missing.
+            inputs.extend(
+                start
+                    .through(newest)
+                    .map(|t| self.inputs.get(t).copied().unwrap_or_default()),
+            );
             self.sent_through = Some(newest);
+        }
+        let stamp = now.as_micros() as u32;
+        if let (true, Some(server)) = (!inputs.is_empty(), self.sync.server_position(now)) {
+            if self.sent_leads.len() >= SENT_LEADS {
+                self.sent_leads.pop_front();
+            }
+            self.sent_leads
+                .push_back((stamp, self.timestep.position() - server));
         }
         let msg = InputMessage {
             seq: self.send_seq,
-            client_time_us: now.as_micros() as u32,
+            client_time_us: stamp,
             snapshot_ack: self.snapshot_ack.map(Tick::to_wire),
             start_tick: start.to_wire(),
             inputs,

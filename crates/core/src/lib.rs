@@ -65,6 +65,7 @@ mod client;
 mod error;
 mod input;
 pub mod interpolation;
+pub mod lead;
 pub mod message;
 pub mod prediction;
 mod reassembly;
@@ -78,8 +79,8 @@ mod timestep;
 
 pub use baseline::BaselineHistory;
 pub use client::{
-    ClientConfig, ClientSession, ClientStats, RESYNC_AFTER_PACKETS, ReceivedSnapshot,
-    TICK_TRUST_SECS,
+    ClientConfig, ClientSession, ClientStats, FAST_FORWARD_TICKS, RESYNC_AFTER_PACKETS,
+    ReceivedSnapshot, TICK_TRUST_SECS,
 };
 pub use error::ProtocolError;
 pub use input::Input;

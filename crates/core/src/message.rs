@@ -149,9 +149,10 @@ pub struct InputAck {
     /// Low 16 bits of a tick up to which the client need not resend inputs: each was
     /// received or is too late to matter.
     pub acked_through: Seq16,
-    /// How early the client's newest input message arrived, in 1/256 tick: the newest
-    /// tick it carried, plus one, minus the server's fractional tick position on arrival.
-    /// Negative means it arrived too late. The client steers its lead by this, which
+    /// How early the client's inputs arrived, in 1/256 tick: a tick, plus one, minus the
+    /// server's fractional tick position when its input first arrived; the least of those
+    /// among the ticks first heard of since the previous report (with none, the newest
+    /// message's newest tick's). Negative means too late. The client steers its lead by this, which
     /// measures the uplink directly instead of assuming a symmetric route.
     pub input_slack: i32,
 }

@@ -103,6 +103,13 @@ struct ClientSlot<I> {
     newest_input: Option<Tick>,
     /// Slack of the newest input message, in ticks.
     slack: Option<f64>,
+    /// The least slack among the ticks whose input first arrived since the last report:
+    /// a late message bunches up with the one after it (paths keep order), and a lost
+    /// one's inputs come with the next; reporting the newest message's alone would hide
+    /// both.
+    worst_slack: Option<f64>,
+    /// The newest tick any input arrived for (late ones included).
+    newest_seen: Option<Tick>,
     first_input: Option<Tick>,
     echo: Option<(u32, Duration)>,
     newest_seq: Option<Seq16>,
@@ -190,6 +197,8 @@ impl<I: Input> ServerSession<I> {
                 last_applied: None,
                 newest_input: None,
                 slack: None,
+                worst_slack: None,
+                newest_seen: None,
                 first_input: None,
                 echo: None,
                 newest_seq: None,
@@ -277,6 +286,13 @@ impl<I: Input> ServerSession<I> {
                 client.stats.inputs_too_far_ahead += 1;
                 result = Err(ProtocolError::TickOutOfRange);
                 continue;
+            }
+            if client.newest_seen.is_none_or(|n| tick > n) {
+                // The first copy of this tick's input: how early it came is what decides
+                // starvation (a lost message's inputs come with the next one, later).
+                client.newest_seen = Some(tick);
+                let slack = f64::from(tick.0) + 1.0 - position;
+                client.worst_slack = Some(client.worst_slack.map_or(slack, |w| w.min(slack)));
             }
             if client.inputs.contains(tick) {
                 client.stats.inputs_redundant += 1;
@@ -415,6 +431,8 @@ impl<I: Input> ServerSession<I> {
             client_time_us: t,
             hold_us: u32::try_from(now.saturating_sub(at).as_micros()).unwrap_or(u32::MAX),
         });
+        // The report covers the messages since the last one; with none, the newest's.
+        let slack = client.worst_slack.take().or(client.slack).unwrap_or(0.0);
         let input_ack = client.newest_input.map(|newest| {
             // Everything before the current tick is either held or useless now; at tick 0
             // nothing is before it.
@@ -430,9 +448,7 @@ impl<I: Input> ServerSession<I> {
                 // "Through tick -1" is the 16 bits below tick 0, which the client cannot
                 // expand: it takes it as no acknowledgement.
                 acked_through: through.map_or(Seq16(u16::MAX), Tick::to_wire),
-                input_slack: (client.slack.unwrap_or(0.0) * 256.0)
-                    .round()
-                    .clamp(-1e9, 1e9) as i32,
+                input_slack: (slack * 256.0).round().clamp(-1e9, 1e9) as i32,
             }
         });
         let chunks: Vec<&[u8]> = if payload.is_empty() {

@@ -1,18 +1,19 @@
+use crate::lead::AdaptiveLead;
 use crate::{RttEstimator, Tick, TickRate};
 use std::time::Duration;
 
-/// How far ahead of the server the client runs (source 002, item 15).
+/// How far ahead of the server the client runs (source 002, items 15 and 19).
 ///
 /// The client must simulate tick `n` early enough that its input for `n` reaches the
 /// server before the server steps `n`: lead = one-way delay + a jitter margin + an input
-/// buffer. The open-loop part comes from the RTT; a closed loop then corrects it with the
-/// server's report of how early inputs actually arrive (their *slack*), because RTT/2 is
-/// wrong whenever the route is asymmetric — for instance when large snapshots queue on the
-/// downlink. Later policies (an input buffer sized from the measured variance, source 002
-/// item 19) slot in as further variants without changing the session API.
+/// buffer. [`LeadPolicy::Adaptive`] (the default) sizes all of it from the server's
+/// reports of how early inputs arrive; the other variants are fixed buffers and the
+/// rules of two peers, kept so that `lagless sweep-input` can compare them on one link.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LeadPolicy {
-    /// `RTT/2 + jitter_factor * RTT deviation + buffer_ticks`, all measured from traffic.
+    /// `RTT/2 + jitter_factor * RTT deviation + buffer_ticks`, all measured from traffic,
+    /// corrected by the server's slack reports so that inputs arrive `buffer_ticks` (plus
+    /// the jitter margin) early.
     Fixed {
         /// Ticks by which inputs should arrive early at the server, on top of the jitter margin.
         buffer_ticks: f64,
@@ -20,14 +21,51 @@ pub enum LeadPolicy {
         /// deviation after) added as a margin.
         jitter_factor: f64,
     },
+    /// The least lead at which the server starves of our input on at most `starvation`
+    /// of its ticks (a fraction: 0.005 is 0.5%), from the distribution of the server's
+    /// slack reports (see [`crate::lead`]).
+    Adaptive {
+        /// Target share of server ticks without our input.
+        starvation: f64,
+    },
+    /// lightyear's rule (0.29): `RTT/2 + jitter_factor * jitter + buffer_ticks`, from the
+    /// client's own pings alone (the RTT mean deviation as jitter), with no feedback from
+    /// the server. lightyear uses 4 and 1.
+    PingOnly {
+        /// Ticks added.
+        buffer_ticks: f64,
+        /// Multiple of the RTT mean deviation added.
+        jitter_factor: f64,
+    },
+    /// Unity Netcode for Entities' rule (1.13): the server's smoothed "command age"
+    /// (7/8 old + 1/8 new; here the negated slack reports, smoothed by the client) drives
+    /// the client's time scale, `clamp(1 + 0.1 (age + 2), 0.9, 1.1)`, snapping when the
+    /// age is more than 10 ticks off. No lead target: the clock steers on the age alone.
+    CommandAge,
+}
+
+impl LeadPolicy {
+    /// The classic fixed buffer of `ticks` ticks (no jitter margin on top).
+    pub fn fixed(ticks: f64) -> Self {
+        LeadPolicy::Fixed {
+            buffer_ticks: ticks,
+            jitter_factor: 0.0,
+        }
+    }
+
+    /// The default adaptive policy: 0.5% starvation.
+    pub const ADAPTIVE: LeadPolicy = LeadPolicy::Adaptive { starvation: 0.005 };
+
+    /// lightyear's rule with its constants (4 jitters + 1 tick).
+    pub const LIGHTYEAR: LeadPolicy = LeadPolicy::PingOnly {
+        buffer_ticks: 1.0,
+        jitter_factor: 4.0,
+    };
 }
 
 impl Default for LeadPolicy {
     fn default() -> Self {
-        LeadPolicy::Fixed {
-            buffer_ticks: 2.0,
-            jitter_factor: 1.0,
-        }
+        LeadPolicy::ADAPTIVE
     }
 }
 
@@ -41,16 +79,33 @@ pub struct SyncConfig {
     pub max_dilation: f64,
     /// Dilation per tick of error: how quickly small errors are corrected.
     pub gain: f64,
-    /// An error larger than this many ticks is corrected at once: forward by jumping,
-    /// backward by pausing the clock (ticks are never repeated).
+    /// An error larger than this many ticks is corrected at once: forward by jumping
+    /// (up to [`crate::FAST_FORWARD_TICKS`] by producing the ticks between at
+    /// once, further by skipping them), backward by pausing the clock (ticks are never
+    /// repeated).
     pub resync_ticks: f64,
+    /// A clock this many ticks or more behind its target (but within `resync_ticks`)
+    /// catches up at once too, by producing the ticks between in one burst (see
+    /// [`crate::FAST_FORWARD_TICKS`]): dilating by 10% would take ten times the gap,
+    /// starving the server all along. Infinite turns it off.
+    pub catch_up_ticks: f64,
     /// Weight of a new sample in the server-clock offset filter once warmed up.
     pub offset_smoothing: f64,
     /// Time constant, in seconds, of the lead correction driven by slack reports. Longer
     /// than a round trip, so the loop stays stable.
     pub slack_time_constant: f64,
-    /// Largest lead correction, in ticks, either way.
+    /// Largest lead correction, in ticks, either way; also how far beyond RTT/2 the
+    /// adaptive policy may lead, however the server's reports lie.
     pub max_correction_ticks: f64,
+    /// A packet from the server that arrives this many seconds later than its tick and
+    /// the packets before it suggest (beyond four mean deviations of that lateness) sat
+    /// in a queue, as through an outage: its clock stamp and echo are not used, so they
+    /// cannot drag the clock and the RTT estimate back. Once such packets have kept
+    /// coming for [`SyncConfig::stale_accept_secs`], the link itself got slower and they
+    /// are believed.
+    pub stale_margin_secs: f64,
+    /// See [`SyncConfig::stale_margin_secs`].
+    pub stale_accept_secs: f64,
 }
 
 impl Default for SyncConfig {
@@ -60,9 +115,12 @@ impl Default for SyncConfig {
             max_dilation: 0.1,
             gain: 0.05,
             resync_ticks: 8.0,
+            catch_up_ticks: 4.0,
             offset_smoothing: 0.05,
             slack_time_constant: 2.0,
             max_correction_ticks: 64.0,
+            stale_margin_secs: 0.03,
+            stale_accept_secs: 0.5,
         }
     }
 }
@@ -93,6 +151,14 @@ pub struct ClockSync {
     slack_dev: f64,
     correction: f64,
     last_slack_at: Option<Duration>,
+    adaptive: Option<AdaptiveLead>,
+    /// [`LeadPolicy::CommandAge`]'s smoothed age, ticks.
+    command_age: Option<f64>,
+    /// Lateness of server packets behind their ticks (ticks): mean, mean deviation,
+    /// samples; and since when packets have been stale in a row.
+    lateness: (f64, f64, u64),
+    stale_since: Option<Duration>,
+    stale_packets: u64,
 }
 
 impl ClockSync {
@@ -107,7 +173,75 @@ impl ClockSync {
             slack_dev: 0.0,
             correction: 0.0,
             last_slack_at: None,
+            adaptive: match config.lead {
+                LeadPolicy::Adaptive { starvation } => Some(AdaptiveLead::new(starvation)),
+                _ => None,
+            },
+            command_age: None,
+            lateness: (0.0, 0.0, 0),
+            stale_since: None,
+            stale_packets: 0,
         }
+    }
+
+    /// Whether a server packet stamped `tick`, arriving at `now`, came about as late as
+    /// packets do on this link, rather than after sitting in a queue (see
+    /// [`SyncConfig::stale_margin_secs`]). The caller skips the clock stamp and the RTT
+    /// sample of a stale packet. Always true before the clock exists.
+    pub fn is_fresh(&mut self, now: Duration, tick: Tick) -> bool {
+        let Some(server) = self.server_position(now) else {
+            return true;
+        };
+        let late = server - f64::from(tick.0);
+        if !late.is_finite() {
+            return false;
+        }
+        let (mean, dev, n) = self.lateness;
+        let hz = f64::from(self.rate.hz());
+        let bound = mean + (4.0 * dev).max(self.config.stale_margin_secs * hz);
+        let warm = n >= 16;
+        if warm && late > bound {
+            let since = *self.stale_since.get_or_insert(now);
+            if now.saturating_sub(since).as_secs_f64() < self.config.stale_accept_secs {
+                self.stale_packets += 1;
+                return false;
+            }
+            // Stale for long enough: that is how late packets are now.
+            self.lateness = (late, 0.0, n);
+        }
+        self.stale_since = None;
+        self.lateness = if n == 0 {
+            (late, 0.0, 1)
+        } else {
+            let (mean, dev, _) = self.lateness;
+            let w = (1.0 / (n + 1) as f64).max(1.0 / 16.0);
+            (
+                mean + w * (late - mean),
+                0.75 * dev + 0.25 * (late - mean).abs(),
+                n + 1,
+            )
+        };
+        true
+    }
+
+    /// Server packets found stale by [`ClockSync::is_fresh`].
+    pub fn stale_packets(&self) -> u64 {
+        self.stale_packets
+    }
+
+    /// Feeds one *need* (in ticks): the lead the inputs whose slack the server just
+    /// reported would have needed to arrive just in time (our lead when we sent the
+    /// message it echoes, minus the `slack`), standing for `ticks` ticks (the messages
+    /// since the previous report's). Only [`LeadPolicy::Adaptive`] uses it.
+    pub fn on_need(&mut self, need: f64, slack: f64, ticks: usize) {
+        if let Some(a) = &mut self.adaptive {
+            a.add_report(need, slack, ticks);
+        }
+    }
+
+    /// The adaptive policy's state, with [`LeadPolicy::Adaptive`].
+    pub fn adaptive(&self) -> Option<&AdaptiveLead> {
+        self.adaptive.as_ref()
     }
 
     /// The settings in force.
@@ -144,6 +278,14 @@ impl ClockSync {
         if !slack.is_finite() {
             return;
         }
+        // Whatever a report claims, a slack beyond the tick range is nonsense.
+        let slack = slack.clamp(-1e6, 1e6);
+        if self.config.lead == LeadPolicy::CommandAge {
+            // Unity smooths the age on the server, per command; the reports are what the
+            // client sees of it.
+            let age = -slack;
+            self.command_age = Some(self.command_age.map_or(age, |a| a + (age - a) / 8.0));
+        }
         let tracking = self.target_position(now, rtt).map_or(0.0, |t| t - position);
         let (mean, dev) = match self.slack_mean {
             None => (slack, 0.0),
@@ -158,7 +300,10 @@ impl ClockSync {
         let LeadPolicy::Fixed {
             buffer_ticks,
             jitter_factor,
-        } = self.config.lead;
+        } = self.config.lead
+        else {
+            return;
+        };
         let desired = buffer_ticks + jitter_factor * dev;
         // Integrate the error in time, not per report, so the loop speed does not depend
         // on the snapshot rate.
@@ -200,15 +345,35 @@ impl ClockSync {
     /// The lead over the server the policy asks for, in ticks.
     pub fn lead_ticks(&self, rtt: &RttEstimator) -> f64 {
         let srtt = rtt.smoothed().unwrap_or_default();
+        let hz = f64::from(self.rate.hz());
+        let one_way = srtt.as_secs_f64() / 2.0 * hz;
+        let deviation = rtt.deviation().as_secs_f64() * hz;
         match self.config.lead {
             LeadPolicy::Fixed {
                 buffer_ticks,
                 jitter_factor,
-            } => {
-                let one_way = srtt.as_secs_f64() / 2.0;
-                let margin = jitter_factor * rtt.deviation().as_secs_f64() / 2.0;
-                (one_way + margin) * f64::from(self.rate.hz()) + buffer_ticks + self.correction
+            } => one_way + jitter_factor * deviation / 2.0 + buffer_ticks + self.correction,
+            LeadPolicy::Adaptive { .. } => {
+                // Until the server's reports tell, a generous buffer on top of the RTT
+                // (four deviations and four ticks): catching up later costs starved
+                // ticks, coming down costs nothing.
+                let open_loop = one_way + 4.0 * deviation + 4.0;
+                let lead = self
+                    .adaptive
+                    .as_ref()
+                    .and_then(AdaptiveLead::lead)
+                    .unwrap_or(open_loop);
+                // However the reports lie: never less than RTT/2 ahead of the server
+                // (inputs could not arrive in time), never further ahead than the
+                // correction bound beyond it.
+                lead.clamp(one_way, one_way + self.config.max_correction_ticks)
             }
+            LeadPolicy::PingOnly {
+                buffer_ticks,
+                jitter_factor,
+            } => one_way + jitter_factor * deviation + buffer_ticks,
+            // The start; from then on the clock steers on the age (see `adjust`).
+            LeadPolicy::CommandAge => one_way + 2.0,
         }
     }
 
@@ -223,8 +388,19 @@ impl ClockSync {
         let Some(target) = self.target_position(now, rtt) else {
             return ClockAdjust::Wait;
         };
+        if let (LeadPolicy::CommandAge, Some(age)) = (self.config.lead, self.command_age) {
+            let error = age + 2.0;
+            return if error > 10.0 {
+                ClockAdjust::Jump(position + error)
+            } else if error < -10.0 {
+                // Unity snaps back; ticks are never produced twice here, so stand still.
+                ClockAdjust::Run(0.0)
+            } else {
+                ClockAdjust::Run((1.0 + 0.1 * error).clamp(0.9, 1.1))
+            };
+        }
         let error = target - position;
-        if error > self.config.resync_ticks {
+        if error > self.config.resync_ticks.min(self.config.catch_up_ticks) {
             ClockAdjust::Jump(target)
         } else if error < -self.config.resync_ticks {
             // Never run backwards (that would repeat ticks whose inputs were sent): stand still.
@@ -256,9 +432,10 @@ mod tests {
         s.on_server_tick(Duration::from_secs(3), Tick(640), &r);
         let pos = s.server_position(Duration::from_secs(3)).unwrap();
         assert!((pos - (640.0 + 6.4)).abs() < 1e-6, "{pos}");
-        // Lead: 100 ms one way (6.4 ticks) + no jitter margin yet (one sample) + 2 buffer.
+        // Lead before any report (the adaptive policy's open loop): 100 ms one way (6.4
+        // ticks) + no jitter margin yet (one sample) + 4 ticks.
         let lead = s.lead_ticks(&r);
-        assert!((lead - (6.4 + 2.0)).abs() < 1e-6, "{lead}");
+        assert!((lead - (6.4 + 4.0)).abs() < 1e-6, "{lead}");
     }
 
     #[test]
@@ -286,7 +463,14 @@ mod tests {
     #[test]
     fn slack_reports_correct_an_asymmetric_route() {
         let rate = TickRate::new(64);
-        let mut s = ClockSync::new(rate, SyncConfig::default());
+        let config = SyncConfig {
+            lead: LeadPolicy::Fixed {
+                buffer_ticks: 2.0,
+                jitter_factor: 1.0,
+            },
+            ..SyncConfig::default()
+        };
+        let mut s = ClockSync::new(rate, config);
         let r = rtt(200);
         s.on_server_tick(Duration::ZERO, Tick(0), &r);
         let open_loop = s.lead_ticks(&r);

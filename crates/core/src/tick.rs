@@ -11,6 +11,13 @@ use std::time::Duration;
 pub struct Tick(pub u32);
 
 impl Tick {
+    /// The last tick a session ever runs to: `u32::MAX` less 2^20 ticks (over four hours
+    /// at 64 Hz, 17 minutes at 1000 Hz) of headroom, so that a lead, an input window or a
+    /// snapshot history added to any tick a session accepts stays representable, and no
+    /// loop over ticks meets the saturation at `u32::MAX` (where [`Tick::next`] stops
+    /// moving). A peer's packet stamped beyond it is refused, and a clock stops there.
+    pub const LAST: Tick = Tick(u32::MAX - (1 << 20));
+
     /// The tick after this one (saturating: a server never runs for 2^32 ticks).
     #[must_use]
     pub fn next(self) -> Tick {
@@ -27,6 +34,21 @@ impl Tick {
     #[must_use]
     pub fn saturating_sub(self, n: u32) -> Tick {
         Tick(self.0.saturating_sub(n))
+    }
+
+    /// The ticks from `self` through `last`, both included (none when `last < self`).
+    /// Unlike a `while t <= last { t = t.next() }` loop it ends at `u32::MAX` too.
+    pub fn through(self, last: Tick) -> impl Iterator<Item = Tick> {
+        (self.0..=last.0).map(Tick)
+    }
+
+    /// The tick at fractional position `position`, rounded down and clamped to
+    /// `0..=Tick::LAST` (NaN gives tick 0): how a clock position becomes a tick.
+    pub fn from_position(position: f64) -> Tick {
+        if position.is_nan() {
+            return Tick(0);
+        }
+        Tick(position.floor().clamp(0.0, f64::from(Tick::LAST.0)) as u32)
     }
 
     /// Signed number of ticks from `other` to `self`.
@@ -111,6 +133,13 @@ mod tests {
         assert_eq!(Tick(2).saturating_sub(5), Tick(0));
         assert_eq!(Tick(u32::MAX).next(), Tick(u32::MAX));
         assert_eq!(Tick(5).diff(Tick(8)), -3);
+        let end: Vec<Tick> = Tick(u32::MAX - 1).through(Tick(u32::MAX)).collect();
+        assert_eq!(end, vec![Tick(u32::MAX - 1), Tick(u32::MAX)]);
+        assert_eq!(Tick(3).through(Tick(2)).count(), 0);
+        assert_eq!(Tick::from_position(1e300), Tick::LAST);
+        assert_eq!(Tick::from_position(-5.0), Tick(0));
+        assert_eq!(Tick::from_position(f64::NAN), Tick(0));
+        assert_eq!(Tick::from_position(7.9), Tick(7));
     }
 
     #[test]

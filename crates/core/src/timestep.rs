@@ -84,6 +84,16 @@ impl FixedTimestep {
         self.accumulator = self.rate.period().mul_f64(fraction.clamp(0.0, 0.999_999));
     }
 
+    /// Adds `ticks` (fractional) worth of time past the backlog cap: the ticks are due at
+    /// once. Used by clock synchronisation to fast-forward, so that every tick is still
+    /// produced (and its input sent) rather than skipped. Negative or non-finite values
+    /// add nothing.
+    pub fn fast_forward(&mut self, ticks: f64) {
+        if ticks.is_finite() && ticks > 0.0 {
+            self.accumulator += self.rate.period().mul_f64(ticks);
+        }
+    }
+
     /// Total time discarded because the backlog cap was hit.
     pub fn dropped(&self) -> Duration {
         self.dropped
@@ -126,6 +136,17 @@ mod tests {
         }
         assert_eq!(n, 64_000);
         assert_eq!(ts.alpha(), 0.0);
+    }
+
+    #[test]
+    fn fast_forward_makes_ticks_due_at_once() {
+        let mut ts = FixedTimestep::new(TickRate::new(64), Tick(0), 4);
+        ts.fast_forward(20.5);
+        ts.fast_forward(f64::NAN);
+        ts.fast_forward(-3.0);
+        let n = std::iter::from_fn(|| ts.pop_tick()).count();
+        assert_eq!(n, 20);
+        assert!((ts.alpha() - 0.5).abs() < 1e-6);
     }
 
     #[test]

@@ -217,13 +217,17 @@ fn random_garbage_on_the_wire_is_survived() {
     let rejected = h.server.client_stats(1).unwrap().packets_rejected;
     assert!(rejected > 200 && rejected <= rejected_server);
 
-    // Clean traffic again: within a few seconds every tick gets its input.
+    // Clean traffic again: within a few seconds the input flows as on a clean link (the
+    // adaptive lead lets at most its 0.5% target go short; 1% allows for a few).
     h.run_until(Duration::from_secs(15), &mut |_, _| 1);
     let before = h.server.client_stats(1).unwrap().clone();
     let shown_before = h.clients[0].shown.unwrap().1;
     h.run_until(Duration::from_secs(20), &mut |_, _| 1);
     let after = h.server.client_stats(1).unwrap().clone();
-    assert_eq!(after.ticks_starved, before.ticks_starved, "{after:?}");
+    assert!(
+        after.ticks_starved - before.ticks_starved <= 3,
+        "{before:?} -> {after:?}"
+    );
     assert!(after.ticks_with_input - before.ticks_with_input >= 5 * 64 - 1);
     let shown_after = h.clients[0].shown.unwrap().1;
     assert!(
@@ -269,7 +273,8 @@ fn one_client(seed: u64) -> Harness {
 }
 
 /// Runs to `until` and checks the session works: at 64 Hz, every second brings nearly 64
-/// snapshots to the client and 64 ticks of its input to the server.
+/// snapshots to the client and 64 ticks of its input to the server (the adaptive lead
+/// lets its 0.5% target, a tick now and then, go short).
 fn assert_flowing(h: &mut Harness, until: Duration) {
     let fed = |h: &Harness| h.server.client_stats(1).map_or(0, |s| s.ticks_with_input);
     let (snapshots, before) = (h.clients[0].snapshot_ticks.len(), fed(h));
@@ -279,7 +284,7 @@ fn assert_flowing(h: &mut Harness, until: Duration) {
     let snapshots = (h.clients[0].snapshot_ticks.len() - snapshots) as f64;
     let fed = (fed(h) - before) as f64;
     assert!(
-        snapshots >= 60.0 * secs && fed >= 63.0 * secs,
+        snapshots >= 60.0 * secs && fed >= 62.0 * secs,
         "{snapshots} snapshots, {fed} inputs in {secs} s"
     );
 }
@@ -358,16 +363,21 @@ fn a_far_off_tick_before_the_clock_exists_does_not_outlive_it() {
         f.encode(&mut w);
         w.into_bytes()
     };
-    c.handle_packet(Duration::ZERO, &no_echo(fragment(1, u32::MAX, 0, 1, 1)))
+    // (Beyond `Tick::LAST` nothing is taken in at all.)
+    assert_eq!(
+        c.handle_packet(Duration::ZERO, &no_echo(fragment(1, u32::MAX, 0, 1, 1))),
+        Err(ProtocolError::TickOutOfRange)
+    );
+    c.handle_packet(Duration::ZERO, &no_echo(fragment(1, Tick::LAST.0, 0, 1, 1)))
         .unwrap();
     for k in 0..4 {
         c.handle_packet(
             Duration::ZERO,
-            &no_echo(fragment(2 + k, u32::MAX - 1 - u32::from(k), 0, 2, 1)),
+            &no_echo(fragment(2 + k, Tick::LAST.0 - 1 - u32::from(k), 0, 2, 1)),
         )
         .unwrap();
     }
-    assert_eq!(c.poll_snapshot().map(|s| s.tick), Some(Tick(u32::MAX)));
+    assert_eq!(c.poll_snapshot().map(|s| s.tick), Some(Tick::LAST));
     h.run_until(Duration::from_secs(1), &mut |_, _| 1);
     assert_flowing(&mut h, Duration::from_secs(2));
     assert!(h.clients[0].session.newest_server_tick().unwrap().0 < 1000);
@@ -535,4 +545,97 @@ fn at_tick_zero_the_server_acknowledges_nothing_it_lacks() {
     let (_, bytes) = s.poll_transmit().unwrap();
     let ack = SnapshotFragment::decode(&bytes).unwrap().input_ack.unwrap();
     assert_eq!(Tick::from_wire(ack.acked_through, Tick(1)), Some(Tick(1)));
+}
+
+#[test]
+fn a_first_packet_at_the_end_of_the_tick_range_cannot_run_the_clock_there() {
+    // Issue 21's fuzz finding: a first packet stamped near u32::MAX set the clock there,
+    // it reached Tick(u32::MAX), and poll_transmit's loop over ticks never ended.
+    let mut c = ClientSession::<u8>::new(ClientConfig::default());
+    for (seq, tick) in [(1, u32::MAX), (2, u32::MAX - 3), (3, Tick::LAST.0 + 1)] {
+        assert_eq!(
+            c.handle_packet(Duration::ZERO, &fragment(seq, tick, 0, 1, 1)),
+            Err(ProtocolError::TickOutOfRange),
+            "{tick}"
+        );
+    }
+    // The last tick a session runs to is accepted; the clock stops there.
+    c.handle_packet(Duration::ZERO, &fragment(4, Tick::LAST.0 - 2, 0, 1, 1))
+        .unwrap();
+    let mut now = Duration::ZERO;
+    let mut produced = Vec::new();
+    for _ in 0..200 {
+        now += Duration::from_millis(16);
+        c.update(now);
+        while let Some(t) = c.next_tick() {
+            c.set_input(t, 1);
+            produced.push(t);
+        }
+        let mut packets = 0;
+        while c.poll_transmit(now).is_some() {
+            packets += 1;
+            assert!(packets < 4, "poll_transmit ran away");
+        }
+    }
+    assert!(produced.iter().all(|t| *t <= Tick::LAST), "{produced:?}");
+    assert_eq!(produced.last(), Some(&Tick::LAST));
+    assert!(c.current_tick() <= Tick::LAST.next());
+}
+
+#[test]
+fn a_server_whose_input_reports_lie_moves_the_lead_only_within_bounds() {
+    // The server's slack reports say absurd things: i32::MIN, i32::MAX, wild swings. The
+    // adaptive lead stays within RTT/2 and RTT/2 + max_correction_ticks, so the client never
+    // runs behind the server nor runs off ahead of it.
+    let lies: [fn(u64) -> i32; 3] = [
+        |_| i32::MIN,
+        |_| i32::MAX,
+        |k| if k % 2 == 0 { -1_000_000 } else { 1_000_000 },
+    ];
+    for lie in lies {
+        let mut server = ServerSession::<u8>::new(ServerConfig::default());
+        server.add_client(1).unwrap();
+        let mut client = ClientSession::<u8>::new(ClientConfig::default());
+        let ms = Duration::from_millis;
+        let mut packets = 0u64;
+        for step in 0..10_000u64 {
+            let now = ms(step);
+            server.update(now);
+            while let Some(t) = server.next_tick() {
+                let _ = t;
+                if server.snapshot_due() {
+                    server.send_snapshot(1, now, &[0; 8]).unwrap();
+                }
+            }
+            while let Some((_, bytes)) = server.poll_transmit() {
+                let mut f = SnapshotFragment::decode(&bytes).unwrap();
+                if let Some(ack) = &mut f.input_ack {
+                    ack.input_slack = lie(packets);
+                }
+                packets += 1;
+                let mut w = Writer::new();
+                f.encode(&mut w);
+                let _ = client.handle_packet(now, &w.into_bytes());
+            }
+            client.update(now);
+            while let Some(t) = client.next_tick() {
+                client.set_input(t, 1);
+            }
+            while let Some(p) = client.poll_transmit(now) {
+                let _ = server.handle_packet(1, now, &p);
+            }
+            if step > 1000 {
+                let lead = client.target_lead_ticks();
+                let max = client.config().sync.max_correction_ticks + 1.0;
+                assert!((0.0..=max).contains(&lead), "lead {lead} at {step} ms");
+                // Never behind the server (but for the tick being rounded down).
+                assert!(
+                    client.current_tick().next() >= server.current_tick(),
+                    "{} vs {} at {step} ms",
+                    client.current_tick(),
+                    server.current_tick()
+                );
+            }
+        }
+    }
 }

@@ -4,7 +4,7 @@
 mod common;
 
 use common::Harness;
-use lagless_core::{ClientConfig, ServerConfig};
+use lagless_core::{ClientConfig, LeadPolicy, ServerConfig};
 use lagless_netem::{LinkConfig, profile};
 use std::time::Duration;
 
@@ -14,6 +14,16 @@ fn lead_ticks(h: &Harness) -> f64 {
     c.current_tick().0 as f64 - server
 }
 
+/// The fixed two-tick buffer (the default before the adaptive policy).
+fn fixed_client() -> ClientConfig {
+    let mut c = ClientConfig::default();
+    c.sync.lead = LeadPolicy::Fixed {
+        buffer_ticks: 2.0,
+        jitter_factor: 1.0,
+    };
+    c
+}
+
 #[test]
 fn client_runs_ahead_by_half_rtt_plus_buffer_on_a_fixed_delay() {
     for delay_ms in [1u64, 50, 100, 250] {
@@ -21,7 +31,7 @@ fn client_runs_ahead_by_half_rtt_plus_buffer_on_a_fixed_delay() {
             delay: Duration::from_millis(delay_ms),
             ..LinkConfig::default()
         };
-        let mut h = Harness::new(ServerConfig::default(), ClientConfig::default(), link, 1, 7);
+        let mut h = Harness::new(ServerConfig::default(), fixed_client(), link, 1, 7);
         h.run_until(Duration::from_secs(5), &mut |_, _| 1);
         let c = &h.clients[0].session;
         assert!(c.is_synced());
@@ -53,10 +63,11 @@ fn client_runs_ahead_by_half_rtt_plus_buffer_on_a_fixed_delay() {
 #[test]
 fn lead_tracks_a_changed_route() {
     // 40 ms, then 120 ms after a route change: the client must drift further ahead
-    // smoothly (bounded dilation) or jump, never run backwards.
+    // smoothly (bounded dilation) or jump, never run backwards. (With the fixed buffer;
+    // the adaptive lead's changes of link are in `adaptive_lead.rs`.)
     let mut h = Harness::new(
         ServerConfig::default(),
-        ClientConfig::default(),
+        fixed_client(),
         LinkConfig {
             delay: Duration::from_millis(40),
             ..LinkConfig::default()

@@ -2,7 +2,7 @@
 
 use lagless_core::interpolation::DelayPolicy;
 use lagless_core::{ClientConfig, PredictionConfig, ServerConfig, SmoothingConfig};
-use lagless_netem::{Bandwidth, GilbertElliott, Jitter, LinkConfig, Loss, Trace};
+use lagless_netem::{Bandwidth, ConfigError, GilbertElliott, Jitter, LinkConfig, Loss, Trace};
 use lagless_scenes::cubes::predict::PredictConfig;
 use lagless_scenes::cubes::script::InputScript;
 use std::sync::Arc;
@@ -48,6 +48,8 @@ pub struct NetOverrides {
     pub queue_bytes: Option<usize>,
     /// A Mahimahi delivery trace, applied to the server -> client direction.
     pub trace: Option<Trace>,
+    /// A Mahimahi delivery trace for the client -> server direction.
+    pub trace_up: Option<Trace>,
     /// Queue limit, in packets, while waiting for trace opportunities.
     pub trace_queue_packets: Option<usize>,
 }
@@ -93,7 +95,10 @@ impl NetOverrides {
         if let Some(n) = self.trace_queue_packets {
             c.trace_queue_packets = n;
         }
-        let up = c.clone();
+        let mut up = c.clone();
+        if let Some(t) = &self.trace_up {
+            up.trace = Some(t.clone());
+        }
         let mut down = c;
         if let Some(t) = &self.trace {
             down.trace = Some(t.clone());
@@ -123,6 +128,8 @@ pub struct LinkChange {
     pub profile: String,
     /// The profile's link, overrides applied.
     pub link: LinkConfig,
+    /// The directions that change (`@up` or `@down` after the spec; both unless named).
+    pub direction: lagless_netem::Direction,
 }
 
 /// The network profile called `name`, or an error listing the known ones.
@@ -142,16 +149,58 @@ impl LinkChange {
             at,
             profile: name.to_string(),
             link: named_profile(name)?,
+            direction: lagless_netem::Direction::Both,
         })
     }
 
-    /// Parses `SECONDS:PROFILE[,KEY=VALUE...]`, as the command line spells it
+    /// Applies the change to a connection: its directions take the new link, the other
+    /// keeps its own.
+    pub fn apply_to(&self, duplex: &mut lagless_netem::Duplex) -> Result<(), ConfigError> {
+        let up = if self.direction.up() {
+            self.link.clone()
+        } else {
+            duplex.up.config().clone()
+        };
+        let down = if self.direction.down() {
+            self.link.clone()
+        } else {
+            duplex.down.config().clone()
+        };
+        duplex.reconfigure(up, down)
+    }
+
+    /// Parses `SECONDS:PROFILE[,KEY=VALUE...][@up|@down]`, as the command line spells it
     /// (`60:mobile`, or `120:snapshot-demo,loss-pct=0` for the same link without its
     /// losses). The keys are the network options' names without their dashes:
     /// `delay-ms`, `jitter-ms`, `loss-pct`, `dup-pct` and `reorder-pct`, applied to the
     /// profile as on the command line (see [`NetOverrides::apply`]).
     pub fn parse(text: &str) -> Result<Self, String> {
-        let (at, spec) = text.trim().split_once(':').ok_or_else(|| {
+        let (body, direction) = match text.trim().rsplit_once('@') {
+            Some((body, "up")) => (body, lagless_netem::Direction::Up),
+            Some((body, "down")) => (body, lagless_netem::Direction::Down),
+            Some((body, "both")) => (body, lagless_netem::Direction::Both),
+            Some(_) => {
+                return Err(format!(
+                    "link change {text:?}: the direction after @ is up, down or both"
+                ));
+            }
+            None => (text.trim(), lagless_netem::Direction::Both),
+        };
+        let mut change = Self::parse_both(text, body)?;
+        change.direction = direction;
+        if direction != lagless_netem::Direction::Both {
+            change.profile = format!(
+                "{}@{}",
+                change.profile,
+                if direction.up() { "up" } else { "down" }
+            );
+        }
+        Ok(change)
+    }
+
+    /// [`LinkChange::parse`] of `body` (the text without its direction).
+    fn parse_both(text: &str, body: &str) -> Result<Self, String> {
+        let (at, spec) = body.trim().split_once(':').ok_or_else(|| {
             format!("link change {text:?}: expected SECONDS:PROFILE[,KEY=VALUE...]")
         })?;
         let secs: f64 = at
@@ -255,6 +304,8 @@ pub struct RunConfig {
     pub net: NetOverrides,
     /// Changes of network conditions during the run, in time order.
     pub link_changes: Vec<LinkChange>,
+    /// Outages of every client's link, per direction.
+    pub outages: Vec<crate::input_buffer::OutageSpec>,
     /// Simulated seconds.
     pub seconds: f64,
     /// Master seed: network fates and scripts derive from it.
@@ -307,6 +358,7 @@ impl Default for RunConfig {
             profile: "mobile".into(),
             net: NetOverrides::default(),
             link_changes: Vec::new(),
+            outages: Vec::new(),
             seconds: 30.0,
             seed: 1,
             clients: 1,
@@ -389,6 +441,24 @@ mod tests {
             let err = LinkChange::parse(bad).unwrap_err();
             assert!(err.contains(bad), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn link_changes_may_name_a_direction() {
+        let down = LinkChange::parse("30:mobile,loss-pct=0@down").expect("valid");
+        assert_eq!(down.direction, lagless_netem::Direction::Down);
+        assert_eq!(down.profile, "mobile,loss-pct=0@down");
+        assert_eq!(down.link.loss, Loss::None);
+        let lan = lagless_netem::profile("lan").expect("known");
+        let mut duplex = lagless_netem::Duplex::symmetric(lan.clone(), 1).expect("valid");
+        down.apply_to(&mut duplex).expect("valid");
+        assert_eq!(duplex.up.config(), &lan);
+        assert_eq!(duplex.down.config(), &down.link);
+        assert!(LinkChange::parse("30:mobile@sideways").is_err());
+        assert_eq!(
+            LinkChange::parse("30:mobile").expect("valid").direction,
+            lagless_netem::Direction::Both
+        );
     }
 
     #[test]

@@ -16,12 +16,14 @@ pub mod bench_playback;
 pub mod bench_snapshot;
 pub mod config;
 pub mod cpu;
+pub mod input_buffer;
 pub mod link_replay;
 pub mod metrics;
 pub mod playback;
 pub mod remote_view;
 pub mod replication;
 pub mod runner;
+pub mod sweep_input;
 
 pub use config::{LinkChange, NetOverrides, RunConfig, ScriptChoice, SnapshotCodecChoice};
 pub use metrics::{Metric, Report};

@@ -259,7 +259,10 @@ fn drive(
     let mut now = Duration::ZERO;
     while now <= end {
         while let Some((index, change)) = changes.next_if(|(_, c)| c.at <= now) {
-            link.reconfigure(change.link.clone())?;
+            // The replay is the downlink: a change of the uplink alone leaves it be.
+            if change.direction.down() {
+                link.reconfigure(change.link.clone())?;
+            }
             on_event(LinkEvent::LinkChanged { index, at: now });
         }
         // Every server tick due by now; a snapshot on each `interval`-th.

@@ -54,6 +54,43 @@ enum Command {
     /// packets through the profile's downlink into one value-less buffer per policy, with
     /// no game, so rare underruns (a strict target) have time to show.
     SweepPlayback(Box<SweepArgs>),
+    /// Compare lead policies (the client's input buffer at the server) over a long
+    /// stretch of one emulated link, with no game: fixed buffers of 1-10 ticks, the
+    /// adaptive policy at several targets, and the peers' rules (lightyear, Unity), side
+    /// by side (starvation, lead beyond RTT/2, input delay), per phase when the link
+    /// changes.
+    SweepInput(Box<SweepInputArgs>),
+}
+
+#[derive(Args)]
+struct SweepInputArgs {
+    /// Network profile (see `lagless profiles`).
+    #[arg(long, default_value = "mobile")]
+    profile: String,
+    #[command(flatten)]
+    net: NetArgs,
+    /// Outages: `START:SECS[:up|down|both][:hold|drop]`. Repeatable.
+    #[arg(long = "outage", value_name = "START:SECS[:DIR][:MODE]", value_parser = lagless_lab::input_buffer::OutageSpec::parse)]
+    outages: Vec<lagless_lab::input_buffer::OutageSpec>,
+    /// Simulation ticks per second (a snapshot every tick).
+    #[arg(long, default_value_t = 64)]
+    tick_hz: u32,
+    /// Simulated seconds per policy.
+    #[arg(long, default_value_t = 600.0)]
+    seconds: f64,
+    /// Seconds at the start left out (the clock synchronising).
+    #[arg(long, default_value_t = 5.0)]
+    warmup: f64,
+    /// Snapshot payload bytes.
+    #[arg(long, default_value_t = 200)]
+    snapshot_bytes: usize,
+    /// Seed for the link's random fates.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Policies, comma-separated (`fixed:3,adaptive:0.5%,lightyear,unity`); the default
+    /// is fixed:1..10, adaptive at 0.25/0.5/1/2%, lightyear and unity.
+    #[arg(long, value_delimiter = ',')]
+    policies: Vec<String>,
 }
 
 #[derive(Args)]
@@ -191,6 +228,9 @@ struct NetArgs {
     /// Mahimahi delivery trace for the server -> client direction.
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// Mahimahi delivery trace for the client -> server direction.
+    #[arg(long)]
+    trace_up: Option<PathBuf>,
     /// Queue limit in packets while waiting for trace opportunities.
     #[arg(long)]
     trace_queue: Option<usize>,
@@ -198,6 +238,7 @@ struct NetArgs {
     /// time order; the overrides above shape only the starting link). A change may
     /// override its profile's `delay-ms`, `jitter-ms`, `loss-pct`, `dup-pct` and
     /// `reorder-pct`: `120:snapshot-demo,loss-pct=0` is the same link without its losses.
+    /// `@up` or `@down` at the end changes one direction only (`60:mobile@down`).
     #[arg(long = "link-change", value_name = "SECONDS:PROFILE[,KEY=VALUE]", value_parser = LinkChange::parse)]
     link_changes: Vec<LinkChange>,
 }
@@ -206,6 +247,12 @@ impl NetArgs {
     /// The overrides, with the trace file read.
     fn overrides(&self) -> Result<NetOverrides, String> {
         let trace = match &self.trace {
+            Some(p) => {
+                Some(Trace::from_file(p).map_err(|e| format!("trace {}: {e}", p.display()))?)
+            }
+            None => None,
+        };
+        let trace_up = match &self.trace_up {
             Some(p) => {
                 Some(Trace::from_file(p).map_err(|e| format!("trace {}: {e}", p.display()))?)
             }
@@ -220,6 +267,7 @@ impl NetArgs {
             bandwidth_kbps: self.bandwidth_kbps,
             queue_bytes: self.queue_bytes,
             trace,
+            trace_up,
             trace_queue_packets: self.trace_queue,
         })
     }
@@ -262,9 +310,20 @@ struct RunArgs {
     /// Simulation ticks per second.
     #[arg(long, default_value_t = 64)]
     tick_hz: u32,
-    /// Ticks of input the client keeps buffered at the server beyond the one-way delay.
-    #[arg(long, default_value_t = 2.0)]
-    input_buffer_ticks: f64,
+    /// How far ahead of the server the client runs (its input buffer at the server):
+    /// `adaptive` (the least lead that keeps `server.input_starved_pct` at 0.5%),
+    /// `adaptive:P%`, `fixed:N` (N ticks beyond RTT/2), or the peers' rules `lightyear`
+    /// (RTT/2 + 4 jitter + 1 tick, from pings) and `unity` (command age fed back).
+    #[arg(long, default_value = "adaptive", value_parser = lagless_lab::input_buffer::parse_lead_policy)]
+    input_buffer: LeadPolicy,
+    /// The older fixed form: N ticks of input buffered at the server beyond the one-way
+    /// delay, plus one RTT deviation (overrides `--input-buffer`).
+    #[arg(long)]
+    input_buffer_ticks: Option<f64>,
+    /// An outage of every client's link: `START:SECS[:up|down|both][:hold|drop]` (both
+    /// directions, packets held until the link returns, unless named). Repeatable.
+    #[arg(long = "outage", value_name = "START:SECS[:DIR][:MODE]", value_parser = lagless_lab::input_buffer::OutageSpec::parse)]
+    outages: Vec<lagless_lab::input_buffer::OutageSpec>,
     /// What the server does when a client's input is missing.
     #[arg(long, value_enum, default_value = "hold")]
     missing_input: MissingInputArg,
@@ -362,6 +421,7 @@ fn main() -> ExitCode {
         }
         Some(Command::BenchPlayback(args)) => bench_playback_command(*args),
         Some(Command::SweepPlayback(args)) => sweep_command(*args),
+        Some(Command::SweepInput(args)) => sweep_input_command(*args),
         None => run_command(RunArgs::parse_from(["run"])),
     };
     match result {
@@ -485,6 +545,56 @@ fn sweep_command(a: SweepArgs) -> Result<(), String> {
     Ok(())
 }
 
+fn sweep_input_command(a: SweepInputArgs) -> Result<(), String> {
+    use lagless_lab::input_buffer::parse_lead_policy;
+    use lagless_lab::sweep_input::{
+        InputSweepConfig, default_policies, format_comparison, format_input_sweep, sweep,
+    };
+    let base = named_profile(&a.profile)?;
+    let (link, _) = a.net.overrides()?.apply(&base);
+    let mut policies = a
+        .policies
+        .iter()
+        .map(|p| parse_lead_policy(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    if policies.is_empty() {
+        policies = default_policies();
+    }
+    let config = InputSweepConfig {
+        link,
+        link_changes: a.net.link_changes.clone(),
+        outages: a.outages,
+        tick_hz: a.tick_hz,
+        seconds: a.seconds,
+        seed: a.seed,
+        snapshot_bytes: a.snapshot_bytes,
+        warmup: a.warmup,
+    };
+    eprintln!(
+        "lagless: {} lead policies over {} s of {}, seed {}",
+        policies.len(),
+        a.seconds,
+        a.profile,
+        a.seed
+    );
+    let s = sweep(&config, &policies).map_err(|e| e.to_string())?;
+    if s.phases.len() > 1 {
+        for (k, (from, figs)) in s.phases.iter().enumerate() {
+            let profile = k
+                .checked_sub(1)
+                .and_then(|i| a.net.link_changes.get(i))
+                .map_or(a.profile.as_str(), |c| c.profile.as_str());
+            println!("from {} s: {profile}", from.as_secs_f64());
+            println!("{}", format_input_sweep(figs));
+        }
+        println!("whole replay");
+    }
+    print!("{}", format_input_sweep(&s.overall));
+    println!();
+    print!("{}", format_comparison(&s.overall));
+    Ok(())
+}
+
 fn bench_playback_command(a: BenchPlaybackArgs) -> Result<(), String> {
     use lagless_lab::bench_playback::{PlaybackBenchConfig, bench_playback, format_playback_rows};
     use lagless_lab::link_replay::ReplayConfig;
@@ -561,7 +671,9 @@ fn loss_kind(l: &lagless_netem::Loss) -> &'static str {
 
 fn run_command(a: RunArgs) -> Result<(), String> {
     let net = a.net.overrides()?;
-    if !(0.0..=1000.0).contains(&a.input_buffer_ticks) {
+    if a.input_buffer_ticks
+        .is_some_and(|n| !(0.0..=1000.0).contains(&n))
+    {
         return Err("--input-buffer-ticks must be in 0..=1000".into());
     }
     if !(1..=1000).contains(&a.tick_hz) {
@@ -626,10 +738,19 @@ fn run_command(a: RunArgs) -> Result<(), String> {
         }
         config.interpolation_shadows = lagless_lab::playback::sweep_policies();
     }
-    config.client.sync.lead = LeadPolicy::Fixed {
-        buffer_ticks: a.input_buffer_ticks,
-        jitter_factor: 1.0,
+    config.client.sync.lead = match a.input_buffer_ticks {
+        Some(n) => LeadPolicy::Fixed {
+            buffer_ticks: n,
+            jitter_factor: 1.0,
+        },
+        None => a.input_buffer,
     };
+    for o in &a.outages {
+        if o.outage.start.as_secs_f64() >= config.seconds {
+            return Err(format!("outage {} starts after the run ends", o.label()));
+        }
+    }
+    config.outages = a.outages;
 
     let bar = simulation_bar((config.seconds * 10.0).ceil() as u64, a.no_progress);
     let total = config.seconds;

@@ -2,6 +2,7 @@
 
 use crate::config::{ConfigError, LinkConfig};
 use crate::link::Link;
+use crate::outage::{Direction, Outage};
 use crate::seed::derive_seed;
 
 /// Both directions of one client's connection.
@@ -28,6 +29,16 @@ impl Duplex {
     /// [`profile`](crate::profile).
     pub fn symmetric(config: LinkConfig, seed: u64) -> Result<Duplex, ConfigError> {
         Self::new(config.clone(), config, seed)
+    }
+
+    /// Adds `outage` to the directions `direction` names.
+    pub fn add_outage(&mut self, outage: Outage, direction: Direction) {
+        if direction.up() {
+            self.up.add_outage(outage);
+        }
+        if direction.down() {
+            self.down.add_outage(outage);
+        }
     }
 
     /// Switches both directions to new configs (see [`Link::reconfigure`]). Both are

@@ -69,7 +69,9 @@
 //!
 //! Conditions may change part-way through ([`Link::reconfigure`]): the new
 //! config shapes packets sent from then on, and what is already in flight
-//! is delivered as scheduled.
+//! is delivered as scheduled. A link may also go out for a while ([`Outage`]): packets
+//! sent meanwhile are held until it returns, or dropped; [`Duplex::add_outage`] picks the
+//! direction.
 #![deny(missing_docs)]
 
 mod bandwidth;
@@ -78,6 +80,7 @@ mod duplex;
 mod jitter;
 mod link;
 mod loss;
+mod outage;
 mod profiles;
 mod seed;
 mod trace;
@@ -88,6 +91,7 @@ pub use duplex::Duplex;
 pub use jitter::Jitter;
 pub use link::{Link, LinkStats};
 pub use loss::{GilbertElliott, Loss};
+pub use outage::{Direction, Outage, OutageMode};
 pub use profiles::{PROFILE_NAMES, profile};
 pub use seed::derive_seed;
 pub use trace::{TRACE_MTU, Trace, TraceError};

@@ -11,6 +11,7 @@ use crate::bandwidth::BandwidthQueue;
 use crate::config::{ConfigError, LinkConfig};
 use crate::jitter::apply_delay;
 use crate::loss::LossProcess;
+use crate::outage::{Outage, OutageMode};
 use crate::seed::derive_seed;
 use crate::trace::TraceQueue;
 
@@ -34,13 +35,18 @@ pub struct LinkStats {
     /// Packets picked for reordering (held back and exempt from FIFO),
     /// whether or not a later packet actually overtook them.
     pub reordered_packets: u64,
+    /// Packets dropped because they were sent during an [`Outage`] in
+    /// [`OutageMode::Drop`].
+    pub outage_dropped_packets: u64,
+    /// Packets held back by an [`Outage`] in [`OutageMode::Hold`].
+    pub outage_held_packets: u64,
 }
 
 impl LinkStats {
-    /// All packets that will never be delivered: random loss plus queue
-    /// overflow.
+    /// All packets that will never be delivered: random loss, queue overflow and
+    /// outages.
     pub fn dropped_packets(&self) -> u64 {
-        self.lost_packets + self.queue_dropped_packets
+        self.lost_packets + self.queue_dropped_packets + self.outage_dropped_packets
     }
 }
 
@@ -121,6 +127,7 @@ pub struct Link {
     in_network: BinaryHeap<Reverse<Scheduled>>,
     next_order: u64,
     stats: LinkStats,
+    outages: Vec<Outage>,
 }
 
 impl Link {
@@ -139,6 +146,7 @@ impl Link {
             in_network: BinaryHeap::new(),
             next_order: 0,
             stats: LinkStats::default(),
+            outages: Vec::new(),
         })
     }
 
@@ -166,6 +174,18 @@ impl Link {
             return;
         }
         let mut leaves_queues = now;
+        if let Some(outage) = self.outages.iter().find(|o| o.covers(now)) {
+            match outage.mode {
+                OutageMode::Drop => {
+                    self.stats.outage_dropped_packets += 1;
+                    return;
+                }
+                OutageMode::Hold => {
+                    self.stats.outage_held_packets += 1;
+                    leaves_queues = outage.end();
+                }
+            }
+        }
         if let Some(bandwidth) = &self.config.bandwidth {
             match self.bandwidth.enqueue(bandwidth, leaves_queues, bytes) {
                 Some(departure) => leaves_queues = departure,
@@ -247,6 +267,18 @@ impl Link {
         &self.config
     }
 
+    /// Adds an outage: packets sent while it lasts are held until it ends, or dropped
+    /// ([`Outage`]). Random decisions are drawn for them all the same, so the packets
+    /// after it meet the same fates as without it.
+    pub fn add_outage(&mut self, outage: Outage) {
+        self.outages.push(outage);
+    }
+
+    /// The outages added.
+    pub fn outages(&self) -> &[Outage] {
+        &self.outages
+    }
+
     /// Switches the link to `config` for packets sent from now on, as when a phone walks
     /// out of Wi-Fi range onto a cell network, or a neighbour starts a download.
     ///
@@ -263,6 +295,51 @@ impl Link {
         }
         self.config = config;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod outage_tests {
+    use super::*;
+
+    #[test]
+    fn an_outage_holds_or_drops_what_is_sent_during_it() {
+        let ms = Duration::from_millis;
+        let config = LinkConfig {
+            delay: ms(10),
+            ..LinkConfig::default()
+        };
+        for mode in [OutageMode::Hold, OutageMode::Drop] {
+            let mut link = Link::new(config.clone(), 1).expect("valid");
+            link.add_outage(Outage {
+                start: ms(100),
+                duration: ms(50),
+                mode,
+            });
+            for t in [90, 100, 120, 149, 150] {
+                link.send(ms(t), vec![t as u8]);
+            }
+            let mut got = Vec::new();
+            for t in 0..400 {
+                while let Some(p) = link.poll(ms(t)) {
+                    got.push((t, p[0]));
+                }
+            }
+            match mode {
+                OutageMode::Hold => {
+                    assert_eq!(
+                        got,
+                        vec![(100, 90), (160, 100), (160, 120), (160, 149), (160, 150)]
+                    );
+                    assert_eq!(link.stats().outage_held_packets, 3);
+                }
+                OutageMode::Drop => {
+                    assert_eq!(got, vec![(100, 90), (160, 150)]);
+                    assert_eq!(link.stats().outage_dropped_packets, 3);
+                    assert_eq!(link.stats().dropped_packets(), 3);
+                }
+            }
+        }
     }
 }
 

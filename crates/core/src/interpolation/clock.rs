@@ -303,14 +303,14 @@ pub(crate) fn fraction_setting(value: f64, max: f64) -> f64 {
 /// The last `capacity` values in arrival order, mirrored by a sorted copy so order
 /// statistics cost a binary search and each update a shift, never a sort.
 #[derive(Debug, Clone)]
-struct SortedWindow<T> {
+pub(crate) struct SortedWindow<T> {
     capacity: usize,
     arrived: VecDeque<T>,
     sorted: Vec<T>,
 }
 
 impl<T: Copy + PartialOrd> SortedWindow<T> {
-    fn new(capacity: usize, prealloc: usize) -> Self {
+    pub(crate) fn new(capacity: usize, prealloc: usize) -> Self {
         Self {
             capacity: capacity.max(1),
             arrived: VecDeque::with_capacity(prealloc),
@@ -319,7 +319,7 @@ impl<T: Copy + PartialOrd> SortedWindow<T> {
     }
 
     /// Adds `value`, forgetting the oldest when full.
-    fn push(&mut self, value: T) {
+    pub(crate) fn push(&mut self, value: T) {
         if self.arrived.len() >= self.capacity {
             if let Some(old) = self.arrived.pop_front() {
                 let i = self.sorted.partition_point(|x| *x < old);
@@ -333,21 +333,21 @@ impl<T: Copy + PartialOrd> SortedWindow<T> {
         self.sorted.insert(i, value);
     }
 
-    fn sorted(&self) -> &[T] {
+    pub(crate) fn sorted(&self) -> &[T] {
         &self.sorted
     }
 
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.arrived.len()
     }
 
     /// The last `n` values, in arrival order.
-    fn recent(&self, n: usize) -> impl Iterator<Item = T> + Clone + '_ {
+    pub(crate) fn recent(&self, n: usize) -> impl Iterator<Item = T> + Clone + '_ {
         last(&self.arrived, n).copied()
     }
 
     /// A window of the same capacity holding only the last `n` values.
-    fn tail(&self, n: usize) -> Self {
+    pub(crate) fn tail(&self, n: usize) -> Self {
         let mut tail = Self {
             capacity: self.capacity,
             arrived: VecDeque::with_capacity(self.arrived.capacity()),
@@ -359,7 +359,7 @@ impl<T: Copy + PartialOrd> SortedWindow<T> {
         tail
     }
 
-    fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.arrived.clear();
         self.sorted.clear();
     }

@@ -55,11 +55,12 @@
 
 mod buffer;
 mod clock;
+pub(crate) use clock::SortedWindow;
 mod config;
 mod policy;
 pub(crate) mod pose;
 mod sample;
-mod shift;
+pub(crate) mod shift;
 mod stats;
 
 pub use buffer::{InterpolationBuffer, PushError, SampleKind, Sampled};

@@ -10,6 +10,7 @@ mod report;
 
 use crate::config::{RunConfig, ScriptChoice};
 use crate::cpu::CpuTimer;
+use crate::input_buffer::SyncProbe;
 use crate::metrics::Report;
 use crate::playback::{PolicyFigures, PolicyShadows};
 use crate::replication::SnapshotSender;
@@ -77,8 +78,7 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
     while now <= end {
         while let Some(change) = changes.next_if(|c| c.at <= now) {
             for c in &mut sim.clients {
-                c.link
-                    .reconfigure(change.link.clone(), change.link.clone())?;
+                change.apply_to(&mut c.link)?;
             }
         }
         sim.step(now)?;
@@ -91,8 +91,21 @@ pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutco
     progress(config.seconds);
     let wall = wall_start.elapsed();
     let shadows = sim.shadow_figures();
-    let report = report::build(&sim, wall, &shadows);
+    let mut report = report::build(&sim, wall, &shadows);
+    sim.probe.fill(&mut report);
+    report.set(
+        "sync.lead_policy",
+        crate::metrics::Metric::Text(crate::input_buffer::lead_label(&config.client.sync.lead)),
+    );
     Ok(sim.outcome(report, wall, shadows))
+}
+
+/// When recovery is measured from: every link change and every outage's end.
+fn recovery_events(config: &RunConfig) -> Vec<Duration> {
+    let changes = config.link_changes.iter().map(|c| c.at);
+    changes
+        .chain(config.outages.iter().map(|o| o.outage.end()))
+        .collect()
 }
 
 /// Checks the settings, and finds the network profile.
@@ -150,6 +163,8 @@ struct Sim<'a> {
     physics_ms: Vec<f64>,
     encode_ms: Vec<f64>,
     awake_max: usize,
+    /// Lead, input delay and recovery (`sync.*`, `input.*`).
+    probe: SyncProbe,
 }
 
 impl<'a> Sim<'a> {
@@ -190,11 +205,14 @@ impl<'a> Sim<'a> {
                     .ok_or_else(|| RunError::UnknownScript(name.clone()))?,
                 ScriptChoice::Custom(f) => f(script_seed),
             };
-            let link = Duplex::new(
+            let mut link = Duplex::new(
                 up_cfg.clone(),
                 down_cfg.clone(),
                 derive_seed(config.seed, u64::from(k)),
             )?;
+            for o in &config.outages {
+                link.add_outage(o.outage, o.direction);
+            }
             clients.push(ClientSim::new(
                 config,
                 (id, player),
@@ -231,6 +249,7 @@ impl<'a> Sim<'a> {
             physics_ms: Vec::new(),
             encode_ms: Vec::new(),
             awake_max: 0,
+            probe: SyncProbe::new(config.clients as usize, tick_hz, recovery_events(config)),
         })
     }
 
@@ -255,6 +274,15 @@ impl<'a> Sim<'a> {
                 .collect();
             self.scene.step(&inputs);
             let physics = started.ms();
+            let fed: Vec<Option<bool>> = step
+                .inputs
+                .iter()
+                .map(|(id, input)| {
+                    let started = self.server.client_stats(*id)?.ticks_with_input > 0;
+                    (started || input.is_some()).then_some(input.is_some())
+                })
+                .collect();
+            self.probe.server_tick(now, step.tick, &fed);
             if self.server.snapshot_due() {
                 let encoding = CpuTimer::start();
                 self.sender
@@ -289,8 +317,17 @@ impl<'a> Sim<'a> {
                 self.clients[i].send_down(now, bytes);
             }
         }
-        for c in &mut self.clients {
+        for (i, c) in self.clients.iter_mut().enumerate() {
+            let before = c.session.current_tick();
             c.step(now, self.config, &self.auth);
+            let s = &c.session;
+            let position = s.is_synced().then(|| s.position());
+            let tracking = position
+                .zip(s.server_position(now))
+                .map(|(p, server)| p - server - s.target_lead_ticks());
+            let ticks = (before, s.current_tick());
+            self.probe
+                .client_ticks(i, now, ticks, (position, s.rtt().smoothed(), tracking));
         }
         Ok(())
     }

@@ -55,6 +55,10 @@ fn what_ran(r: &mut Report, sim: &Sim) {
             .collect();
         r.set("link_changes", Metric::Text(changes.join(", ")));
     }
+    if !config.outages.is_empty() {
+        let outages: Vec<String> = config.outages.iter().map(|o| o.label()).collect();
+        r.set("outages", Metric::Text(outages.join(", ")));
+    }
     r.number("seconds", Some(config.seconds));
     r.set("tick_hz", Metric::Count(u64::from(config.server.tick_hz)));
     r.set("snapshot_hz", Metric::Count(u64::from(config.snapshot_hz)));

@@ -1,0 +1,395 @@
+//! The client's lead over the server (its input buffer at the server): the command-line
+//! forms of a lead policy and of an outage, and the measurements a run reports on them
+//! (`sync.lead_ms_mean`, `input.delay_ms_mean`, `sync.recover_ms_max`; see LAB.md).
+
+use crate::metrics::Report;
+use lagless_core::{LeadPolicy, Tick};
+use lagless_netem::{Direction, Outage, OutageMode};
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+/// Parses `--input-buffer`: `adaptive` (0.5% starvation target), `adaptive:P%` (or
+/// `adaptive:P`), `fixed:N` (N ticks beyond RTT/2, no jitter margin), and the peers'
+/// rules `lightyear` and `unity`.
+pub fn parse_lead_policy(text: &str) -> Result<LeadPolicy, String> {
+    let text = text.trim();
+    let bad = |why: &str| format!("input buffer {text:?}: {why}");
+    match text.split_once(':') {
+        None => match text {
+            "adaptive" => Ok(LeadPolicy::ADAPTIVE),
+            "lightyear" => Ok(LeadPolicy::LIGHTYEAR),
+            "unity" => Ok(LeadPolicy::CommandAge),
+            _ => Err(bad(
+                "expected adaptive, adaptive:P%, fixed:N, lightyear or unity",
+            )),
+        },
+        Some(("adaptive", pct)) => {
+            let pct: f64 = pct
+                .trim()
+                .trim_end_matches('%')
+                .parse()
+                .map_err(|_| bad("the target is a percentage, e.g. adaptive:0.5%"))?;
+            if !(pct > 0.0 && pct <= 50.0) {
+                return Err(bad("the target must be in (0, 50] percent"));
+            }
+            Ok(LeadPolicy::Adaptive {
+                starvation: pct / 100.0,
+            })
+        }
+        Some(("fixed", n)) => {
+            let n: f64 = n
+                .trim()
+                .parse()
+                .map_err(|_| bad("fixed:N wants a number of ticks"))?;
+            if !(0.0..=1000.0).contains(&n) {
+                return Err(bad("the buffer must be 0..=1000 ticks"));
+            }
+            Ok(LeadPolicy::fixed(n))
+        }
+        Some(_) => Err(bad(
+            "expected adaptive, adaptive:P%, fixed:N, lightyear or unity",
+        )),
+    }
+}
+
+/// A short label for a lead policy, for reports and sweep tables.
+pub fn lead_label(policy: &LeadPolicy) -> String {
+    match *policy {
+        LeadPolicy::Adaptive { starvation } => format!("adaptive:{}%", starvation * 100.0),
+        LeadPolicy::Fixed {
+            buffer_ticks,
+            jitter_factor: 0.0,
+        } => format!("fixed:{buffer_ticks}"),
+        LeadPolicy::Fixed {
+            buffer_ticks,
+            jitter_factor,
+        } => format!("fixed:{buffer_ticks}+{jitter_factor}dev"),
+        LeadPolicy::PingOnly { .. } if *policy == LeadPolicy::LIGHTYEAR => "lightyear".into(),
+        LeadPolicy::PingOnly {
+            buffer_ticks,
+            jitter_factor,
+        } => format!("ping:{buffer_ticks}+{jitter_factor}jit"),
+        LeadPolicy::CommandAge => "unity".into(),
+    }
+}
+
+/// An outage on the command line: `--outage START:SECS[:up|down|both][:hold|drop]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutageSpec {
+    /// The outage (start, length, what happens to packets).
+    pub outage: Outage,
+    /// Which direction goes out.
+    pub direction: Direction,
+}
+
+impl OutageSpec {
+    /// Parses `START:SECS[:up|down|both][:hold|drop]` (both directions and `hold` unless
+    /// named: packets wait in the link and arrive late, all at once, when it returns).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let bad = |why: &str| format!("outage {text:?}: {why}");
+        let parts: Vec<&str> = text.trim().split(':').map(str::trim).collect();
+        if parts.len() < 2 || parts.len() > 4 {
+            return Err(bad("expected START:SECS[:up|down|both][:hold|drop]"));
+        }
+        let secs = |s: &str| -> Result<Duration, String> {
+            let v: f64 = s.parse().map_err(|_| bad("times are seconds"))?;
+            if !(0.0..=1e6).contains(&v) {
+                return Err(bad("times must be in 0..=1e6 s"));
+            }
+            Ok(Duration::from_secs_f64(v))
+        };
+        let mut spec = OutageSpec {
+            outage: Outage {
+                start: secs(parts[0])?,
+                duration: secs(parts[1])?,
+                mode: OutageMode::Hold,
+            },
+            direction: Direction::Both,
+        };
+        for p in &parts[2..] {
+            match *p {
+                "up" => spec.direction = Direction::Up,
+                "down" => spec.direction = Direction::Down,
+                "both" => spec.direction = Direction::Both,
+                "hold" => spec.outage.mode = OutageMode::Hold,
+                "drop" => spec.outage.mode = OutageMode::Drop,
+                other => {
+                    return Err(bad(&format!(
+                        "unknown {other:?} (up, down, both, hold, drop)"
+                    )));
+                }
+            }
+        }
+        if spec.outage.duration.is_zero() {
+            return Err(bad("the outage must last some time"));
+        }
+        Ok(spec)
+    }
+
+    /// A label for reports: `10s+5s down hold`.
+    pub fn label(&self) -> String {
+        format!(
+            "{}s+{}s {} {}",
+            self.outage.start.as_secs_f64(),
+            self.outage.duration.as_secs_f64(),
+            match self.direction {
+                Direction::Up => "up",
+                Direction::Down => "down",
+                Direction::Both => "both",
+            },
+            match self.outage.mode {
+                OutageMode::Hold => "hold",
+                OutageMode::Drop => "drop",
+            }
+        )
+    }
+}
+
+/// How long after a link change or an outage's end the recovery is watched.
+const RECOVERY_WATCH: Duration = Duration::from_secs(10);
+
+/// Back in step: the clock within this many ticks of the lead its policy asks for...
+const IN_STEP_TICKS: f64 = 1.0;
+
+/// ... and no tick starved, for this long.
+const QUIET: Duration = Duration::from_millis(500);
+
+/// Lead samples are taken this often.
+const LEAD_SAMPLE: Duration = Duration::from_millis(10);
+
+/// Per client: what the probe watches.
+#[derive(Debug, Default)]
+struct ClientProbe {
+    lead_sum_ms: f64,
+    lead_samples: u64,
+    next_lead_sample: Duration,
+    /// Ticks sampled and not yet applied by the server: tick -> local time sampled.
+    pending: BTreeMap<u32, Duration>,
+    delay_sum_ms: f64,
+    delays: u64,
+    /// Tracking errors (time, ticks: the clock's lead over its own server estimate minus
+    /// the lead its policy asks for) and starved tick times around the events.
+    tracking: VecDeque<(Duration, f64)>,
+    starved: Vec<Duration>,
+}
+
+/// Measures the clients' lead and input delay during a run, and how long they take to
+/// be back in step after each link change or outage (see LAB.md).
+///
+/// The runner calls [`SyncProbe::client_ticks`] after each client step,
+/// [`SyncProbe::server_tick`] for each server tick, and [`SyncProbe::fill`] at the end.
+#[derive(Debug)]
+pub struct SyncProbe {
+    tick_hz: f64,
+    /// Times from which recovery is measured: link changes and outage ends.
+    events: Vec<Duration>,
+    clients: Vec<ClientProbe>,
+}
+
+impl SyncProbe {
+    /// A probe for `clients` clients at `tick_hz`, measuring recovery after `events`.
+    pub fn new(clients: usize, tick_hz: u32, mut events: Vec<Duration>) -> Self {
+        events.sort();
+        Self {
+            tick_hz: f64::from(tick_hz),
+            events,
+            clients: (0..clients).map(|_| ClientProbe::default()).collect(),
+        }
+    }
+
+    /// True when `now` lies where recovery is measured (an event's watch and settling).
+    fn watched(&self, now: Duration) -> bool {
+        self.events
+            .iter()
+            .any(|e| now >= *e && now <= *e + RECOVERY_WATCH + QUIET)
+    }
+
+    /// After client `i` stepped at `now`: its ticks went from `before` to `after` (the
+    /// ticks between were sampled now), its clock is at `position` (fractional ticks),
+    /// its smoothed RTT is `rtt`, and `tracking` is how far (ticks) its clock is from the
+    /// lead its policy asks for, over its own estimate of the server. The server's
+    /// position is `now` in ticks (its clock starts at tick 0 at time 0 in a lab run).
+    pub fn client_ticks(
+        &mut self,
+        i: usize,
+        now: Duration,
+        (before, after): (Tick, Tick),
+        (position, rtt, tracking): (Option<f64>, Option<Duration>, Option<f64>),
+    ) {
+        let watched = self.watched(now);
+        let hz = self.tick_hz;
+        let Some(c) = self.clients.get_mut(i) else {
+            return;
+        };
+        // A clock jump skips ticks that were never sampled; a step produces at most the
+        // backlog of ticks otherwise.
+        if after > before && after.diff(before) <= 16 {
+            for t in before.0..after.0 {
+                c.pending.insert(t, now);
+            }
+        }
+        let (Some(position), Some(rtt)) = (position, rtt) else {
+            return;
+        };
+        if now < c.next_lead_sample {
+            return;
+        }
+        c.next_lead_sample = now + LEAD_SAMPLE;
+        let lead_ticks = position - now.as_secs_f64() * hz;
+        let beyond_ms = lead_ticks / hz * 1000.0 - rtt.as_secs_f64() * 500.0;
+        c.lead_sum_ms += beyond_ms;
+        c.lead_samples += 1;
+        if let (true, Some(err)) = (watched, tracking) {
+            c.tracking.push_back((now, err));
+        }
+    }
+
+    /// The server stepped `tick` at `now`; `fed[i]` says whether client `i` had input for
+    /// it (`None` before that client's first input).
+    pub fn server_tick(&mut self, now: Duration, tick: Tick, fed: &[Option<bool>]) {
+        let watched = self.watched(now);
+        for (c, fed) in self.clients.iter_mut().zip(fed) {
+            if let Some(sampled) = c.pending.remove(&tick.0) {
+                if *fed == Some(true) {
+                    c.delay_sum_ms += now.saturating_sub(sampled).as_secs_f64() * 1000.0;
+                    c.delays += 1;
+                }
+            }
+            // Forget what can no longer be applied.
+            while c
+                .pending
+                .first_key_value()
+                .is_some_and(|(t, _)| *t < tick.0)
+            {
+                c.pending.pop_first();
+            }
+            if watched && *fed == Some(false) {
+                c.starved.push(now);
+            }
+        }
+    }
+
+    /// Recovery after event `e` for client `c`, ms: until the clock stays within
+    /// [`IN_STEP_TICKS`] of the lead its policy asks for, with no tick starved, for
+    /// [`QUIET`]; the whole watch (10 s) if that never happens.
+    fn recovery_ms(c: &ClientProbe, e: Duration) -> Option<f64> {
+        let end = e + RECOVERY_WATCH;
+        let mut seen = false;
+        for (t, _) in c.tracking.iter().filter(|(t, _)| *t >= e && *t <= end) {
+            seen = true;
+            let in_step = c
+                .tracking
+                .iter()
+                .filter(|(u, _)| *u >= *t && *u <= *t + QUIET)
+                .all(|(_, err)| err.abs() <= IN_STEP_TICKS);
+            let quiet = !c.starved.iter().any(|s| *s >= *t && *s <= *t + QUIET);
+            if in_step && quiet {
+                return Some(t.saturating_sub(e).as_secs_f64() * 1000.0);
+            }
+        }
+        seen.then(|| RECOVERY_WATCH.as_secs_f64() * 1000.0)
+    }
+
+    /// Writes `sync.lead_ms_mean`, `input.delay_ms_mean` and (with events)
+    /// `sync.recover_ms_max` into `r`.
+    pub fn fill(&self, r: &mut Report) {
+        let (mut lead, mut leads, mut delay, mut delays) = (0.0, 0u64, 0.0, 0u64);
+        for c in &self.clients {
+            lead += c.lead_sum_ms;
+            leads += c.lead_samples;
+            delay += c.delay_sum_ms;
+            delays += c.delays;
+        }
+        r.number(
+            "sync.lead_ms_mean",
+            (leads > 0).then(|| lead / leads as f64),
+        );
+        r.number(
+            "input.delay_ms_mean",
+            (delays > 0).then(|| delay / delays as f64),
+        );
+        if !self.events.is_empty() {
+            let worst = self
+                .events
+                .iter()
+                .flat_map(|e| self.clients.iter().filter_map(|c| Self::recovery_ms(c, *e)))
+                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+            r.number("sync.recover_ms_max", worst);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_parse() {
+        assert_eq!(parse_lead_policy("adaptive"), Ok(LeadPolicy::ADAPTIVE));
+        assert_eq!(
+            parse_lead_policy("adaptive:1%"),
+            Ok(LeadPolicy::Adaptive { starvation: 0.01 })
+        );
+        assert_eq!(parse_lead_policy("fixed:3"), Ok(LeadPolicy::fixed(3.0)));
+        assert_eq!(parse_lead_policy("lightyear"), Ok(LeadPolicy::LIGHTYEAR));
+        assert_eq!(parse_lead_policy("unity"), Ok(LeadPolicy::CommandAge));
+        for bad in [
+            "",
+            "adaptive:0",
+            "adaptive:x",
+            "fixed:-1",
+            "fixed",
+            "nope:1",
+        ] {
+            assert!(parse_lead_policy(bad).is_err(), "{bad}");
+        }
+        assert_eq!(lead_label(&LeadPolicy::fixed(4.0)), "fixed:4");
+        assert_eq!(lead_label(&LeadPolicy::ADAPTIVE), "adaptive:0.5%");
+    }
+
+    #[test]
+    fn outages_parse() {
+        let o = OutageSpec::parse("10:5:down").expect("valid");
+        assert_eq!(o.outage.start, Duration::from_secs(10));
+        assert_eq!(o.outage.duration, Duration::from_secs(5));
+        assert_eq!(o.direction, Direction::Down);
+        assert_eq!(o.outage.mode, OutageMode::Hold);
+        let o = OutageSpec::parse("1.5:2:drop:up").expect("valid");
+        assert_eq!(o.outage.mode, OutageMode::Drop);
+        assert_eq!(o.direction, Direction::Up);
+        assert_eq!(o.label(), "1.5s+2s up drop");
+        for bad in [
+            "10",
+            "10:0",
+            "x:5",
+            "10:5:sideways",
+            "10:5:up:hold:x",
+            "-1:5",
+        ] {
+            assert!(OutageSpec::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn recovery_is_the_time_until_the_clock_is_in_step_and_nothing_starves() {
+        let ms = Duration::from_millis;
+        let mut p = SyncProbe::new(1, 64, vec![ms(1000)]);
+        let rtt = Some(ms(0));
+        for k in 0..2000u64 {
+            let now = ms(k * 10);
+            // The clock is 10 ticks off its target until 1.3 s, then in step.
+            let err = if now < ms(1300) { 10.0 } else { 0.2 };
+            let position = now.as_secs_f64() * 64.0 + 2.0;
+            p.client_ticks(0, now, (Tick(0), Tick(0)), (Some(position), rtt, Some(err)));
+            let fed = now != ms(1500);
+            p.server_tick(now, Tick(k as u32), &[Some(fed)]);
+        }
+        let mut r = Report::default();
+        p.fill(&mut r);
+        let recover = r.get_f64("sync.recover_ms_max").expect("measured");
+        // In step at 1.3 s but a tick starved at 1.5 s: quiet from 1.51 s on.
+        assert!((recover - 510.0).abs() < 1e-6, "{recover}");
+        let lead = r.get_f64("sync.lead_ms_mean").expect("measured");
+        assert!((lead - 2.0 / 64.0 * 1000.0).abs() < 1e-6, "{lead}");
+    }
+}

@@ -165,8 +165,6 @@ pub fn snapshot(client: &ReplicationClient, cubes: usize, tick: Tick) -> CubeSna
 mod tests {
     use super::*;
     use crate::cubes::{CubeInput, CubeSceneConfig};
-    use lagless_core::Tick;
-    use lagless_core::Tick;
     use lagless_replication::{ClientConfig, ServerConfig};
     use std::time::Duration;
 

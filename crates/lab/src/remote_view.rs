@@ -29,7 +29,7 @@ pub struct RemoteView {
     /// The same, for entities near the client's own player.
     pub near_error_cm: Histogram,
     /// Rendered motion vs true motion over the frame's real time, cm, per entity per
-    /// frame after the first.
+    /// frame after the first, leaving out entities at rest and shown at rest.
     pub jerk_cm: Histogram,
     /// The last frame: when it was drawn, the tick it showed and the positions shown.
     last: Option<(Duration, f64, Vec<[f32; 3]>)>,
@@ -72,6 +72,11 @@ impl RemoteView {
                 };
                 let shown_motion = sub(*p, *b);
                 let true_motion = sub(to, from);
+                // Something at rest and shown at rest shows no motion to judge; counting
+                // it would bury the moving few under hundreds of resting cubes.
+                if shown_motion == [0.0; 3] && true_motion == [0.0; 3] {
+                    continue;
+                }
                 self.jerk_cm.record(dist_cm(shown_motion, true_motion));
             }
         }

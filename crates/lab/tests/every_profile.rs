@@ -96,11 +96,13 @@ fn unknown_names_are_errors_not_panics() {
 
 #[test]
 fn remote_players_are_interpolated() {
+    // No budget: what the interpolation buffer shows, not what the budget held back.
     let config = RunConfig {
         profile: "broadband".into(),
         seconds: 6.0,
         clients: 3,
         naive_sample: 0,
+        budget_kbps: 0.0,
         ..RunConfig::default()
     };
     let out = run(&config, &mut |_| {}).unwrap();
@@ -191,6 +193,7 @@ fn slow_motion_shows_as_jerk_not_error() {
         seconds: 10.0,
         clients: 2,
         naive_sample: 0,
+        budget_kbps: 0.0,
         interpolation,
         playback: PlaybackSettings {
             max_stretch,

@@ -572,7 +572,12 @@ impl ReplicationServer {
             // that snapshot arrived, else the baseline's. Until an acknowledgement says
             // which, assume the newest sent arrived; it is looked at again then.
             let sent = c.sent.get_mut(i).map(|s| {
-                s.retain(|(t, ..)| base_tick.is_none_or(|b| *t > b));
+                // Only what went after the baseline counts; most often nothing is older.
+                if let (Some(b), Some(first)) = (base_tick, s.first()) {
+                    if first.0 <= b {
+                        s.retain(|(t, ..)| *t > b);
+                    }
+                }
                 s.last()
             });
             let in_flight = sent.flatten().cloned();
@@ -648,7 +653,16 @@ impl ReplicationServer {
         });
         let n_candidates = candidates.len();
         if budget_bits.is_some() {
-            candidates.sort_unstable_by(|a, b| b.priority.total_cmp(&a.priority));
+            // Only the head can fit: order that much (an entry takes at least
+            // MIN_ENTRY_BITS), and leave the rest, which waits anyway, unordered.
+            let by_priority = |a: &Candidate, b: &Candidate| b.priority.total_cmp(&a.priority);
+            let head = cap / MIN_ENTRY_BITS + MAX_MISSES + 1;
+            if candidates.len() > head {
+                candidates.select_nth_unstable_by(head, by_priority);
+                candidates[..head].sort_unstable_by(by_priority);
+            } else {
+                candidates.sort_unstable_by(by_priority);
+            }
         }
         let payload = |cache: &mut HashMap<(u32, u64, u64, u32), BitWriter>,
                        id: u32,
@@ -803,6 +817,10 @@ impl ReplicationServer {
         })
     }
 }
+
+/// Fewest bits an entry takes (its id gap, operation and one field's width): no more than
+/// `cap / MIN_ENTRY_BITS` entries fit a snapshot.
+const MIN_ENTRY_BITS: usize = 8;
 
 /// Candidates in a row that may not fit before the rest of a snapshot's wait unencoded.
 const MAX_MISSES: usize = 8;

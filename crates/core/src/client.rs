@@ -585,7 +585,7 @@ impl<I: Input> ClientSession<I> {
     }
 
     /// Reports that the game decoded and kept the snapshot of `tick`, so the server may
-    /// delta-encode later snapshots against it (see [`crate::baseline`]). Every input
+    /// delta-encode later snapshots against it (the `lagless-replication` crate does). Every input
     /// message carries the newest tick reported; older reports are ignored.
     ///
     /// Call it only for snapshots the game can use as a baseline: not for essential parts,

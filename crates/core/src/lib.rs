@@ -60,7 +60,6 @@
 
 #![deny(missing_docs)]
 
-pub mod baseline;
 mod client;
 mod error;
 mod input;
@@ -77,7 +76,6 @@ mod sync;
 mod tick;
 mod timestep;
 
-pub use baseline::BaselineHistory;
 pub use client::{
     ClientConfig, ClientSession, ClientStats, FAST_FORWARD_TICKS, RESYNC_AFTER_PACKETS,
     ReceivedSnapshot, TICK_TRUST_SECS,

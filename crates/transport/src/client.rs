@@ -145,13 +145,7 @@ impl UdpClient {
 
     fn flush(&mut self) {
         while let Some(t) = self.netcode.poll_transmit() {
-            match self.socket.send_to(&t.data, t.addr) {
-                Ok(n) => {
-                    self.stats.datagrams_sent += 1;
-                    self.stats.bytes_sent += n as u64;
-                }
-                Err(_) => self.stats.io_errors += 1,
-            }
+            self.stats.send(&self.socket, &t.data, t.addr);
         }
     }
 

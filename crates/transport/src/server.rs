@@ -80,6 +80,19 @@ pub struct TransportStats {
     pub queue_dropped: u64,
 }
 
+impl TransportStats {
+    /// Writes one datagram to `socket`, counting it or the error.
+    pub(crate) fn send(&mut self, socket: &UdpSocket, data: &[u8], to: SocketAddr) {
+        match socket.send_to(data, to) {
+            Ok(n) => {
+                self.datagrams_sent += 1;
+                self.bytes_sent += n as u64;
+            }
+            Err(_) => self.io_errors += 1,
+        }
+    }
+}
+
 /// A netcode.io server on a non-blocking UDP socket, with a real clock: unreliable payloads
 /// and a reliable-ordered channel per client.
 ///
@@ -256,13 +269,7 @@ impl UdpServer {
 
     fn flush(&mut self) {
         while let Some(t) = self.netcode.poll_transmit() {
-            match self.socket.send_to(&t.data, t.addr) {
-                Ok(n) => {
-                    self.stats.datagrams_sent += 1;
-                    self.stats.bytes_sent += n as u64;
-                }
-                Err(_) => self.stats.io_errors += 1,
-            }
+            self.stats.send(&self.socket, &t.data, t.addr);
         }
     }
 

@@ -283,8 +283,8 @@ fn unchanged_entities_cost_nothing_and_deltas_are_shared() {
     assert_eq!(client.get(3).expect("known").tick, Tick(2));
 }
 
-#[test]
-fn a_state_that_changes_and_changes_back_is_not_sent() {
+/// A server with one body and a client that decoded and acknowledged tick 1.
+fn one_body_in_step() -> (ReplicationServer, ReplicationClient, u32) {
     let mut server = ReplicationServer::new(schema(), ServerConfig::default());
     let mut client = ReplicationClient::new(schema(), ClientConfig::default());
     let id = server.spawn(0, |w| write_body(w, 0.0, 0)).expect("spawn");
@@ -292,6 +292,12 @@ fn a_state_that_changes_and_changes_back_is_not_sent() {
     let s = server.encode(1, Tick(1), Duration::ZERO).expect("encode");
     client.receive(Tick(1), &s.bytes).expect("decode");
     server.acknowledge(1, Tick(1), Duration::ZERO);
+    (server, client, id)
+}
+
+#[test]
+fn a_state_that_changes_and_changes_back_is_not_sent() {
+    let (mut server, mut client, id) = one_body_in_step();
     server
         .update(id, |w| write_body(w, 1.0, 0))
         .expect("update");
@@ -309,13 +315,7 @@ fn a_state_that_changes_and_changes_back_is_not_sent() {
 /// did not get it, or the entity changed again.
 #[test]
 fn an_update_in_flight_is_not_resent() {
-    let mut server = ReplicationServer::new(schema(), ServerConfig::default());
-    let mut client = ReplicationClient::new(schema(), ClientConfig::default());
-    let id = server.spawn(0, |w| write_body(w, 0.0, 0)).expect("spawn");
-    server.add_client(1);
-    let s = server.encode(1, Tick(1), Duration::ZERO).expect("encode");
-    client.receive(Tick(1), &s.bytes).expect("decode");
-    server.acknowledge(1, Tick(1), Duration::ZERO);
+    let (mut server, mut client, id) = one_body_in_step();
     server
         .update(id, |w| write_body(w, 1.0, 0))
         .expect("update");

@@ -123,11 +123,6 @@ impl SnapshotSender {
         self.q
     }
 
-    /// The replication layer's server.
-    pub fn layer(&self) -> &ReplicationServer {
-        &self.layer
-    }
-
     /// Registers a client.
     pub fn add_client(&mut self, id: ClientId) {
         self.layer.add_client(id);

@@ -49,6 +49,9 @@ pub struct ClientStats {
     pub bytes_received: u64,
     /// Packets rejected as malformed, oversized, inconsistent or of unknown kind.
     pub packets_rejected: u64,
+    /// Of those, packets announcing another tick rate
+    /// ([`ProtocolError::TickRateMismatch`]).
+    pub tick_rate_mismatches: u64,
     /// Complete snapshots delivered to the game.
     pub snapshots_received: u64,
     /// Fragments of snapshots older than one already delivered.
@@ -299,6 +302,18 @@ impl<I: Input> ClientSession<I> {
                 return Err(e);
             }
         };
+        if let Some(theirs) = frag
+            .tick_hz
+            .map(u32::from)
+            .filter(|&hz| hz != self.config.tick_hz)
+        {
+            self.stats.packets_rejected += 1;
+            self.stats.tick_rate_mismatches += 1;
+            return Err(ProtocolError::TickRateMismatch {
+                ours: self.config.tick_hz,
+                theirs,
+            });
+        }
         let tick = Tick(frag.tick);
         // A server never gets there; a clock started from such a stamp would run into the
         // end of the tick range (see `Tick::LAST`).
@@ -656,6 +671,11 @@ impl<I: Input> ClientSession<I> {
             snapshot_ack: self.snapshot_ack.map(Tick::to_wire),
             start_tick: start.to_wire(),
             inputs,
+            // Until the client holds a snapshot, so the server can check our rate.
+            tick_hz: self
+                .snapshot_ack
+                .is_none()
+                .then_some(self.config.tick_hz as u16),
         };
         self.send_seq = self.send_seq.next();
         let mut w = Writer::with_capacity(64);

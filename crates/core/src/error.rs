@@ -44,4 +44,13 @@ pub enum ProtocolError {
         /// Configured maximum.
         max: usize,
     },
+    /// The other side runs the simulation at another tick rate: nothing it sends can be
+    /// used. Configure one rate on both ends.
+    #[error("tick rate mismatch: this side runs at {ours} Hz, the other at {theirs} Hz")]
+    TickRateMismatch {
+        /// This side's rate.
+        ours: u32,
+        /// The rate the other side announced.
+        theirs: u32,
+    },
 }

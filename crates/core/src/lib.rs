@@ -82,6 +82,9 @@ pub use client::{
 };
 pub use error::ProtocolError;
 pub use input::Input;
+/// The wire types an [`Input`] implementation reads and writes, so a game needs no direct
+/// dependency on `lagless-wire`.
+pub use lagless_wire::{Reader, WireError, Writer};
 pub use message::MAX_PACKET_BYTES;
 pub use prediction::{PredictionConfig, PredictionStats, Predictor, Reconciled, Rollback};
 pub use ring::{RingError, TickBuffer};

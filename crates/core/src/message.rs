@@ -32,6 +32,9 @@ pub struct InputMessage<I> {
     pub start_tick: Seq16,
     /// Inputs for consecutive ticks starting at `start_tick` (may be empty: a ping).
     pub inputs: Vec<I>,
+    /// The client's tick rate, sent until it holds a snapshot, so a server running at
+    /// another rate refuses it with a clear error instead of mispredicting everything.
+    pub tick_hz: Option<u16>,
 }
 
 impl<I: Input> InputMessage<I> {
@@ -41,8 +44,11 @@ impl<I: Input> InputMessage<I> {
         w.write_u8(KIND_INPUT);
         w.write_u16(self.seq.0);
         w.write_u32(self.client_time_us);
-        let flags = u8::from(self.snapshot_ack.is_some());
+        let flags = u8::from(self.snapshot_ack.is_some()) | (u8::from(self.tick_hz.is_some()) << 1);
         w.write_u8(flags);
+        if let Some(hz) = self.tick_hz {
+            w.write_varint_u32(u32::from(hz));
+        }
         match self.snapshot_ack {
             Some(a) => {
                 w.write_u16(a.0);
@@ -71,12 +77,17 @@ impl<I: Input> InputMessage<I> {
         let (mut r, seq) = open_packet(bytes, KIND_INPUT)?;
         let client_time_us = r.read_u32()?;
         let flags = r.read_u8()?;
-        if flags & !1 != 0 {
+        if flags & !3 != 0 {
             return Err(WireError::Invalid {
                 what: "input flags",
             }
             .into());
         }
+        let tick_hz = if flags & 2 != 0 {
+            Some(read_tick_hz(&mut r)?)
+        } else {
+            None
+        };
         let (snapshot_ack, start_tick) = if flags & 1 != 0 {
             let ack = Seq16(r.read_u16()?);
             let delta = i16::try_from(r.read_varint_i32()?).map_err(|_| WireError::Invalid {
@@ -114,7 +125,16 @@ impl<I: Input> InputMessage<I> {
             snapshot_ack,
             start_tick,
             inputs,
+            tick_hz,
         })
+    }
+}
+
+/// A tick rate on the wire: 1 to 1000 Hz, as the sessions accept.
+fn read_tick_hz(r: &mut Reader<'_>) -> Result<u16, ProtocolError> {
+    match r.read_varint_u32()? {
+        hz @ 1..=1000 => Ok(hz as u16),
+        _ => Err(WireError::Invalid { what: "tick rate" }.into()),
     }
 }
 
@@ -177,6 +197,9 @@ pub struct SnapshotFragment {
     /// tick, such as its own player's state, sent apart from the full snapshot so that the
     /// loss of any fragment of the full one cannot hold it back.
     pub essential: bool,
+    /// The server's tick rate, sent until the client acknowledges a snapshot, so a
+    /// client running at another rate can say so clearly.
+    pub tick_hz: Option<u16>,
     /// This fragment's slice of the game's snapshot payload.
     pub payload: Vec<u8>,
 }
@@ -189,8 +212,12 @@ impl SnapshotFragment {
         w.write_u32(self.tick);
         let flags = u8::from(self.echo.is_some())
             | (u8::from(self.input_ack.is_some()) << 1)
-            | (u8::from(self.essential) << 2);
+            | (u8::from(self.essential) << 2)
+            | (u8::from(self.tick_hz.is_some()) << 3);
         w.write_u8(flags);
+        if let Some(hz) = self.tick_hz {
+            w.write_varint_u32(u32::from(hz));
+        }
         if let Some(e) = self.echo {
             w.write_u32(e.client_time_us);
             w.write_varint_u32(e.hold_us);
@@ -209,12 +236,17 @@ impl SnapshotFragment {
         let (mut r, seq) = open_packet(bytes, KIND_SNAPSHOT)?;
         let tick = r.read_u32()?;
         let flags = r.read_u8()?;
-        if flags & !7 != 0 {
+        if flags & !15 != 0 {
             return Err(WireError::Invalid {
                 what: "snapshot flags",
             }
             .into());
         }
+        let tick_hz = if flags & 8 != 0 {
+            Some(read_tick_hz(&mut r)?)
+        } else {
+            None
+        };
         let echo = if flags & 1 != 0 {
             Some(PingEcho {
                 client_time_us: r.read_u32()?,
@@ -274,6 +306,7 @@ impl SnapshotFragment {
             index,
             count,
             essential,
+            tick_hz,
             payload,
         })
     }
@@ -291,6 +324,7 @@ mod tests {
             snapshot_ack: Some(Seq16(65535)),
             start_tick: Seq16(65530),
             inputs,
+            tick_hz: None,
         }
     }
 
@@ -362,6 +396,7 @@ mod tests {
             index: 0,
             count: 1,
             essential: false,
+            tick_hz: None,
             payload: vec![1, 2, 3],
         };
         let mut w = Writer::new();
@@ -403,8 +438,9 @@ mod tests {
     proptest! {
         #[test]
         fn input_round_trip_is_byte_identical(seq: u16, t: u32, ack: Option<u16>, start: u16,
-                                              inputs in proptest::collection::vec(0u8..4, 0..64)) {
-            let m = InputMessage { seq: Seq16(seq), client_time_us: t, snapshot_ack: ack.map(Seq16), start_tick: Seq16(start), inputs };
+                                              inputs in proptest::collection::vec(0u8..4, 0..64),
+                                              tick_hz in proptest::option::of(1u16..=1000)) {
+            let m = InputMessage { seq: Seq16(seq), client_time_us: t, snapshot_ack: ack.map(Seq16), start_tick: Seq16(start), inputs, tick_hz };
             let mut w = Writer::new();
             m.encode(&mut w);
             let d = InputMessage::<u8>::decode(w.as_bytes(), 64).unwrap();
@@ -416,7 +452,8 @@ mod tests {
 
         #[test]
         fn fragment_round_trip(seq: u16, tick: u32, echo: Option<(u32, u32)>, ack: Option<(u16, i32)>,
-                               count in 1u8..=255, idx: u8, payload in proptest::collection::vec(any::<u8>(), 0..FRAGMENT_PAYLOAD_BYTES)) {
+                               count in 1u8..=255, idx: u8, payload in proptest::collection::vec(any::<u8>(), 0..FRAGMENT_PAYLOAD_BYTES),
+                               tick_hz in proptest::option::of(1u16..=1000)) {
             // Cut as the server cuts: full fragments, then a non-empty last one.
             let mut payload = payload;
             if idx % count + 1 < count {
@@ -428,7 +465,7 @@ mod tests {
                 seq: Seq16(seq), tick,
                 echo: echo.map(|(c, h)| PingEcho { client_time_us: c, hold_us: h }),
                 input_ack: ack.map(|(a, l)| InputAck { acked_through: Seq16(a), input_slack: l }),
-                index: idx % count, count, payload, essential: false,
+                index: idx % count, count, payload, essential: false, tick_hz,
             };
             let mut w = Writer::new();
             f.encode(&mut w);

@@ -60,6 +60,9 @@ pub struct ServerClientStats {
     pub bytes_received: u64,
     /// Packets rejected as malformed, oversized or of unknown kind.
     pub packets_rejected: u64,
+    /// Of those, packets announcing another tick rate
+    /// ([`ProtocolError::TickRateMismatch`]).
+    pub tick_rate_mismatches: u64,
     /// Inputs accepted for a future tick, seen for the first time.
     pub inputs_accepted: u64,
     /// Redundant copies of inputs already held or applied (normal with redundancy).
@@ -238,6 +241,7 @@ impl<I: Input> ServerSession<I> {
         );
         let max_inputs = self.config.max_inputs_per_message;
         let lead_limit = self.config.max_input_lead_ticks;
+        let tick_hz = self.config.tick_hz;
         let client = self
             .clients
             .get_mut(&id)
@@ -251,6 +255,14 @@ impl<I: Input> ServerSession<I> {
                 return Err(e);
             }
         };
+        if let Some(theirs) = msg.tick_hz.map(u32::from).filter(|&hz| hz != tick_hz) {
+            client.stats.packets_rejected += 1;
+            client.stats.tick_rate_mismatches += 1;
+            return Err(ProtocolError::TickRateMismatch {
+                ours: tick_hz,
+                theirs,
+            });
+        }
         // Clock stamps: keep only the newest packet's, so reordering cannot inflate the RTT.
         // A sequence number far behind the newest means the newest was bogus (a corrupt or
         // forged packet) or the client restarted; accept it rather than ignore the client's
@@ -419,6 +431,7 @@ impl<I: Input> ServerSession<I> {
             });
         }
         let current = self.current_tick();
+        let tick_hz = self.config.tick_hz;
         let client = self
             .clients
             .get_mut(&id)
@@ -472,6 +485,8 @@ impl<I: Input> ServerSession<I> {
                 index,
                 count,
                 essential,
+                // Until the client holds a snapshot, so it can check it runs at our rate.
+                tick_hz: client.snapshot_ack.is_none().then_some(tick_hz as u16),
                 payload: chunk.to_vec(),
             };
             client.send_seq = client.send_seq.next();

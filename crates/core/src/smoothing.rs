@@ -121,6 +121,37 @@ impl ErrorSmoother {
     }
 }
 
+impl ErrorSmoother {
+    /// [`ErrorSmoother::correct`] for a 2D body: a position in the plane and a heading in
+    /// radians (about the axis out of the plane).
+    pub fn correct_planar(
+        &mut self,
+        old_position: [f32; 2],
+        old_angle: f32,
+        new_position: [f32; 2],
+        new_angle: f32,
+    ) {
+        self.correct(
+            [old_position[0], old_position[1], 0.0],
+            about_z(old_angle),
+            [new_position[0], new_position[1], 0.0],
+            about_z(new_angle),
+        );
+    }
+
+    /// [`ErrorSmoother::apply`] for a 2D body: the position and heading to render.
+    pub fn apply_planar(&self, position: [f32; 2], angle: f32) -> ([f32; 2], f32) {
+        let (p, q) = self.apply([position[0], position[1], 0.0], about_z(angle));
+        ([p[0], p[1]], 2.0 * q[2].atan2(q[3]))
+    }
+}
+
+/// The rotation by `angle` radians about z.
+fn about_z(angle: f32) -> [f32; 4] {
+    let (s, c) = (angle / 2.0).sin_cos();
+    [0.0, 0.0, s, c]
+}
+
 fn length(v: [f32; 3]) -> f32 {
     (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt()
 }
@@ -161,6 +192,21 @@ mod tests {
         }
         assert!((s.offset()[0] + 0.25).abs() < 1e-4, "{:?}", s.offset());
         assert!((coarse.offset()[0] - s.offset()[0]).abs() < 1e-5);
+    }
+
+    #[test]
+    fn planar_corrections_keep_the_rendered_position_and_heading() {
+        let mut s = ErrorSmoother::new(SmoothingConfig::default());
+        s.correct_planar([1.0, 2.0], 0.5, [1.3, 1.8], 0.7);
+        let (p, a) = s.apply_planar([1.3, 1.8], 0.7);
+        assert!((p[0] - 1.0).abs() < 1e-5 && (p[1] - 2.0).abs() < 1e-5);
+        assert!((a - 0.5).abs() < 1e-4, "heading {a}");
+        s.decay(Duration::from_millis(110));
+        let (p, a) = s.apply_planar([1.3, 1.8], 0.7);
+        assert!(
+            (p[0] - 1.15).abs() < 1e-3 && (a - 0.6).abs() < 1e-2,
+            "{p:?} {a}"
+        );
     }
 
     #[test]

@@ -25,6 +25,7 @@ fn input_packet(start: Seq16, inputs: Vec<u8>) -> Vec<u8> {
         snapshot_ack: None,
         start_tick: start,
         inputs,
+        tick_hz: None,
     }
     .encode(&mut w);
     w.into_bytes()
@@ -141,6 +142,7 @@ fn client_rejects_and_counts_bad_packets() {
             index,
             count,
             essential: false,
+            tick_hz: None,
             payload,
         }
         .encode(&mut w);
@@ -255,6 +257,7 @@ fn fragment(seq: u16, tick: u32, index: u8, count: u8, byte: u8) -> Vec<u8> {
         index,
         count,
         essential: false,
+        tick_hz: None,
         payload: vec![byte; len],
     }
     .encode(&mut w);
@@ -443,6 +446,7 @@ fn control_packet(h: &Harness, echo: Option<PingEcho>, acked_through: Option<Seq
         index: 0,
         count: 1,
         essential: true,
+        tick_hz: None,
         // The harness's game reads one 8-byte position per client.
         payload: vec![0; 16],
     }
@@ -638,4 +642,66 @@ fn a_server_whose_input_reports_lie_moves_the_lead_only_within_bounds() {
             }
         }
     }
+}
+
+/// A client and a server configured with different tick rates refuse each other's
+/// packets with an error naming both rates, on both ends; with equal rates the same
+/// exchange goes through and the announcement stops once the client holds a snapshot.
+#[test]
+fn a_client_at_another_tick_rate_is_refused_on_both_ends() {
+    let run = |client_hz: u32| {
+        let mut server = ServerSession::<u8>::new(ServerConfig::default());
+        server.add_client(1).unwrap();
+        let mut client = ClientSession::<u8>::new(ClientConfig {
+            tick_hz: client_hz,
+            ..ClientConfig::default()
+        });
+        let mut server_errors = Vec::new();
+        let mut client_errors = Vec::new();
+        let mut announced = Vec::new();
+        for ms in (0..2000u64).step_by(5) {
+            let now = Duration::from_millis(ms);
+            client.update(now);
+            while let Some(t) = client.next_tick() {
+                client.set_input(t, 1);
+            }
+            while let Some(p) = client.poll_transmit(now) {
+                if let Err(e) = server.handle_packet(1, now, &p) {
+                    server_errors.push(e);
+                }
+            }
+            server.update(now);
+            while server.next_tick().is_some() {
+                if server.snapshot_due() {
+                    server.send_snapshot(1, now, &[7; 10]).unwrap();
+                }
+            }
+            while let Some((_, p)) = server.poll_transmit() {
+                announced.push(SnapshotFragment::decode(&p).unwrap().tick_hz);
+                if let Err(e) = client.handle_packet(now, &p) {
+                    client_errors.push(e);
+                }
+            }
+            while let Some(s) = client.poll_snapshot() {
+                client.acknowledge_snapshot(s.tick);
+            }
+        }
+        (server, client, server_errors, client_errors, announced)
+    };
+    let (server, client, server_errors, client_errors, _) = run(30);
+    let mismatch = |ours, theirs| ProtocolError::TickRateMismatch { ours, theirs };
+    assert!(!server_errors.is_empty() && server_errors.iter().all(|e| *e == mismatch(64, 30)));
+    assert!(!client_errors.is_empty() && client_errors.iter().all(|e| *e == mismatch(30, 64)));
+    assert_eq!(client.stats().snapshots_received, 0);
+    assert_eq!(server.client_stats(1).unwrap().inputs_accepted, 0);
+    assert!(server.client_stats(1).unwrap().tick_rate_mismatches > 0);
+    assert!(client.stats().tick_rate_mismatches > 0);
+
+    let (server, client, server_errors, client_errors, announced) = run(64);
+    assert!(server_errors.is_empty() && client_errors.is_empty());
+    assert!(client.stats().snapshots_received > 100);
+    assert!(server.client_stats(1).unwrap().inputs_accepted > 100);
+    // The server announces its rate only until the first acknowledgement.
+    assert_eq!(announced.first(), Some(&Some(64)));
+    assert_eq!(announced.last(), Some(&None));
 }

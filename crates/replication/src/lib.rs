@@ -53,6 +53,8 @@ mod budget;
 mod client;
 mod error;
 mod field;
+mod frame;
+mod net;
 mod schema;
 mod server;
 mod snapshot;
@@ -65,6 +67,14 @@ pub use client::{
 };
 pub use error::ReplicationError;
 pub use field::{codes_valid, values_of, zero_codes};
+pub use frame::{Frame, pose_of};
+/// The pose type the client renders and smooths (2D games use [`Pose::planar`]).
+pub use lagless_core::interpolation::Pose;
+/// The core types a game using [`Server`] and [`Client`] needs, so one import serves.
+pub use lagless_core::{ClientId, Input, Reader, Rollback, Tick, WireError, Writer};
+pub use net::{
+    Client, ClientNetStats, NetConfig, NetError, Policy, PredictedWorld, Render, Server,
+};
 pub use schema::{
     CODE_LIMIT, Field, FieldType, Kind, KindId, MAX_FIELDS, MAX_KINDS, Schema, SchemaError,
 };

@@ -143,6 +143,8 @@ struct ClientState {
     sent: Vec<Vec<SentState>>,
     /// Encodes left before every entity is looked at again (with a game's relevance).
     scan_countdown: u32,
+    /// Entities the client predicts, ascending: sent ahead of every priority.
+    owned: Vec<u32>,
     stats: ClientReplicationStats,
 }
 
@@ -395,6 +397,7 @@ impl ReplicationServer {
             pending: Pending::default(),
             sent: Vec::new(),
             scan_countdown: 1,
+            owned: Vec::new(),
             stats: ClientReplicationStats::default(),
         });
         for id in live {
@@ -418,6 +421,17 @@ impl ReplicationServer {
     pub fn set_focus(&mut self, client: ClientKey, focus: Option<[f32; 3]>) {
         if let Some(c) = self.clients.get_mut(&client) {
             c.focus = focus;
+        }
+    }
+
+    /// Entities `client` predicts (its own player, say): when they differ from what it
+    /// holds they go in every snapshot ahead of everything else, so its prediction is
+    /// never compared with a state the budget held back. Replaces the previous set.
+    pub fn set_owned(&mut self, client: ClientKey, entities: &[u32]) {
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.owned = entities.to_vec();
+            c.owned.sort_unstable();
+            c.owned.dedup();
         }
     }
 
@@ -632,10 +646,11 @@ impl ReplicationServer {
             };
             let kind_weight = schema.get(e.kind).map_or(1.0, |k| k.priority_weight());
             c.priority[i] += kind_weight * weight * (1.0 + moved) * elapsed;
+            let owned = c.owned.binary_search(&id).is_ok();
             candidates.push(Candidate {
                 id,
                 change,
-                priority: c.priority[i],
+                priority: if owned { f32::MAX } else { c.priority[i] },
             });
         }
         for id in keep {

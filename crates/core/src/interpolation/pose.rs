@@ -43,6 +43,32 @@ impl Pose {
         }
     }
 
+    /// A 2D pose: `position` in the plane z = 0, turned `angle` radians about z. The
+    /// smoother, the interpolation buffer and the replication layer then treat 2D games
+    /// like 3D ones; [`Pose::planar_position`] and [`Pose::heading`] read it back.
+    pub fn planar(position: [f32; 2], angle: f32) -> Self {
+        let (s, c) = (angle / 2.0).sin_cos();
+        Self::new([position[0], position[1], 0.0], [0.0, 0.0, s, c])
+    }
+
+    /// The position in the plane z = 0.
+    pub fn planar_position(&self) -> [f32; 2] {
+        [self.position[0], self.position[1]]
+    }
+
+    /// The heading about z, radians in `(-π, π]` (for a pose turned about z only).
+    pub fn heading(&self) -> f32 {
+        use std::f32::consts::{PI, TAU};
+        let a = 2.0 * self.rotation[2].atan2(self.rotation[3]);
+        if a > PI {
+            a - TAU
+        } else if a <= -PI {
+            a + TAU
+        } else {
+            a
+        }
+    }
+
     /// This pose with the given velocities.
     #[must_use]
     pub fn with_velocity(self, linear: [f32; 3], angular: [f32; 3]) -> Self {

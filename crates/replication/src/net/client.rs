@@ -1,0 +1,409 @@
+//! The game client's side of the high-level API.
+
+use super::{NetConfig, NetError};
+use crate::client::{ClientConfig, EntityEvent, ReplicationClient};
+use crate::frame::{Frame, pose_of};
+use crate::schema::Schema;
+use lagless_core::interpolation::{InterpolationBuffer, InterpolationConfig, Pose};
+use lagless_core::{
+    ClientSession, ErrorSmoother, PredictionStats, Predictor, Reconciled, Rollback,
+    SmoothingConfig, Tick,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How the client shows an entity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Policy {
+    /// Simulated ahead by the game's [`PredictedWorld`], rolled back and replayed when the
+    /// server disagrees, corrections smoothed: the own player, and what it pushes.
+    Predicted,
+    /// Shown a little in the past, blended between snapshots (Glenn Fiedler's "Snapshot
+    /// Interpolation"): everything else, by default.
+    #[default]
+    Interpolated,
+    /// The newest state as it arrives, without blending (scores, timers).
+    Latest,
+}
+
+/// The game's predicted world, as the [`Client`] drives it: the core's [`Rollback`]
+/// (step, save, compare, load) over the replicated state, plus where its entities are.
+///
+/// The server's state arrives as the [`ReplicationClient`] registry: read entity `id`
+/// with [`ReplicationClient::reader`]; [`crate::ClientEntity::tick`] says which snapshot
+/// it came in (the snapshot's own tick is [`ReplicationClient::newest`]).
+pub trait PredictedWorld: Rollback<Confirmed = ReplicationClient> {
+    /// Where predicted entity `id` is now, if the world holds it (2D games use
+    /// [`Pose::planar`]). The client smooths corrections and policy switches with it.
+    fn pose(&self, id: u32) -> Option<Pose>;
+}
+
+/// Client counters beyond the session's and the layers'.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientNetStats {
+    /// Snapshots the replication layer refused (counted there by cause).
+    pub snapshots_refused: u64,
+    /// Snapshots the interpolation buffer refused (too old, too far off).
+    pub frames_refused: u64,
+}
+
+/// What to draw this frame: every entity's pose, and the interpolated state of the
+/// entities the client does not predict.
+#[derive(Debug, Clone)]
+pub struct Render {
+    /// The interpolated (and latest) entities' states.
+    pub frame: Frame,
+    /// The server tick the interpolated entities stand for (`None` before the first
+    /// snapshot).
+    pub render_tick: Option<f64>,
+    /// True when the buffer had no snapshot on each side of the render time (an
+    /// underrun: it held or extrapolated).
+    pub underrun: bool,
+    poses: BTreeMap<u32, Pose>,
+}
+
+impl Render {
+    /// Entity `id`'s pose to draw, smoothed: predicted ones from the world, the others
+    /// from the frame.
+    pub fn pose(&self, id: u32) -> Option<Pose> {
+        self.poses.get(&id).copied()
+    }
+
+    /// Every entity with a pose, ascending id.
+    pub fn poses(&self) -> impl Iterator<Item = (u32, Pose)> + '_ {
+        self.poses.iter().map(|(id, p)| (*id, *p))
+    }
+}
+
+/// A game client: the core's [`ClientSession`] (clock ahead of the server, redundant
+/// inputs), a [`ReplicationClient`] (snapshots decoded against baselines), the
+/// game's [`PredictedWorld`] under a [`Predictor`], an [`ErrorSmoother`] per predicted
+/// entity and an [`InterpolationBuffer`] for the rest.
+///
+/// The game's loop:
+/// ```text
+/// for bytes in packets { client.receive(now, &bytes) }   // decode, acknowledge, reconcile
+/// client.update(now);
+/// while let Some(tick) = client.next_tick() { client.tick(tick, read_input()) }
+/// while let Some(bytes) = client.poll_transmit(now) { send(bytes) }
+/// let render = client.render(now);                         // draw render.pose(id)
+/// ```
+pub struct Client<W: PredictedWorld> {
+    session: ClientSession<W::Input>,
+    replication: ReplicationClient,
+    predictor: Predictor<W>,
+    world: W,
+    interpolation: InterpolationBuffer<Frame>,
+    schema: Arc<Schema>,
+    smoothing: SmoothingConfig,
+    smoothers: BTreeMap<u32, ErrorSmoother>,
+    policies: BTreeMap<u32, Policy>,
+    /// Entities whose policy changed: the next render blends from where they were shown.
+    switched: BTreeSet<u32>,
+    shown: BTreeMap<u32, Pose>,
+    last_render: Option<Duration>,
+    /// How far a held-back entity's state is carried along its velocity, seconds.
+    max_dead_reckoning: f32,
+    stats: ClientNetStats,
+}
+
+impl<W: PredictedWorld> Client<W> {
+    /// A client of a server replicating `schema`, predicting with `world`.
+    pub fn new(schema: Schema, world: W, config: &NetConfig) -> Result<Self, NetError> {
+        config.check()?;
+        let schema = Arc::new(schema);
+        Ok(Self {
+            session: ClientSession::new(lagless_core::ClientConfig {
+                tick_hz: config.tick_hz,
+                ..config.client_session.clone()
+            }),
+            replication: ReplicationClient::new(
+                (*schema).clone(),
+                ClientConfig {
+                    tick_hz: config.tick_hz,
+                    ..ClientConfig::default()
+                },
+            ),
+            predictor: Predictor::new(config.prediction),
+            world,
+            interpolation: InterpolationBuffer::new(InterpolationConfig {
+                tick_hz: config.tick_hz,
+                ..config.interpolation
+            }),
+            schema,
+            smoothing: config.smoothing,
+            smoothers: BTreeMap::new(),
+            policies: BTreeMap::new(),
+            switched: BTreeSet::new(),
+            shown: BTreeMap::new(),
+            last_render: None,
+            max_dead_reckoning: 0.25,
+            stats: ClientNetStats::default(),
+        })
+    }
+
+    /// Shows entity `id` by `policy` from now on. A switch blends from where the entity
+    /// was last shown, with no pop.
+    pub fn set_policy(&mut self, id: u32, policy: Policy) {
+        if self.policy(id) != policy {
+            self.switched.insert(id);
+        }
+        if policy == Policy::default() {
+            self.policies.remove(&id);
+        } else {
+            self.policies.insert(id, policy);
+        }
+    }
+
+    /// How entity `id` is shown.
+    pub fn policy(&self, id: u32) -> Policy {
+        self.policies.get(&id).copied().unwrap_or_default()
+    }
+
+    /// Takes in a packet from the server at `now`: completed snapshots are decoded,
+    /// acknowledged, handed to prediction (which rolls back and replays if the server
+    /// disagrees) and to the interpolation buffer. Errors mean a packet or snapshot was
+    /// dropped (and counted).
+    pub fn receive(&mut self, now: Duration, bytes: &[u8]) -> Result<(), NetError> {
+        self.session.handle_packet(now, bytes)?;
+        let mut first_error = None;
+        while let Some(snapshot) = self.session.poll_snapshot() {
+            if snapshot.essential {
+                continue;
+            }
+            match self.replication.receive(snapshot.tick, &snapshot.payload) {
+                Ok(Some(applied)) => {
+                    self.session.acknowledge_snapshot(applied.tick);
+                    self.apply(now, applied.tick);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    self.stats.snapshots_refused += 1;
+                    first_error.get_or_insert(NetError::Replication(e));
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// A decoded snapshot of `tick`: spawn and despawn bookkeeping, the interpolation
+    /// frame, and reconciliation.
+    fn apply(&mut self, now: Duration, tick: Tick) {
+        while let Some(event) = self.replication.poll_event() {
+            if let EntityEvent::Despawned(id) = event {
+                self.smoothers.remove(&id);
+                self.shown.remove(&id);
+            }
+        }
+        let mut frame = Frame::new(Arc::clone(&self.schema));
+        for (id, e) in self.replication.entities() {
+            if self.policy(id) != Policy::Interpolated {
+                continue;
+            }
+            let values = if e.tick < tick {
+                // Held back by the budget: carried along its velocity to this tick.
+                self.replication
+                    .values_at(id, tick, self.max_dead_reckoning)
+                    .unwrap_or_else(|| e.values.clone())
+            } else {
+                e.values.clone()
+            };
+            frame.push(id, e.kind, values.into());
+        }
+        if self.interpolation.push(tick, now, frame).is_err() {
+            self.stats.frames_refused += 1;
+        }
+        let predicted: Vec<u32> = self.predicted_ids().collect();
+        let before: Vec<Option<Pose>> = predicted.iter().map(|&id| self.world.pose(id)).collect();
+        let session = &self.session;
+        let inputs = |t: Tick| session.input(t);
+        let outcome = self
+            .predictor
+            .reconcile(&mut self.world, tick, &self.replication, &inputs);
+        if matches!(
+            outcome,
+            Reconciled::RolledBack { .. } | Reconciled::Resynced { .. }
+        ) {
+            for (id, old) in predicted.into_iter().zip(before) {
+                if let (Some(old), Some(new)) = (old, self.world.pose(id)) {
+                    self.smoother(id).correct(
+                        old.position,
+                        old.rotation,
+                        new.position,
+                        new.rotation,
+                    );
+                }
+            }
+        }
+    }
+
+    fn predicted_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.policies
+            .iter()
+            .filter(|(_, p)| **p == Policy::Predicted)
+            .map(|(id, _)| *id)
+    }
+
+    fn smoother(&mut self, id: u32) -> &mut ErrorSmoother {
+        let config = self.smoothing;
+        self.smoothers
+            .entry(id)
+            .or_insert_with(|| ErrorSmoother::new(config))
+    }
+
+    /// Advances the clock to `now`; then run [`Client::next_tick`] until it returns
+    /// `None`.
+    pub fn update(&mut self, now: Duration) {
+        self.session.update(now);
+    }
+
+    /// The next tick the client simulates: call [`Client::tick`] with the player's input
+    /// for it.
+    pub fn next_tick(&mut self) -> Option<Tick> {
+        self.session.next_tick()
+    }
+
+    /// Tick `tick` with the player's `input`: it is sent to the server, and the
+    /// predicted world steps with it.
+    pub fn tick(&mut self, tick: Tick, input: W::Input) {
+        self.session.set_input(tick, input);
+        let session = &self.session;
+        let inputs = |t: Tick| session.input(t);
+        self.predictor
+            .predict(&mut self.world, tick, input, &inputs);
+    }
+
+    /// The next packet to send to the server.
+    pub fn poll_transmit(&mut self, now: Duration) -> Option<Vec<u8>> {
+        self.session.poll_transmit(now)
+    }
+
+    /// What to draw at `now`: predicted entities where the world has them, the others
+    /// interpolated, every correction and policy switch smoothed.
+    pub fn render(&mut self, now: Duration) -> Render {
+        let elapsed = self
+            .last_render
+            .map_or(Duration::ZERO, |t| now.saturating_sub(t));
+        self.last_render = Some(now);
+        for s in self.smoothers.values_mut() {
+            s.decay(elapsed);
+        }
+        let sampled = self.interpolation.sample_at(now);
+        let (render_tick, underrun) = sampled.as_ref().map_or((None, true), |s| {
+            (Some(s.render_tick), s.kind.is_underrun())
+        });
+        let interpolated =
+            sampled.map_or_else(|| Frame::new(Arc::clone(&self.schema)), |s| s.value);
+        let mut frame = Frame::new(Arc::clone(&self.schema));
+        let mut raw = BTreeMap::new();
+        let latest: BTreeSet<u32> = self
+            .policies
+            .iter()
+            .filter(|(_, p)| **p == Policy::Latest)
+            .map(|(id, _)| *id)
+            .collect();
+        // The interpolated entities and the latest ones, in id order.
+        let ids: BTreeSet<u32> = interpolated.ids().chain(latest.iter().copied()).collect();
+        for id in ids {
+            if latest.contains(&id) {
+                if let Some(e) = self.replication.get(id) {
+                    frame.push(id, e.kind, e.values.clone().into());
+                    if let Some(p) = self.schema.get(e.kind).and_then(|k| pose_of(k, &e.values)) {
+                        raw.insert(id, p);
+                    }
+                }
+            } else if let Some((kind, values)) = interpolated.get(id) {
+                if self.policy(id) == Policy::Interpolated {
+                    frame.push(id, kind, values.into());
+                    if let Some(p) = interpolated.pose(id) {
+                        raw.insert(id, p);
+                    }
+                }
+            }
+        }
+        let predicted: Vec<u32> = self.predicted_ids().collect();
+        for id in predicted {
+            if let Some(p) = self.world.pose(id) {
+                raw.insert(id, p);
+            }
+        }
+        let switched = std::mem::take(&mut self.switched);
+        for id in switched {
+            match (self.shown.get(&id).copied(), raw.get(&id)) {
+                (Some(old), Some(new)) => {
+                    let new = *new;
+                    self.smoother(id).correct(
+                        old.position,
+                        old.rotation,
+                        new.position,
+                        new.rotation,
+                    );
+                }
+                // Not drawn yet under the new policy: blend when it is.
+                (Some(_), None) => {
+                    self.switched.insert(id);
+                }
+                _ => {}
+            }
+        }
+        let mut poses = BTreeMap::new();
+        for (id, p) in raw {
+            let shown = match self.smoothers.get(&id) {
+                Some(s) => {
+                    let (position, rotation) = s.apply(p.position, p.rotation);
+                    Pose {
+                        position,
+                        rotation,
+                        ..p
+                    }
+                }
+                None => p,
+            };
+            poses.insert(id, shown);
+        }
+        self.shown.clone_from(&poses);
+        Render {
+            frame,
+            render_tick,
+            underrun,
+            poses,
+        }
+    }
+
+    /// The game's predicted world.
+    pub fn world(&self) -> &W {
+        &self.world
+    }
+
+    /// The game's predicted world, to change what it predicts (a change the predictor
+    /// does not see is overwritten by the next rollback).
+    pub fn world_mut(&mut self) -> &mut W {
+        &mut self.world
+    }
+
+    /// The replicated entities as the newest snapshot has them.
+    pub fn replication(&self) -> &ReplicationClient {
+        &self.replication
+    }
+
+    /// The session: clock, round trip, counters.
+    pub fn session(&self) -> &ClientSession<W::Input> {
+        &self.session
+    }
+
+    /// Rollbacks, replayed ticks, resyncs.
+    pub fn prediction_stats(&self) -> &PredictionStats {
+        self.predictor.stats()
+    }
+
+    /// The interpolation buffer (its delay and underrun counters).
+    pub fn interpolation(&self) -> &InterpolationBuffer<Frame> {
+        &self.interpolation
+    }
+
+    /// This client's own counters.
+    pub fn stats(&self) -> &ClientNetStats {
+        &self.stats
+    }
+}

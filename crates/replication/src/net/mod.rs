@@ -1,0 +1,108 @@
+//! The high-level API: a [`Server`] and a [`Client`] a game drives from its own loop.
+//!
+//! They wire the core's sessions (clock sync, redundant inputs, fragmented snapshots)
+//! to the replication layer (declared state, delta snapshots under a budget) and to
+//! the client's prediction (rollback and replay), correction smoothing and snapshot
+//! interpolation. The game steps its own world; the library does the rest. Both stay
+//! sans-IO: bytes and `now` in, bytes out, so any transport (the emulator,
+//! `lagless-transport`'s UDP, a WebSocket) carries them.
+//!
+//! One [`NetConfig`] configures both ends: the tick rate is set once there, and each
+//! end announces it in its first packets, so a client at another rate is refused with
+//! [`lagless_core::ProtocolError::TickRateMismatch`] on both ends.
+
+mod client;
+mod server;
+
+pub use client::{Client, ClientNetStats, Policy, PredictedWorld, Render};
+pub use server::Server;
+
+use crate::budget::BudgetConfig;
+use crate::error::ReplicationError;
+use lagless_core::interpolation::InterpolationConfig;
+use lagless_core::{PredictionConfig, ProtocolError, SmoothingConfig};
+use thiserror::Error;
+
+/// Settings shared by a game's server and clients.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetConfig {
+    /// Simulation ticks per second, the same on both ends (1 to 1000).
+    pub tick_hz: u32,
+    /// Snapshots per second to each client (1 to `tick_hz`; rounded to a whole number of
+    /// ticks between snapshots).
+    pub snapshot_hz: u32,
+    /// The per-client bandwidth budget.
+    pub budget: BudgetConfig,
+    /// How corrections of predicted entities are hidden.
+    pub smoothing: SmoothingConfig,
+    /// How far back the client's prediction can roll back.
+    pub prediction: PredictionConfig,
+    /// The interpolation buffer (its `tick_hz` is set from [`NetConfig::tick_hz`]).
+    pub interpolation: InterpolationConfig,
+    /// The server's session (its `tick_hz` and `snapshot_interval` are set from the
+    /// rates above).
+    pub server_session: lagless_core::ServerConfig,
+    /// The client's session (its `tick_hz` is set from [`NetConfig::tick_hz`]).
+    pub client_session: lagless_core::ClientConfig,
+}
+
+impl NetConfig {
+    /// Defaults at `tick_hz` ticks per second, one snapshot per tick.
+    pub fn new(tick_hz: u32) -> Self {
+        Self {
+            tick_hz,
+            snapshot_hz: tick_hz,
+            budget: BudgetConfig::default(),
+            smoothing: SmoothingConfig::default(),
+            prediction: PredictionConfig::default(),
+            interpolation: InterpolationConfig::default(),
+            server_session: lagless_core::ServerConfig::default(),
+            client_session: lagless_core::ClientConfig::default(),
+        }
+    }
+
+    /// Checks the rates.
+    pub fn check(&self) -> Result<(), NetError> {
+        if !(1..=1000).contains(&self.tick_hz) {
+            return Err(NetError::Config(format!(
+                "tick rate must be 1..=1000 Hz, got {}",
+                self.tick_hz
+            )));
+        }
+        if !(1..=self.tick_hz).contains(&self.snapshot_hz) {
+            return Err(NetError::Config(format!(
+                "snapshot rate must be 1..={} Hz, got {}",
+                self.tick_hz, self.snapshot_hz
+            )));
+        }
+        Ok(())
+    }
+
+    /// Ticks between snapshots.
+    fn snapshot_interval(&self) -> u32 {
+        (f64::from(self.tick_hz) / f64::from(self.snapshot_hz.max(1)))
+            .round()
+            .max(1.0) as u32
+    }
+}
+
+impl Default for NetConfig {
+    fn default() -> Self {
+        Self::new(64)
+    }
+}
+
+/// Why a call of the high-level API failed. A packet error means the packet was dropped
+/// (and counted); the connection goes on.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum NetError {
+    /// Invalid settings.
+    #[error("invalid settings: {0}")]
+    Config(String),
+    /// The session refused a packet or a call (a tick rate mismatch among them).
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// The replication layer refused a snapshot, an entity or a call.
+    #[error(transparent)]
+    Replication(#[from] ReplicationError),
+}

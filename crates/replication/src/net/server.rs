@@ -1,0 +1,185 @@
+//! The game server's side of the high-level API.
+
+use super::{NetConfig, NetError};
+use crate::ReplicationError;
+use crate::schema::{KindId, Schema};
+use crate::server::{ClientReplicationStats, ReplicationServer, ServerConfig};
+use crate::state::StateWriter;
+use lagless_core::{ClientId, Input, ServerClientStats, ServerSession, Tick, TickInputs};
+use std::time::Duration;
+
+/// An authoritative game server: the core's [`ServerSession`] (inputs in, clock,
+/// snapshots out) with a [`ReplicationServer`] (what each client is sent).
+///
+/// The game's loop:
+/// ```text
+/// for (client, bytes) in packets { server.receive(client, now, &bytes) }
+/// server.update(now);
+/// while let Some(step) = server.next_tick() {
+///     world.step(&step.inputs);              // the game's own simulation
+///     server.update_entity(id, |w| ...)?;    // write what changed (spawn, despawn too)
+///     server.send_snapshots(now)?;           // encodes and queues them when one is due
+/// }
+/// while let Some((client, bytes)) = server.poll_transmit() { send(client, bytes) }
+/// ```
+pub struct Server<I: Input> {
+    session: ServerSession<I>,
+    replication: ReplicationServer,
+}
+
+impl<I: Input> Server<I> {
+    /// A server replicating `schema`'s kinds (the clients build the same schema).
+    pub fn new(schema: Schema, config: &NetConfig) -> Result<Self, NetError> {
+        config.check()?;
+        let session = ServerSession::new(lagless_core::ServerConfig {
+            tick_hz: config.tick_hz,
+            snapshot_interval: config.snapshot_interval(),
+            ..config.server_session.clone()
+        });
+        let replication = ReplicationServer::new(
+            schema,
+            ServerConfig {
+                tick_hz: config.tick_hz,
+                snapshot_hz: f64::from(config.tick_hz) / f64::from(config.snapshot_interval()),
+                budget: config.budget,
+                max_snapshot_bytes: config.server_session.max_snapshot_bytes,
+                ..ServerConfig::default()
+            },
+        );
+        Ok(Self {
+            session,
+            replication,
+        })
+    }
+
+    /// Accepts client `id` (after the game's own authentication, or the transport's).
+    pub fn connect(&mut self, id: ClientId) -> Result<(), NetError> {
+        self.session.add_client(id)?;
+        self.replication.add_client(id);
+        Ok(())
+    }
+
+    /// Forgets client `id` (disconnected or timed out). Its entities stay: despawn them
+    /// if the game wants.
+    pub fn disconnect(&mut self, id: ClientId) {
+        self.session.remove_client(id);
+        self.replication.remove_client(id);
+    }
+
+    /// Takes in a packet from client `id`. Errors mean it was dropped (and counted).
+    pub fn receive(&mut self, id: ClientId, now: Duration, bytes: &[u8]) -> Result<(), NetError> {
+        let result = self.session.handle_packet(id, now, bytes);
+        if let Some(tick) = self.session.snapshot_ack(id) {
+            self.replication.acknowledge(id, tick, now);
+        }
+        Ok(result?)
+    }
+
+    /// Advances the clock to `now`; then run [`Server::next_tick`] until it returns `None`.
+    pub fn update(&mut self, now: Duration) {
+        self.session.update(now);
+    }
+
+    /// The next tick to simulate, with each client's input for it.
+    pub fn next_tick(&mut self) -> Option<TickInputs<I>> {
+        self.session.next_tick()
+    }
+
+    /// The server's tick: the state the game's world is at after the last step.
+    pub fn current_tick(&self) -> Tick {
+        self.session.current_tick()
+    }
+
+    /// Spawns an entity of `kind`, written by `write` (one call per field, in declaration
+    /// order); returns its id.
+    pub fn spawn(
+        &mut self,
+        kind: KindId,
+        write: impl FnOnce(&mut StateWriter),
+    ) -> Result<u32, NetError> {
+        Ok(self.replication.spawn(kind, write)?)
+    }
+
+    /// Spawns an entity with the id the game chose (a player's, say).
+    pub fn spawn_with_id(
+        &mut self,
+        id: u32,
+        kind: KindId,
+        write: impl FnOnce(&mut StateWriter),
+    ) -> Result<(), NetError> {
+        Ok(self.replication.spawn_with_id(id, kind, write)?)
+    }
+
+    /// Writes entity `id`'s current state; true if it changed. A state that quantizes to
+    /// what was written before costs nothing.
+    pub fn update_entity(
+        &mut self,
+        id: u32,
+        write: impl FnOnce(&mut StateWriter),
+    ) -> Result<bool, NetError> {
+        Ok(self.replication.update(id, write)?)
+    }
+
+    /// Despawns entity `id`.
+    pub fn despawn(&mut self, id: u32) -> Result<(), NetError> {
+        Ok(self.replication.despawn(id)?)
+    }
+
+    /// Where client `id`'s player is, for the default relevance (nearer entities are
+    /// sent first when the budget is short).
+    pub fn set_focus(&mut self, id: ClientId, focus: Option<[f32; 3]>) {
+        self.replication.set_focus(id, focus);
+    }
+
+    /// Entities client `id` predicts (its own player, say): when they change they are sent
+    /// in every snapshot, ahead of the budget's priorities, so its prediction is never
+    /// compared with a state the budget held back.
+    pub fn set_owned(&mut self, id: ClientId, entities: &[u32]) {
+        self.replication.set_owned(id, entities);
+    }
+
+    /// Sends every client its snapshot of the current tick, if one is due. Call after
+    /// writing the tick's state.
+    pub fn send_snapshots(&mut self, now: Duration) -> Result<(), NetError> {
+        if !self.session.snapshot_due() {
+            return Ok(());
+        }
+        let tick = self.session.current_tick();
+        let ids: Vec<ClientId> = self.session.clients().collect();
+        for id in ids {
+            let snapshot = match self.replication.encode(id, tick, now) {
+                Ok(s) => s,
+                Err(ReplicationError::UnknownClient(_)) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            self.session.send_snapshot(id, now, &snapshot.bytes)?;
+        }
+        Ok(())
+    }
+
+    /// The next packet to send, and to whom.
+    pub fn poll_transmit(&mut self) -> Option<(ClientId, Vec<u8>)> {
+        self.session.poll_transmit()
+    }
+
+    /// Client `id`'s session counters (inputs late or missing, packets).
+    pub fn client_stats(&self, id: ClientId) -> Option<&ServerClientStats> {
+        self.session.client_stats(id)
+    }
+
+    /// Client `id`'s replication counters (snapshots, bits, budget).
+    pub fn replication_stats(&self, id: ClientId) -> Option<ClientReplicationStats> {
+        self.replication.client_stats(id)
+    }
+
+    /// The session, for what this API does not cover.
+    pub fn session(&self) -> &ServerSession<I> {
+        &self.session
+    }
+
+    /// The replication server, for what this API does not cover (a game's relevance
+    /// function, say).
+    pub fn replication_mut(&mut self) -> &mut ReplicationServer {
+        &mut self.replication
+    }
+}

@@ -23,6 +23,8 @@ pub mod playback;
 pub mod remote_view;
 pub mod replication;
 pub mod runner;
+pub mod scene;
+pub mod scenes;
 pub mod sweep_input;
 
 pub use config::{LinkChange, NetOverrides, RunConfig, ScriptChoice, SnapshotCodecChoice};

@@ -1,8 +1,8 @@
 //! Snapshot replication in the lab: what the server sends each client, and how a client
 //! decodes it, for either codec ([`SnapshotCodecChoice`]).
 //!
-//! The delta codec is the replication layer ([`lagless_replication`]) with the cube
-//! scene's declaration ([`lagless_scenes::cubes::replicate`]): the lab captures the scene
+//! The delta codec is the replication layer ([`lagless_replication`]) with the scene's
+//! declaration ([`LabScene::schema`]): the lab captures the scene
 //! once per snapshot tick, hands each client's acknowledgements to the layer, and sends
 //! what it encodes. The plain codec sends every body in full floats every time: the
 //! uncompressed baseline. Beside them the lab counts what the same stream would cost as
@@ -11,16 +11,14 @@
 use crate::config::{RunConfig, SnapshotCodecChoice};
 use crate::cpu::CpuTimer;
 use crate::metrics::{Histogram, Metric, Report, percentile};
+use crate::scene::{LabScene, PlayerId, RawEntity};
 use lagless_core::message::FRAGMENT_PAYLOAD_BYTES;
 use lagless_core::{ClientId, ClientSession, ProtocolError, ReceivedSnapshot, ServerSession};
 use lagless_replication::{
     BudgetConfig, ClientConfig, ReplicationClient, ReplicationError, ReplicationServer,
     ServerConfig,
 };
-use lagless_scenes::cubes::quantize::StateQuantization;
-use lagless_scenes::cubes::replicate::{self, player_entity};
-use lagless_scenes::cubes::snapshot::{CubeSnapshot, SnapshotLimits};
-use lagless_scenes::cubes::{BodyState, CubeInput, CubeScene, PlayerId};
+use std::marker::PhantomData;
 use std::time::Duration;
 
 /// Bits per entity of Fiedler's uncompressed encoding (source 003): position and linear
@@ -67,14 +65,15 @@ pub struct SenderStats {
     pub staleness_ms: Histogram,
 }
 
-/// The server's snapshot encoder.
-pub struct SnapshotSender {
+/// The server's snapshot encoder for scene `S`.
+pub struct SnapshotSender<S: LabScene> {
     choice: SnapshotCodecChoice,
-    q: StateQuantization,
+    setup: S::Setup,
     layer: ReplicationServer,
     tick_hz: u32,
-    /// The f32 state last sent per entity (cubes, then players by id), for the peer.
-    peer_last: Vec<Option<[u32; 14]>>,
+    /// The f32 state last sent per entity id, as bits, for the peer.
+    peer_last: Vec<Option<Vec<u32>>>,
+    raw: Vec<RawEntity>,
     /// Per client, per entity: the last snapshot tick at which the client held the
     /// server's state.
     last_true: std::collections::BTreeMap<ClientId, Vec<u32>>,
@@ -82,13 +81,13 @@ pub struct SnapshotSender {
     pub stats: SenderStats,
 }
 
-impl SnapshotSender {
-    /// An encoder for `choice`, on `q`'s grid, for `config`'s run.
-    pub fn new(choice: SnapshotCodecChoice, q: StateQuantization, config: &RunConfig) -> Self {
+impl<S: LabScene> SnapshotSender<S> {
+    /// An encoder for `choice`, for the scene `setup` describes, for `config`'s run.
+    pub fn new(choice: SnapshotCodecChoice, setup: S::Setup, config: &RunConfig) -> Self {
         let tick_hz = config.server.tick_hz;
         let snapshot_hz = f64::from(config.snapshot_hz.clamp(1, tick_hz));
         let layer = ReplicationServer::new(
-            replicate::schema(&q),
+            S::schema(&setup),
             ServerConfig {
                 tick_hz,
                 snapshot_hz,
@@ -101,10 +100,11 @@ impl SnapshotSender {
         );
         Self {
             choice,
-            q,
+            setup,
             layer,
             tick_hz,
             peer_last: Vec::new(),
+            raw: Vec::new(),
             last_true: std::collections::BTreeMap::new(),
             stats: SenderStats::default(),
         }
@@ -118,9 +118,9 @@ impl SnapshotSender {
         }
     }
 
-    /// The grid.
-    pub fn quantization(&self) -> StateQuantization {
-        self.q
+    /// What both ends know of the scene.
+    pub fn setup(&self) -> &S::Setup {
+        &self.setup
     }
 
     /// Registers a client.
@@ -130,7 +130,7 @@ impl SnapshotSender {
 
     /// Hands each client's newest acknowledgement, as its session has it at `now`, to
     /// the layer (it times round trips from them).
-    pub fn acknowledge(&mut self, server: &ServerSession<CubeInput>, now: Duration) {
+    pub fn acknowledge(&mut self, server: &ServerSession<S::Input>, now: Duration) {
         let ids: Vec<ClientId> = server.clients().collect();
         for id in ids {
             if let Some(t) = server.snapshot_ack(id) {
@@ -143,8 +143,8 @@ impl SnapshotSender {
     /// queues it on `server`.
     pub fn send(
         &mut self,
-        scene: &CubeScene,
-        server: &mut ServerSession<CubeInput>,
+        scene: &S,
+        server: &mut ServerSession<S::Input>,
         clients: &[(ClientId, PlayerId)],
         now: Duration,
     ) -> Result<(), SendError> {
@@ -152,10 +152,8 @@ impl SnapshotSender {
         self.count_peer(scene, clients.len());
         match self.choice {
             SnapshotCodecChoice::Plain => {
-                let snapshot = CubeSnapshot::capture(scene);
-                let bytes = snapshot.to_bytes();
-                let entities = snapshot.players.len() + snapshot.cubes.len();
-                let essential = CubeSnapshot::capture_players(scene).to_bytes();
+                let (bytes, essential) = scene.plain().ok_or(SendError::NoPlainCodec)?;
+                let entities = self.raw.len();
                 for &(id, _) in clients {
                     self.count(bytes.len() * 8, entities, entities, None);
                     let fragmented = bytes.len() > FRAGMENT_PAYLOAD_BYTES;
@@ -171,12 +169,14 @@ impl SnapshotSender {
             }
             SnapshotCodecChoice::Delta => {
                 let timer = CpuTimer::start();
-                replicate::capture(scene, &mut self.layer)?;
+                scene.capture(&mut self.layer)?;
                 self.stats.capture_us.push(timer.ms() * 1000.0);
                 let entities = self.layer.len();
                 for &(id, player) in clients {
-                    let focus = scene.player_state(player).map(|s| s.position.to_array());
-                    self.layer.set_focus(id, focus);
+                    self.layer.set_focus(id, scene.player_position(player));
+                    if let Some(own) = S::player_entity(&self.setup, player) {
+                        self.layer.set_owned(id, &[own]);
+                    }
                     let timer = CpuTimer::start();
                     let encoded = self.layer.encode(id, tick, now)?;
                     self.stats.encode_us.push(timer.ms() * 1000.0);
@@ -234,59 +234,52 @@ impl SnapshotSender {
 
     /// What lightyear on bevy_replicon would send each of `clients` now: every entity whose
     /// f32 state changed in any bit since the last snapshot, as a varint entity id and its
-    /// components serialized by postcard (floats at full width, the cube's flag a byte).
-    fn count_peer(&mut self, scene: &CubeScene, clients: usize) {
-        let n = scene.cube_count();
+    /// components serialized by postcard (floats at full width, flags a byte each).
+    fn count_peer(&mut self, scene: &S, clients: usize) {
+        let mut raw = std::mem::take(&mut self.raw);
+        raw.clear();
+        scene.raw(&mut raw);
         let mut bytes = 0usize;
-        let mut buf = [0u8; 128];
-        let mut put = |slot: usize, id: u32, s: &BodyState, awake: Option<bool>| {
-            let bits = state_bits(s, awake.unwrap_or(true));
+        for e in &raw {
+            let bits: Vec<u32> = e
+                .floats
+                .iter()
+                .map(|f| f.to_bits())
+                .chain(e.flags.iter().map(|b| u32::from(*b)))
+                .collect();
+            let slot = e.id as usize;
             if self.peer_last.len() <= slot {
                 self.peer_last.resize(slot + 1, None);
             }
-            if self.peer_last[slot] == Some(bits) {
-                return;
+            if self.peer_last[slot].as_ref() == Some(&bits) {
+                continue;
             }
             self.peer_last[slot] = Some(bits);
-            let components = (
-                s.position.to_array(),
-                s.rotation.to_array(),
-                s.linvel.to_array(),
-                s.angvel.to_array(),
-            );
-            let len = match awake {
-                Some(a) => postcard::to_slice(&(id, components, a), &mut buf).map(|b| b.len()),
-                None => postcard::to_slice(&(id, components), &mut buf).map(|b| b.len()),
-            };
-            bytes += len.unwrap_or(0);
-        };
-        for (i, s, awake) in scene.cubes() {
-            put(i, i as u32, &s, Some(awake));
+            bytes += postcard_len(&e.id);
+            bytes += e.floats.iter().map(postcard_len).sum::<usize>();
+            bytes += e.flags.iter().map(postcard_len).sum::<usize>();
         }
-        for (p, s) in scene.player_states() {
-            if let Some(id) = player_entity(n, p) {
-                put(id as usize, id, &s, None);
-            }
-        }
+        self.raw = raw;
         let packets = bytes.div_ceil(FRAGMENT_PAYLOAD_BYTES).max(1);
         self.stats.peer_bytes += ((bytes + packets * UDP_IP_HEADER_BYTES) * clients) as u64;
     }
 }
 
-fn state_bits(s: &BodyState, awake: bool) -> [u32; 14] {
-    let mut out = [0u32; 14];
-    let values = [
-        s.position.to_array().as_slice(),
-        s.rotation.to_array().as_slice(),
-        s.linvel.to_array().as_slice(),
-        s.angvel.to_array().as_slice(),
-    ]
-    .concat();
-    for (o, v) in out.iter_mut().zip(values) {
-        *o = v.to_bits();
-    }
-    out[13] = u32::from(awake);
-    out
+/// Bytes postcard writes for `v`.
+fn postcard_len<T: serde::Serialize>(v: &T) -> usize {
+    let mut buf = [0u8; 16];
+    postcard::to_slice(v, &mut buf).map_or(0, |b| b.len())
+}
+
+/// The grid step of the first position a schema declares, m.
+fn position_resolution(schema: &lagless_replication::Schema) -> Option<f32> {
+    schema
+        .kinds()
+        .iter()
+        .find_map(|k| match k.position_field()?.ty {
+            lagless_replication::FieldType::Vector { resolution, .. } => Some(resolution),
+            _ => None,
+        })
 }
 
 /// Why a snapshot could not be sent.
@@ -298,6 +291,9 @@ pub enum SendError {
     /// The replication layer refused the scene's state.
     #[error(transparent)]
     Layer(#[from] ReplicationError),
+    /// The scene has no plain codec.
+    #[error("this scene has no plain codec")]
+    NoPlainCodec,
 }
 
 /// What a client's decoder counted.
@@ -311,27 +307,26 @@ pub struct ReceiverStats {
     pub decode_us: Vec<f64>,
 }
 
-/// A client's snapshot decoder.
-pub struct SnapshotReceiver {
+/// A client's snapshot decoder for scene `S`.
+pub struct SnapshotReceiver<S: LabScene> {
     choice: SnapshotCodecChoice,
     /// The replication layer's client.
     pub layer: ReplicationClient,
-    cubes: usize,
+    setup: S::Setup,
     /// Counters.
     pub stats: ReceiverStats,
+    scene: PhantomData<fn() -> S>,
 }
 
-impl SnapshotReceiver {
-    /// A decoder for `choice`, for a scene of `cubes` cubes.
-    pub fn new(choice: SnapshotCodecChoice, sender: &SnapshotSender, cubes: usize) -> Self {
+impl<S: LabScene> SnapshotReceiver<S> {
+    /// A decoder for `choice`, matching `sender`.
+    pub fn new(choice: SnapshotCodecChoice, sender: &SnapshotSender<S>) -> Self {
         Self {
             choice,
-            layer: ReplicationClient::new(
-                replicate::schema(&sender.quantization()),
-                sender.client_config(),
-            ),
-            cubes,
+            layer: ReplicationClient::new(S::schema(sender.setup()), sender.client_config()),
+            setup: sender.setup().clone(),
             stats: ReceiverStats::default(),
+            scene: PhantomData,
         }
     }
 
@@ -340,22 +335,22 @@ impl SnapshotReceiver {
     pub fn receive(
         &mut self,
         snap: &ReceivedSnapshot,
-        session: &mut ClientSession<CubeInput>,
-    ) -> Option<CubeSnapshot> {
+        session: &mut ClientSession<S::Input>,
+    ) -> Option<S::Known> {
         match self.choice {
             SnapshotCodecChoice::Plain => {
-                let decoded = CubeSnapshot::decode(&snap.payload, SnapshotLimits::default());
-                if decoded.is_err() {
+                let decoded = S::decode_plain(&self.setup, &snap.payload);
+                if decoded.is_none() {
                     self.stats.decode_errors += 1;
                 }
-                decoded.ok()
+                decoded
             }
             SnapshotCodecChoice::Delta => {
                 let timer = CpuTimer::start();
                 match self.layer.receive(snap.tick, &snap.payload) {
                     Ok(Some(applied)) => {
                         session.acknowledge_snapshot(applied.tick);
-                        let plain = replicate::snapshot(&self.layer, self.cubes, applied.tick);
+                        let plain = S::known(&self.setup, &self.layer, applied.tick);
                         self.stats.decode_us.push(timer.ms() * 1000.0);
                         Some(plain)
                     }
@@ -376,11 +371,11 @@ impl SnapshotReceiver {
 
 /// Adds the `snapshot.*` metrics: LAB.md's plus the codec's own. `down_kbps_mean` is
 /// `net.down_kbps_mean`, for the ratio to the naive stream.
-pub fn snapshot_metrics(
+pub fn snapshot_metrics<S: LabScene>(
     r: &mut Report,
     config: &RunConfig,
-    sender: &SnapshotSender,
-    receivers: &[&SnapshotReceiver],
+    sender: &SnapshotSender<S>,
+    receivers: &[&SnapshotReceiver<S>],
     down_kbps_mean: Option<f64>,
 ) {
     let s = &sender.stats;
@@ -421,10 +416,9 @@ pub fn snapshot_metrics(
         per(s.baseline_age_ticks, s.sent - s.full),
     );
     if sender.choice == SnapshotCodecChoice::Delta {
-        let q = sender.quantization();
         r.number(
             "snapshot.position_resolution_mm",
-            Some(f64::from(q.position_resolution()) * 1000.0),
+            position_resolution(sender.layer.schema()).map(|m| f64::from(m) * 1000.0),
         );
         r.number(
             "snapshot.budget_kbps_mean",

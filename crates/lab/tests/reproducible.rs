@@ -31,7 +31,7 @@ fn same_seed_same_figures() {
     let a = run(&config, &mut |_| {}).unwrap();
     let b = run(&config, &mut |_| {}).unwrap();
     assert_eq!(comparable(&a), comparable(&b));
-    assert_eq!(a.server_players, b.server_players);
+    assert_eq!(a.server_state, b.server_state);
     let other = run(
         &RunConfig {
             seed: 100,

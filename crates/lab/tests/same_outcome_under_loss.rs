@@ -4,10 +4,12 @@
 #![allow(clippy::unwrap_used)]
 
 use lagless_core::LeadPolicy;
-use lagless_lab::{RunConfig, ScriptChoice, run};
+use lagless_lab::scene::RawEntity;
+use lagless_lab::{RunConfig, RunOutcome, ScriptChoice, run};
 use lagless_scenes::cubes::BodyState;
-use lagless_scenes::cubes::CubeInput;
+use lagless_scenes::cubes::replicate::player_entity;
 use lagless_scenes::cubes::script::{InputScript, PatternScript};
+use lagless_scenes::cubes::{CubeInput, CubeSceneConfig};
 use std::sync::Arc;
 
 /// Idle for 2 s (both clients are synced by then), a seeded pattern for 8 s, then idle:
@@ -41,17 +43,16 @@ fn config(profile: &str) -> RunConfig {
     c
 }
 
-fn bits(s: &BodyState) -> Vec<u32> {
-    [
-        s.position.to_array(),
-        s.linvel.to_array(),
-        s.angvel.to_array(),
-    ]
-    .concat()
-    .into_iter()
-    .chain(s.rotation.to_array())
-    .map(f32::to_bits)
-    .collect()
+fn bits(e: &RawEntity) -> Vec<u32> {
+    let flags = e.flags.iter().map(|&b| u32::from(b));
+    e.floats.iter().map(|f| f.to_bits()).chain(flags).collect()
+}
+
+/// Player `p`'s final state on the server (its floats start with its position).
+fn player(o: &RunOutcome, p: u32) -> &RawEntity {
+    let cubes = CubeSceneConfig::default().grid.pow(2) as usize;
+    let id = player_entity(cubes, p);
+    o.server_state.iter().find(|e| Some(e.id) == id).unwrap()
 }
 
 #[test]
@@ -68,14 +69,15 @@ fn lan_and_lossy_end_in_the_same_world() {
         assert_eq!(s.ticks_starved, 0, "client {id}: {s:?}");
     }
     // The players moved, and pushed cubes, identically: bit for bit.
-    assert_eq!(lan.server_players.len(), 2);
-    for ((a_id, a), (b_id, b)) in lan.server_players.iter().zip(&lossy.server_players) {
-        assert_eq!(a_id, b_id);
-        assert!(a.position.length() > 1.0, "player {a_id} moved");
-        assert_eq!(bits(a), bits(b), "player {a_id}: {a:?} vs {b:?}");
+    for p in [1, 2] {
+        let at = &player(&lan, p).floats;
+        let from_origin = at[..3].iter().map(|v| v * v).sum::<f32>().sqrt();
+        assert!(from_origin > 1.0, "player {p} moved");
     }
-    for (i, (a, b)) in lan.server_cubes.iter().zip(&lossy.server_cubes).enumerate() {
-        assert_eq!(bits(a), bits(b), "cube {i}");
+    assert_eq!(lan.server_state.len(), lossy.server_state.len());
+    for (a, b) in lan.server_state.iter().zip(&lossy.server_state) {
+        assert_eq!(a.id, b.id);
+        assert_eq!(bits(a), bits(b), "entity {}: {a:?} vs {b:?}", a.id);
     }
 }
 
@@ -97,8 +99,5 @@ fn a_starved_server_diverges() {
         .map(|(_, s)| s.ticks_starved)
         .sum();
     assert!(total > 0);
-    assert_ne!(
-        bits(&lan.server_players[0].1),
-        bits(&starved.server_players[0].1)
-    );
+    assert_ne!(bits(player(&lan, 1)), bits(player(&starved, 1)));
 }

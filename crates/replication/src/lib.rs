@@ -10,6 +10,19 @@
 //! * [`ReplicationClient`]: decodes snapshots against the views it holds and keeps the
 //!   newest state of every entity, with spawn and despawn events.
 //!
+//! # The high-level API
+//!
+//! Most games want [`Server`] and [`Client`], which wire all of it together with the
+//! core's sessions: the game steps its own world, writes its entities' state on the
+//! server, implements [`PredictedWorld`] for what the client predicts (Glenn Fiedler's and
+//! the Pixonic shooter article's client-side prediction: step, save, compare, load), and
+//! draws what [`Client::render`] returns: predicted entities where its world has them,
+//! everything else through snapshot interpolation, corrections and [`Policy`] switches
+//! smoothed. One [`NetConfig`] sets the tick rate for both ends. A whole game in 150
+//! lines: `examples/dots.rs`.
+//!
+//! # The layer underneath
+//!
 //! Snapshots are game bytes to the core: the server hands
 //! [`EncodedSnapshot::bytes`] to [`lagless_core::ServerSession::send_snapshot`], reads
 //! acknowledgements from [`lagless_core::ServerSession::snapshot_ack`]; the client feeds

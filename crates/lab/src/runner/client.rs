@@ -7,22 +7,19 @@ use crate::cpu::CpuTimer;
 use crate::playback::PolicyShadows;
 use crate::remote_view::RemoteView;
 use crate::replication::{SnapshotReceiver, SnapshotSender};
+use crate::scene::{LabScene, PlayerId, Script};
 use lagless_core::interpolation::{InterpolationBuffer, InterpolationConfig, Pose};
 use lagless_core::{ClientId, ClientSession, ErrorSmoother, Predictor, Reconciled, Rollback, Tick};
 use lagless_netem::Duplex;
-use lagless_scenes::cubes::predict::{CubeRollback, PredictConfig, PredictMode};
-use lagless_scenes::cubes::script::InputScript;
-use lagless_scenes::cubes::snapshot::CubeSnapshot;
-use lagless_scenes::cubes::{BodyState, CubeInput, CubeSceneConfig, PlayerId};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The server's truth, one position per state tick: every player's (client `k` drives
-/// player `k + 1`, at index `k`) and every cube's.
+/// player `k + 1`, at index `k`) and every other entity's ([`LabScene::others`]).
 #[derive(Default)]
 pub(super) struct Truth {
     pub(super) players: Vec<Vec<[f32; 3]>>,
-    pub(super) cubes: Vec<Vec<[f32; 3]>>,
+    pub(super) others: Vec<Vec<[f32; 3]>>,
 }
 
 /// A rendered frame of the own player.
@@ -33,29 +30,30 @@ pub(super) struct Frame {
     pub(super) shows: u32,
 }
 
-pub(super) struct ClientSim {
+pub(super) struct ClientSim<S: LabScene> {
     pub(super) id: ClientId,
     pub(super) player: PlayerId,
-    pub(super) session: ClientSession<CubeInput>,
+    pub(super) session: ClientSession<S::Input>,
     pub(super) link: Duplex,
-    script: Box<dyn InputScript + Send>,
-    view: Option<BodyState>,
+    setup: S::Setup,
+    script: Box<dyn Script<S>>,
+    view: Option<S::Seen>,
     /// Server tick of the state `view` came from.
     view_tick: u32,
     /// Per rendered frame, keyed by the state tick it stands for: the own player's
     /// rendered position and the newest server tick whose effects the frame shows.
     pub(super) rendered: BTreeMap<u32, Frame>,
-    inputs: Vec<(Tick, CubeInput)>,
+    inputs: Vec<(Tick, S::Input)>,
     pub(super) down_bytes: u64,
     /// Bytes that reached the client (with UDP/IP headers).
     pub(super) delivered_bytes: u64,
     pub(super) up_bytes: u64,
     pub(super) down_per_second: Vec<u64>,
-    pub(super) snapshots: SnapshotReceiver,
+    pub(super) snapshots: SnapshotReceiver<S>,
     pub(super) packet_errors: u64,
-    pub(super) prediction: Option<Prediction>,
+    pub(super) prediction: Option<Prediction<S>>,
     /// Everything the client does not predict, shown interpolated from snapshots: the
-    /// other players (in id order), then every cube.
+    /// other players (in id order), then every other entity.
     pub(super) remote: InterpolationBuffer<Vec<Pose>>,
     /// How they looked: error and jerk, frame by frame.
     pub(super) remote_view: RemoteView,
@@ -64,12 +62,12 @@ pub(super) struct ClientSim {
 }
 
 /// A client's prediction machinery and what it measured.
-pub(super) struct Prediction {
-    game: CubeRollback,
-    pub(super) predictor: Predictor<CubeRollback>,
+pub(super) struct Prediction<S: LabScene> {
+    game: S::World,
+    pub(super) predictor: Predictor<S::World>,
     pub(super) smoother: ErrorSmoother,
     /// Naive full-world baseline, timed on a sample of rollbacks.
-    shadow: Option<CubeRollback>,
+    shadow: Option<S::World>,
     pub(super) reconcile_ms: Vec<f64>,
     pub(super) naive_ms: Vec<f64>,
     /// Our cost on the same rollbacks the shadow was timed on.
@@ -77,25 +75,40 @@ pub(super) struct Prediction {
     pub(super) predicted_cubes: Vec<f64>,
     /// An essential part (players only) held back until the next tick, in case the full
     /// snapshot of the same tick completes meanwhile: a full one corrects the cubes too.
-    pending_essential: Option<(Tick, CubeSnapshot)>,
+    pending_essential: Option<(Tick, S::Known)>,
 }
 
-impl ClientSim {
+impl<S: LabScene> ClientSim<S> {
     /// Client `id`, driving `player`, over `link`.
     pub(super) fn new(
         config: &RunConfig,
         (id, player): (ClientId, PlayerId),
         link: Duplex,
-        script: Box<dyn InputScript + Send>,
-        sender: &SnapshotSender,
-        (scene_config, cubes): (CubeSceneConfig, usize),
+        script: Box<dyn Script<S>>,
+        sender: &SnapshotSender<S>,
     ) -> Self {
         let remote_config = config.playback.buffer_config(config.server.tick_hz);
+        let setup = sender.setup().clone();
         Self {
             id,
             player,
             session: ClientSession::new(config.client.clone()),
             link,
+            prediction: config.prediction.then(|| Prediction {
+                game: S::world(&setup, player, config, false)
+                    .expect("every scene predicts its own player"),
+                predictor: Predictor::new(config.prediction_limits),
+                smoother: ErrorSmoother::new(config.smoothing),
+                shadow: (config.naive_sample > 0)
+                    .then(|| S::world(&setup, player, config, true))
+                    .flatten(),
+                reconcile_ms: Vec::new(),
+                naive_ms: Vec::new(),
+                paired_ms: Vec::new(),
+                predicted_cubes: Vec::new(),
+                pending_essential: None,
+            }),
+            setup,
             script,
             view: None,
             view_tick: 0,
@@ -105,7 +118,7 @@ impl ClientSim {
             delivered_bytes: 0,
             up_bytes: 0,
             down_per_second: Vec::new(),
-            snapshots: SnapshotReceiver::new(config.snapshot_codec, sender, cubes),
+            snapshots: SnapshotReceiver::new(config.snapshot_codec, sender),
             packet_errors: 0,
             remote: InterpolationBuffer::new(InterpolationConfig {
                 policy: config.interpolation,
@@ -120,28 +133,6 @@ impl ClientSim {
                     &[]
                 },
             ),
-            prediction: config.prediction.then(|| Prediction {
-                game: CubeRollback::new(player, scene_config, config.predict),
-                predictor: Predictor::new(config.prediction_limits),
-                smoother: ErrorSmoother::new(config.smoothing),
-                shadow: (config.naive_sample > 0
-                    && config.predict.mode == PredictMode::PredictedSet)
-                    .then(|| {
-                        CubeRollback::new(
-                            player,
-                            scene_config,
-                            PredictConfig {
-                                mode: PredictMode::FullWorld,
-                                ..config.predict
-                            },
-                        )
-                    }),
-                reconcile_ms: Vec::new(),
-                naive_ms: Vec::new(),
-                paired_ms: Vec::new(),
-                predicted_cubes: Vec::new(),
-                pending_essential: None,
-            }),
         }
     }
 
@@ -184,24 +175,14 @@ impl ClientSim {
             let Some(s) = self.snapshots.receive(&snap, &mut self.session) else {
                 continue;
             };
-            if let Some(p) = s.player(self.player) {
-                self.view = Some(*p);
+            if let Some(p) = S::seen_in(&s, self.player) {
+                self.view = Some(p);
                 self.view_tick = snap.tick.0;
             }
-            let pose = |b: BodyState| {
-                Pose::new(b.position.to_array(), b.rotation.to_array())
-                    .with_velocity(b.linvel.to_array(), b.angvel.to_array())
-            };
-            let shown: Vec<Pose> = s
-                .players
-                .iter()
-                .filter(|(id, _)| *id != self.player)
-                .map(|(_, b)| pose(*b))
-                .chain(s.cubes.iter().map(|c| pose(c.body_state())))
-                .collect();
+            let shown: Vec<Pose> = S::shown(&self.setup, &s, self.player);
             // Only a snapshot with the world (not a players-only essential part) shows
             // everything; the essential part's players come again in the full one.
-            if s.has_world() {
+            if S::is_whole(&s) {
                 let _ = self.remote.push(snap.tick, now, shown);
                 self.shadows.push(snap.tick, now);
             }
@@ -230,11 +211,13 @@ impl ClientSim {
                 pr.reconcile(t, &s, &self.session, config.naive_sample);
             }
         }
-        let observed = match &self.prediction {
-            Some(pr) if pr.predictor.present().is_some() => pr.game.player_state(),
-            _ => self.view,
+        let predicted = match &self.prediction {
+            Some(pr) if pr.predictor.present().is_some() => S::predicted(&pr.game),
+            _ => None,
         };
-        let input = self.script.input(u64::from(tick.0), observed.as_ref());
+        let input = self
+            .script
+            .input(u64::from(tick.0), predicted.as_ref().or(self.view.as_ref()));
         self.session.set_input(tick, input);
         self.inputs.push((tick, input));
         if config.clients > 1 {
@@ -246,7 +229,7 @@ impl ClientSim {
             let truth: Vec<&[[f32; 3]]> = (0..players.len())
                 .filter(|&j| j as u32 + 1 != self.player)
                 .map(|j| players[j].as_slice())
-                .chain(auth.cubes.iter().map(Vec::as_slice))
+                .chain(auth.others.iter().map(Vec::as_slice))
                 .collect();
             let own = players
                 .get(self.player as usize - 1)
@@ -261,22 +244,23 @@ impl ClientSim {
                 let inputs = |t: Tick| session.input(t);
                 pr.predictor.predict(&mut pr.game, tick, input, &inputs);
                 pr.smoother.decay(period);
-                pr.predicted_cubes.push(pr.game.predicted_cubes() as f64);
-                match (pr.predictor.present(), pr.game.player_state()) {
-                    (Some(present), Some(state)) => Some(Frame {
-                        position: pr
-                            .smoother
-                            .apply(state.position.to_array(), state.rotation.to_array())
-                            .0,
-                        shows: present.0,
-                    }),
+                pr.predicted_cubes
+                    .push(S::predicted_entities(&pr.game) as f64);
+                match (pr.predictor.present(), S::predicted(&pr.game)) {
+                    (Some(present), Some(state)) => {
+                        let pose = S::seen_pose(&state);
+                        Some(Frame {
+                            position: pr.smoother.apply(pose.position, pose.rotation).0,
+                            shows: present.0,
+                        })
+                    }
                     _ => None,
                 }
             }
             None => None,
         };
-        let frame = predicted.or(self.view.map(|v| Frame {
-            position: v.position.to_array(),
+        let frame = predicted.or(self.view.as_ref().map(|v| Frame {
+            position: S::seen_pose(v).position,
             shows: self.view_tick,
         }));
         if let Some(frame) = frame {
@@ -295,10 +279,11 @@ impl ClientSim {
     /// positions, which a stall in snapshots would fool.
     pub(super) fn input_to_motion(&self) -> Vec<f64> {
         let mut out = Vec::new();
-        let mut prev = CubeInput::NONE;
+        let mut prev = false;
         for &(tick, input) in &self.inputs {
-            let pressed = input.moves() && !prev.moves();
-            prev = input;
+            let moves = S::moves(&input);
+            let pressed = moves && !prev;
+            prev = moves;
             if !pressed {
                 continue;
             }
@@ -311,21 +296,21 @@ impl ClientSim {
     }
 }
 
-impl Prediction {
+impl<S: LabScene> Prediction<S> {
     /// Reconciles with the server's state for `tick`, timing it and smoothing the
     /// correction. On every `naive_every`th rollback (0: never) it also times the
     /// full-world baseline on the same work.
     fn reconcile(
         &mut self,
         tick: Tick,
-        snapshot: &CubeSnapshot,
-        session: &ClientSession<CubeInput>,
+        snapshot: &S::Known,
+        session: &ClientSession<S::Input>,
         naive_every: u32,
     ) {
         let inputs = |t: Tick| session.input(t);
         let naive =
             naive_every > 0 && self.predictor.stats().rollbacks % u64::from(naive_every) == 0;
-        let before = self.game.player_state();
+        let before = S::predicted(&self.game).map(|s| S::seen_pose(&s));
         let started = CpuTimer::start();
         let outcome = self
             .predictor
@@ -336,13 +321,10 @@ impl Prediction {
             _ => return,
         };
         self.reconcile_ms.push(ms);
-        if let (Some(old), Some(new)) = (before, self.game.player_state()) {
-            self.smoother.correct(
-                old.position.to_array(),
-                old.rotation.to_array(),
-                new.position.to_array(),
-                new.rotation.to_array(),
-            );
+        let after = S::predicted(&self.game).map(|s| S::seen_pose(&s));
+        if let (Some(old), Some(new)) = (before, after) {
+            self.smoother
+                .correct(old.position, old.rotation, new.position, new.rotation);
         }
         if let (true, Some(shadow)) = (naive, &mut self.shadow) {
             // The naive way: load every body from the snapshot, replay the whole world.
@@ -359,7 +341,7 @@ impl Prediction {
     }
 }
 
-/// A player's position, NaN when it has none.
-pub(super) fn pos(state: Option<BodyState>) -> [f32; 3] {
-    state.map_or([f32::NAN; 3], |s| s.position.to_array())
+/// A position, NaN when there is none.
+pub(super) fn pos(position: Option<[f32; 3]>) -> [f32; 3] {
+    position.unwrap_or([f32::NAN; 3])
 }

@@ -8,17 +8,16 @@
 mod client;
 mod report;
 
-use crate::config::{RunConfig, ScriptChoice};
+use crate::config::RunConfig;
 use crate::cpu::CpuTimer;
 use crate::input_buffer::SyncProbe;
 use crate::metrics::Report;
 use crate::playback::{PolicyFigures, PolicyShadows};
 use crate::replication::SnapshotSender;
+use crate::scene::{LabScene, PlayerId, RawEntity};
 use client::{ClientSim, Truth, pos};
 use lagless_core::{ClientId, ClientStats, ServerClientStats, ServerConfig, ServerSession, Tick};
 use lagless_netem::{ConfigError, Duplex, LinkConfig, PROFILE_NAMES, derive_seed, profile};
-use lagless_scenes::cubes::script::{SCRIPT_NAMES, script_by_name};
-use lagless_scenes::cubes::{BodyState, CubeInput, CubeScene, CubeSceneConfig, PlayerId};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -30,13 +29,13 @@ pub const UDP_IP_HEADER_BYTES: u64 = 28;
 #[derive(Debug, Error)]
 pub enum RunError {
     /// The scene name is not known.
-    #[error("unknown scene {0:?} (known: cubes)")]
+    #[error("unknown scene {0:?} (known: {known})", known = crate::scenes::SCENES.join(", "))]
     UnknownScene(String),
     /// The profile name is not known.
     #[error("unknown network profile {0:?} (known: {known})", known = PROFILE_NAMES.join(", "))]
     UnknownProfile(String),
-    /// The script name is not known.
-    #[error("unknown script {0:?} (known: {known})", known = SCRIPT_NAMES.join(", "))]
+    /// The script name is not known (the message lists the scene's).
+    #[error("unknown script {0}")]
     UnknownScript(String),
     /// The network settings are invalid.
     #[error("invalid network settings: {0}")]
@@ -50,10 +49,8 @@ pub enum RunError {
 pub struct RunOutcome {
     /// The metrics.
     pub report: Report,
-    /// Each player's final authoritative state on the server.
-    pub server_players: Vec<(PlayerId, BodyState)>,
-    /// Every cube's final authoritative state on the server.
-    pub server_cubes: Vec<BodyState>,
+    /// Every entity's final authoritative state on the server, in full precision.
+    pub server_state: Vec<RawEntity>,
     /// The server's counters per client.
     pub server_stats: Vec<(ClientId, ServerClientStats)>,
     /// Each client's counters.
@@ -67,9 +64,19 @@ pub struct RunOutcome {
     pub interpolation_shadows: Vec<PolicyFigures>,
 }
 
-/// Runs `config`, calling `progress` with the simulated seconds elapsed now and then.
+/// Runs `config` (its scene by name, [`crate::scenes`]), calling `progress` with the
+/// simulated seconds elapsed now and then.
 pub fn run(config: &RunConfig, progress: &mut dyn FnMut(f64)) -> Result<RunOutcome, RunError> {
-    let mut sim = Sim::new(config)?;
+    crate::scenes::run_named(config, progress)
+}
+
+/// Runs `config` on scene `S`, calling `progress` with the simulated seconds elapsed now
+/// and then.
+pub fn run_scene<S: LabScene>(
+    config: &RunConfig,
+    progress: &mut dyn FnMut(f64),
+) -> Result<RunOutcome, RunError> {
+    let mut sim = Sim::<S>::new(config)?;
     let wall_start = Instant::now();
     let end = Duration::from_secs_f64(config.seconds);
     let mut now = Duration::ZERO;
@@ -110,9 +117,6 @@ fn recovery_events(config: &RunConfig) -> Vec<Duration> {
 
 /// Checks the settings, and finds the network profile.
 fn check(config: &RunConfig) -> Result<LinkConfig, RunError> {
-    if config.scene != "cubes" {
-        return Err(RunError::UnknownScene(config.scene.clone()));
-    }
     let base =
         profile(&config.profile).ok_or_else(|| RunError::UnknownProfile(config.profile.clone()))?;
     if !(config.seconds > 0.0 && config.seconds <= 24.0 * 3600.0) {
@@ -145,51 +149,42 @@ fn check(config: &RunConfig) -> Result<LinkConfig, RunError> {
 }
 
 /// Everything a run simulates, and what it measured on the server side.
-struct Sim<'a> {
+struct Sim<'a, S: LabScene> {
     config: &'a RunConfig,
-    scene: CubeScene,
-    server: ServerSession<CubeInput>,
-    sender: SnapshotSender,
-    clients: Vec<ClientSim>,
+    scene: S,
+    server: ServerSession<S::Input>,
+    sender: SnapshotSender<S>,
+    clients: Vec<ClientSim<S>>,
     /// Each client with the player it drives.
     client_players: Vec<(ClientId, PlayerId)>,
     player_index: BTreeMap<ClientId, usize>,
-    /// Every cube's state at the start, to count the cubes that moved.
-    cube_start: Vec<BodyState>,
-    /// Authoritative positions of every player and cube, indexed by state tick.
+    /// Authoritative positions of every player and entity, indexed by state tick.
     auth: Truth,
+    /// Scratch for the other entities' positions.
+    others: Vec<[f32; 3]>,
     /// Server CPU per tick: all of it, the physics step, and capture plus encoding.
     tick_ms: Vec<f64>,
     physics_ms: Vec<f64>,
     encode_ms: Vec<f64>,
-    awake_max: usize,
     /// Lead, input delay and recovery (`sync.*`, `input.*`).
     probe: SyncProbe,
 }
 
-impl<'a> Sim<'a> {
+impl<'a, S: LabScene> Sim<'a, S> {
     /// Builds the scene, the server and one client (with its link) per player.
     fn new(config: &'a RunConfig) -> Result<Self, RunError> {
         let base = check(config)?;
         let (up_cfg, down_cfg) = config.net.apply(&base);
         let tick_hz = config.server.tick_hz;
-        let scene_config = CubeSceneConfig {
-            tick_hz,
-            ..CubeSceneConfig::default()
-        };
-        let mut scene = CubeScene::new(scene_config);
+        let (mut scene, setup) = S::build(config)?;
         let server_config = ServerConfig {
             snapshot_interval: (tick_hz as f64 / f64::from(config.snapshot_hz))
                 .round()
                 .max(1.0) as u32,
             ..config.server.clone()
         };
-        let mut server = ServerSession::<CubeInput>::new(server_config);
-        let mut sender = SnapshotSender::new(
-            config.snapshot_codec,
-            scene_config.quantize.unwrap_or_default(),
-            config,
-        );
+        let mut server = ServerSession::<S::Input>::new(server_config);
+        let mut sender = SnapshotSender::<S>::new(config.snapshot_codec, setup.clone(), config);
         let mut clients = Vec::new();
         for k in 0..config.clients {
             let id = ClientId::from(k) + 1;
@@ -200,11 +195,7 @@ impl<'a> Sim<'a> {
             scene.add_player(player);
             sender.add_client(id);
             let script_seed = derive_seed(config.seed, 1000 + u64::from(k));
-            let script = match &config.script {
-                ScriptChoice::Named(name) => script_by_name(name, script_seed, &scene_config)
-                    .ok_or_else(|| RunError::UnknownScript(name.clone()))?,
-                ScriptChoice::Custom(f) => f(script_seed),
-            };
+            let script = S::script(config, &setup, script_seed)?;
             let mut link = Duplex::new(
                 up_cfg.clone(),
                 down_cfg.clone(),
@@ -213,31 +204,21 @@ impl<'a> Sim<'a> {
             for o in &config.outages {
                 link.add_outage(o.outage, o.direction);
             }
-            clients.push(ClientSim::new(
-                config,
-                (id, player),
-                link,
-                script,
-                &sender,
-                (scene_config, scene.cube_count()),
-            ));
+            clients.push(ClientSim::new(config, (id, player), link, script, &sender));
         }
         let client_players = clients.iter().map(|c| (c.id, c.player)).collect();
         let player_index = clients.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
+        let mut others = Vec::new();
+        scene.others(&mut others);
         let auth = Truth {
             players: clients
                 .iter()
-                .map(|c| vec![pos(scene.player_state(c.player))])
+                .map(|c| vec![pos(scene.player_position(c.player))])
                 .collect(),
-            cubes: scene
-                .cube_states()
-                .iter()
-                .map(|s| vec![s.position.to_array()])
-                .collect(),
+            others: others.into_iter().map(|p| vec![p]).collect(),
         };
         Ok(Self {
             config,
-            cube_start: scene.cube_states(),
             scene,
             server,
             sender,
@@ -245,10 +226,10 @@ impl<'a> Sim<'a> {
             client_players,
             player_index,
             auth,
+            others: Vec::new(),
             tick_ms: Vec::new(),
             physics_ms: Vec::new(),
             encode_ms: Vec::new(),
-            awake_max: 0,
             probe: SyncProbe::new(config.clients as usize, tick_hz, recovery_events(config)),
         })
     }
@@ -265,7 +246,7 @@ impl<'a> Sim<'a> {
         self.server.update(now);
         while let Some(step) = self.server.next_tick() {
             let started = CpuTimer::start();
-            let inputs: Vec<(PlayerId, CubeInput)> = step
+            let inputs: Vec<(PlayerId, S::Input)> = step
                 .inputs
                 .iter()
                 .filter_map(|(id, input)| {
@@ -303,14 +284,16 @@ impl<'a> Sim<'a> {
                 }
             }
             for (i, c) in self.clients.iter().enumerate() {
-                self.auth.players[i].push(pos(self.scene.player_state(c.player)));
+                self.auth.players[i].push(pos(self.scene.player_position(c.player)));
             }
-            for (i, s, _) in self.scene.cubes() {
-                if let Some(track) = self.auth.cubes.get_mut(i) {
-                    track.push(s.position.to_array());
-                }
+            let mut others = std::mem::take(&mut self.others);
+            others.clear();
+            self.scene.others(&mut others);
+            for (track, p) in self.auth.others.iter_mut().zip(&others) {
+                track.push(*p);
             }
-            self.awake_max = self.awake_max.max(self.scene.awake_cube_count());
+            self.others = others;
+            self.scene.observe();
         }
         while let Some((id, bytes)) = self.server.poll_transmit() {
             if let Some(&i) = self.player_index.get(&id) {
@@ -340,15 +323,11 @@ impl<'a> Sim<'a> {
 
     /// The run's result: the report and the final states.
     fn outcome(self, report: Report, wall: Duration, shadows: Vec<PolicyFigures>) -> RunOutcome {
-        let scene = &self.scene;
+        let mut server_state = Vec::new();
+        self.scene.raw(&mut server_state);
         RunOutcome {
             report,
-            server_players: scene
-                .players()
-                .into_iter()
-                .filter_map(|p| scene.player_state(p).map(|s| (p, s)))
-                .collect(),
-            server_cubes: scene.cube_states(),
+            server_state,
             server_stats: self
                 .clients
                 .iter()

@@ -6,13 +6,18 @@ use crate::metrics::{Histogram, Metric, Report, mean, percentile};
 use crate::playback::PolicyFigures;
 use crate::remote_view::{RemoteView, dist_cm};
 use crate::replication::{SnapshotReceiver, snapshot_metrics};
+use crate::scene::LabScene;
 use lagless_core::interpolation::{DelayPolicy, InterpolationStats};
 use lagless_core::{ClientStats, PredictionStats};
 use std::time::Duration;
 
 /// The report of a finished run that took `wall` of real time; `shadows` are the shadow
 /// policies' figures.
-pub(super) fn build(sim: &Sim, wall: Duration, shadows: &[PolicyFigures]) -> Report {
+pub(super) fn build<S: LabScene>(
+    sim: &Sim<S>,
+    wall: Duration,
+    shadows: &[PolicyFigures],
+) -> Report {
     let config = sim.config;
     let mut r = Report::default();
     what_ran(&mut r, sim);
@@ -22,18 +27,10 @@ pub(super) fn build(sim: &Sim, wall: Duration, shadows: &[PolicyFigures]) -> Rep
     interpolation(&mut r, sim, shadows);
     server(&mut r, sim);
     sync(&mut r, &sim.clients);
-    let receivers: Vec<&SnapshotReceiver> = sim.clients.iter().map(|c| &c.snapshots).collect();
+    let receivers: Vec<&SnapshotReceiver<S>> = sim.clients.iter().map(|c| &c.snapshots).collect();
     snapshot_metrics(&mut r, config, &sim.sender, &receivers, down_kbps);
 
-    let moved = sim
-        .scene
-        .cube_states()
-        .iter()
-        .zip(&sim.cube_start)
-        .filter(|(now, start)| now.position.distance(start.position) > 0.5)
-        .count();
-    r.set("cubes.moved", Metric::Count(moved as u64));
-    r.set("cubes.awake_max", Metric::Count(sim.awake_max as u64));
+    sim.scene.report(&mut r);
     r.number("lab.wall_s", Some(wall.as_secs_f64()));
     r.number(
         "lab.speedup",
@@ -43,7 +40,7 @@ pub(super) fn build(sim: &Sim, wall: Duration, shadows: &[PolicyFigures]) -> Rep
 }
 
 /// `scene`, `profile`, `seconds` and the other settings that say what ran.
-fn what_ran(r: &mut Report, sim: &Sim) {
+fn what_ran<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
     let config = sim.config;
     r.set("scene", Metric::Text(config.scene.clone()));
     r.set("profile", Metric::Text(config.profile.clone()));
@@ -70,7 +67,7 @@ fn what_ran(r: &mut Report, sim: &Sim) {
 }
 
 /// `net.*`; returns the mean downlink rate per client, kbit/s.
-fn net(r: &mut Report, sim: &Sim) -> Option<f64> {
+fn net<S: LabScene>(r: &mut Report, sim: &Sim<S>) -> Option<f64> {
     let secs = sim.config.seconds;
     let clients = &sim.clients;
     let kbps = |bytes: u64| bytes as f64 * 8.0 / 1000.0 / secs;
@@ -107,7 +104,7 @@ fn net(r: &mut Report, sim: &Sim) -> Option<f64> {
 }
 
 /// `render.*`: the own player's frames against the server's truth for the same tick.
-fn render(r: &mut Report, sim: &Sim) {
+fn render<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
     let mut errors = Vec::new();
     let mut jerks = Vec::new();
     let mut latency = Vec::new();
@@ -141,8 +138,8 @@ fn render(r: &mut Report, sim: &Sim) {
 }
 
 /// `prediction.*` (and `render.smoothing_snaps`), when the clients predict.
-fn prediction(r: &mut Report, clients: &[ClientSim]) {
-    let preds: Vec<&Prediction> = clients
+fn prediction<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) {
+    let preds: Vec<&Prediction<S>> = clients
         .iter()
         .filter_map(|c| c.prediction.as_ref())
         .collect();
@@ -151,7 +148,7 @@ fn prediction(r: &mut Report, clients: &[ClientSim]) {
     }
     let sum =
         |f: fn(&PredictionStats) -> u64| preds.iter().map(|p| f(p.predictor.stats())).sum::<u64>();
-    let pooled = |of: fn(&Prediction) -> &[f64]| -> Vec<f64> {
+    let pooled = |of: fn(&Prediction<S>) -> &[f64]| -> Vec<f64> {
         preds.iter().flat_map(|p| of(p).iter().copied()).collect()
     };
     r.set("prediction.rollbacks", Metric::Count(sum(|s| s.rollbacks)));
@@ -202,7 +199,7 @@ fn prediction(r: &mut Report, clients: &[ClientSim]) {
 
 /// `interpolation.*`: the other players, shown through each client's interpolation
 /// buffer, and the classic buffer on the very same arrivals.
-fn interpolation(r: &mut Report, sim: &Sim, shadows: &[PolicyFigures]) {
+fn interpolation<S: LabScene>(r: &mut Report, sim: &Sim<S>, shadows: &[PolicyFigures]) {
     let clients = &sim.clients;
     let delays: Vec<f64> = clients
         .iter()
@@ -263,7 +260,7 @@ fn interpolation(r: &mut Report, sim: &Sim, shadows: &[PolicyFigures]) {
 }
 
 /// `server.*`: CPU per tick, and how the clients' inputs fared.
-fn server(r: &mut Report, sim: &Sim) {
+fn server<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
     r.number("server.tick_ms_p50", percentile(&sim.tick_ms, 50.0));
     r.number("server.tick_ms_p99", percentile(&sim.tick_ms, 99.0));
     r.number("server.physics_ms_p99", percentile(&sim.physics_ms, 99.0));
@@ -287,8 +284,8 @@ fn server(r: &mut Report, sim: &Sim) {
 }
 
 /// `sync.*` (the clients' clocks) and `client.*` (what they received and refused).
-fn sync(r: &mut Report, clients: &[ClientSim]) {
-    let per_client = |f: &dyn Fn(&ClientSim) -> Option<f64>| {
+fn sync<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) {
+    let per_client = |f: &dyn Fn(&ClientSim<S>) -> Option<f64>| {
         mean(&clients.iter().filter_map(f).collect::<Vec<_>>())
     };
     r.number(

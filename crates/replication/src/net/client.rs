@@ -196,11 +196,10 @@ impl<W: PredictedWorld> Client<W> {
                 self.shown.remove(&id);
             }
         }
+        // Every entity goes in, whatever its policy now: one switched to interpolated
+        // has its past ready at once.
         let mut frame = Frame::new(Arc::clone(&self.schema));
         for (id, e) in self.replication.entities() {
-            if self.policy(id) != Policy::Interpolated {
-                continue;
-            }
             let values = if e.tick < tick {
                 // Held back by the budget: carried along its velocity to this tick.
                 self.replication
@@ -362,7 +361,14 @@ impl<W: PredictedWorld> Client<W> {
             };
             poses.insert(id, shown);
         }
+        // An entity waiting to be drawn under its new policy keeps where it was shown.
+        let waiting: Vec<(u32, Pose)> = self
+            .switched
+            .iter()
+            .filter_map(|id| Some((*id, *self.shown.get(id)?)))
+            .collect();
         self.shown.clone_from(&poses);
+        self.shown.extend(waiting);
         Render {
             frame,
             render_tick,

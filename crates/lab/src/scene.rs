@@ -1,0 +1,117 @@
+//! The one interface between the lab's runner and a scene: a game plugs into `lagless run`
+//! by implementing [`LabScene`] (in `scenes/`, one file per scene) and adding one line to
+//! [`crate::scenes::SCENES`]; the runner, the metrics and the CLI stay as they are.
+//!
+//! The runner does the netcode around it exactly as a game would (sessions, replication,
+//! prediction, smoothing, interpolation), and measures. The scene says what its world is,
+//! how it is declared for replication, what a client predicts, what a scripted player
+//! does, and where each entity truly is (for the error metrics).
+
+use crate::config::RunConfig;
+use crate::metrics::Report;
+use crate::runner::RunError;
+use lagless_core::interpolation::Pose;
+use lagless_core::{Input, Rollback, Tick};
+use lagless_replication::{ReplicationClient, ReplicationError, ReplicationServer, Schema};
+
+/// A player, as scenes number them: client `k` of a run drives player `k + 1`.
+pub type PlayerId = u32;
+
+/// One entity's full-precision state, as a library without quantization (lightyear on
+/// bevy_replicon) would serialize it: floats, and flags sent as bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawEntity {
+    /// Its entity id.
+    pub id: u32,
+    /// Its float components.
+    pub floats: Vec<f32>,
+    /// Its boolean components.
+    pub flags: Vec<bool>,
+}
+
+/// A scripted player: the input for a tick from what the client sees of its own player.
+pub trait Script<S: LabScene>: Send {
+    /// The input for `tick`; `seen` is the own player as the client shows it (predicted,
+    /// or the newest server state), `None` before anything arrived.
+    fn input(&mut self, tick: u64, seen: Option<&S::Seen>) -> S::Input;
+}
+
+/// A scene the lab can run. See the module docs.
+pub trait LabScene: Sized + 'static {
+    /// A player's input.
+    type Input: Input;
+    /// What a client knows of the server's world at one tick, decoded: what its
+    /// prediction compares and loads, and what it interpolates.
+    type Known;
+    /// The client's predicted world (its own player and what it interacts with).
+    type World: Rollback<Input = Self::Input, Confirmed = Self::Known>;
+    /// What both ends know of the scene before it starts (its layout, its grid), built
+    /// by the server and handed to each client.
+    type Setup: Clone;
+    /// What a script sees of its own player.
+    type Seen;
+
+    /// Builds the server's world (without players) for `config`.
+    fn build(config: &RunConfig) -> Result<(Self, Self::Setup), RunError>;
+    /// Adds player `player` to the server's world.
+    fn add_player(&mut self, player: PlayerId);
+    /// One simulation step with each player's input.
+    fn step(&mut self, inputs: &[(PlayerId, Self::Input)]);
+    /// The replication declaration (the same on both ends).
+    fn schema(setup: &Self::Setup) -> Schema;
+    /// Writes the world's state into the replication layer (spawn, update, despawn).
+    fn capture(&self, server: &mut ReplicationServer) -> Result<(), ReplicationError>;
+    /// The entity id of `player`.
+    fn player_entity(setup: &Self::Setup, player: PlayerId) -> Option<u32>;
+    /// Where `player` is on the server.
+    fn player_position(&self, player: PlayerId) -> Option<[f32; 3]>;
+    /// Where every entity that is not a player is on the server, in a fixed order: the
+    /// order [`LabScene::shown`] lists them in after the other players.
+    fn others(&self, out: &mut Vec<[f32; 3]>);
+    /// Every entity's full-precision state (the peer's stream, and the final state
+    /// reproducibility tests compare bit for bit).
+    fn raw(&self, out: &mut Vec<RawEntity>);
+    /// The uncompressed baseline (`--snapshot-codec plain`): every body in full floats,
+    /// and an essential part (the players alone) to send apart when the whole needs more
+    /// than one packet. `None` if the scene has no such codec.
+    fn plain(&self) -> Option<(Vec<u8>, Vec<u8>)>;
+    /// Decodes [`LabScene::plain`]'s bytes (network input: `None` on anything malformed).
+    fn decode_plain(setup: &Self::Setup, bytes: &[u8]) -> Option<Self::Known>;
+    /// What a client holding `client` knows at `tick` (entities the budget held back
+    /// carried forward by their velocity, as far as the scene trusts that).
+    fn known(setup: &Self::Setup, client: &ReplicationClient, tick: Tick) -> Self::Known;
+    /// False for a state that carries only the players (an essential part).
+    fn is_whole(known: &Self::Known) -> bool;
+    /// What a client shows interpolated: every player but `own` (ascending), then the
+    /// other entities in [`LabScene::others`]' order.
+    fn shown(setup: &Self::Setup, known: &Self::Known, own: PlayerId) -> Vec<Pose>;
+    /// `player` as `known` has it.
+    fn seen_in(known: &Self::Known, player: PlayerId) -> Option<Self::Seen>;
+    /// Where a seen player is.
+    fn seen_pose(seen: &Self::Seen) -> Pose;
+    /// A client's predicted world for `player`. `naive` asks for the full-world baseline
+    /// the lab times rollbacks against (`None`: the scene has none).
+    fn world(
+        setup: &Self::Setup,
+        player: PlayerId,
+        config: &RunConfig,
+        naive: bool,
+    ) -> Option<Self::World>;
+    /// The own player in the predicted world.
+    fn predicted(world: &Self::World) -> Option<Self::Seen>;
+    /// Entities the predicted world simulates besides the player
+    /// (`prediction.predicted_cubes_mean` for the cubes).
+    fn predicted_entities(world: &Self::World) -> usize;
+    /// The scripted player `config.script` names, seeded with `seed`.
+    fn script(
+        config: &RunConfig,
+        setup: &Self::Setup,
+        seed: u64,
+    ) -> Result<Box<dyn Script<Self>>, RunError>;
+    /// True when `input` asks the player to move (for `render.input_to_motion_ticks`).
+    fn moves(input: &Self::Input) -> bool;
+    /// Called after every server step, to follow what the scene reports at the end.
+    fn observe(&mut self) {}
+    /// The scene's own metrics, at the end of a run.
+    fn report(&self, _r: &mut Report) {}
+}

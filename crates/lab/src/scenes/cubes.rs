@@ -1,0 +1,232 @@
+//! The cube scene (`lagless_scenes::cubes`) in the lab: 900 cubes on a grid, players that
+//! push them around, a predicted set around the own player.
+
+use crate::config::{RunConfig, ScriptChoice};
+use crate::metrics::{Metric, Report};
+use crate::runner::RunError;
+use crate::scene::{LabScene, PlayerId, RawEntity, Script};
+use lagless_core::Tick;
+use lagless_core::interpolation::Pose;
+use lagless_replication::{ReplicationClient, ReplicationError, ReplicationServer, Schema};
+use lagless_scenes::cubes::predict::{CubeRollback, PredictConfig, PredictMode};
+use lagless_scenes::cubes::replicate::{self, player_entity};
+use lagless_scenes::cubes::script::{InputScript, SCRIPT_NAMES, script_by_name};
+use lagless_scenes::cubes::snapshot::{CubeSnapshot, SnapshotLimits};
+use lagless_scenes::cubes::{BodyState, CubeInput, CubeScene, CubeSceneConfig};
+
+/// The cube scene, with what the lab follows of it: where the cubes started and the most
+/// that were awake at once.
+pub struct Cubes {
+    scene: CubeScene,
+    start: Vec<BodyState>,
+    awake_max: usize,
+}
+
+/// The grid both ends build, and its size.
+#[derive(Debug, Clone, Copy)]
+pub struct CubeSetup {
+    config: CubeSceneConfig,
+    cubes: usize,
+}
+
+struct Scripted(Box<dyn InputScript + Send>);
+
+impl Script<Cubes> for Scripted {
+    fn input(&mut self, tick: u64, seen: Option<&BodyState>) -> CubeInput {
+        self.0.input(tick, seen)
+    }
+}
+
+fn pose(b: &BodyState) -> Pose {
+    Pose::new(b.position.to_array(), b.rotation.to_array())
+        .with_velocity(b.linvel.to_array(), b.angvel.to_array())
+}
+
+fn floats(s: &BodyState) -> Vec<f32> {
+    [
+        s.position.to_array().as_slice(),
+        &s.rotation.to_array(),
+        &s.linvel.to_array(),
+        &s.angvel.to_array(),
+    ]
+    .concat()
+}
+
+impl LabScene for Cubes {
+    type Input = CubeInput;
+    type Known = CubeSnapshot;
+    type World = CubeRollback;
+    type Setup = CubeSetup;
+    type Seen = BodyState;
+
+    fn build(config: &RunConfig) -> Result<(Self, CubeSetup), RunError> {
+        let scene_config = CubeSceneConfig {
+            tick_hz: config.server.tick_hz,
+            ..CubeSceneConfig::default()
+        };
+        let scene = CubeScene::new(scene_config);
+        let setup = CubeSetup {
+            config: scene_config,
+            cubes: scene.cube_count(),
+        };
+        let start = scene.cube_states();
+        Ok((
+            Self {
+                scene,
+                start,
+                awake_max: 0,
+            },
+            setup,
+        ))
+    }
+
+    fn add_player(&mut self, player: PlayerId) {
+        self.scene.add_player(player);
+    }
+
+    fn step(&mut self, inputs: &[(PlayerId, CubeInput)]) {
+        self.scene.step(inputs);
+    }
+
+    fn schema(setup: &CubeSetup) -> Schema {
+        replicate::schema(&setup.config.quantize.unwrap_or_default())
+    }
+
+    fn capture(&self, server: &mut ReplicationServer) -> Result<(), ReplicationError> {
+        replicate::capture(&self.scene, server)
+    }
+
+    fn player_entity(setup: &CubeSetup, player: PlayerId) -> Option<u32> {
+        player_entity(setup.cubes, player)
+    }
+
+    fn player_position(&self, player: PlayerId) -> Option<[f32; 3]> {
+        self.scene
+            .player_state(player)
+            .map(|s| s.position.to_array())
+    }
+
+    fn others(&self, out: &mut Vec<[f32; 3]>) {
+        out.extend(self.scene.cubes().map(|(_, s, _)| s.position.to_array()));
+    }
+
+    fn raw(&self, out: &mut Vec<RawEntity>) {
+        let n = self.scene.cube_count();
+        for (i, s, awake) in self.scene.cubes() {
+            out.push(RawEntity {
+                id: i as u32,
+                floats: floats(&s),
+                flags: vec![awake],
+            });
+        }
+        for (p, s) in self.scene.player_states() {
+            if let Some(id) = player_entity(n, p) {
+                out.push(RawEntity {
+                    id,
+                    floats: floats(&s),
+                    flags: Vec::new(),
+                });
+            }
+        }
+    }
+
+    fn plain(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        let whole = CubeSnapshot::capture(&self.scene).to_bytes();
+        let players = CubeSnapshot::capture_players(&self.scene).to_bytes();
+        Some((whole, players))
+    }
+
+    fn decode_plain(_: &CubeSetup, bytes: &[u8]) -> Option<CubeSnapshot> {
+        CubeSnapshot::decode(bytes, SnapshotLimits::default()).ok()
+    }
+
+    fn known(setup: &CubeSetup, client: &ReplicationClient, tick: Tick) -> CubeSnapshot {
+        replicate::snapshot(client, setup.cubes, tick)
+    }
+
+    fn is_whole(known: &CubeSnapshot) -> bool {
+        known.has_world()
+    }
+
+    fn shown(_: &CubeSetup, known: &CubeSnapshot, own: PlayerId) -> Vec<Pose> {
+        known
+            .players
+            .iter()
+            .filter(|(id, _)| *id != own)
+            .map(|(_, b)| pose(b))
+            .chain(known.cubes.iter().map(|c| pose(&c.body_state())))
+            .collect()
+    }
+
+    fn seen_in(known: &CubeSnapshot, player: PlayerId) -> Option<BodyState> {
+        known.player(player).copied()
+    }
+
+    fn seen_pose(seen: &BodyState) -> Pose {
+        pose(seen)
+    }
+
+    fn world(
+        setup: &CubeSetup,
+        player: PlayerId,
+        config: &RunConfig,
+        naive: bool,
+    ) -> Option<CubeRollback> {
+        if naive && config.predict.mode != PredictMode::PredictedSet {
+            return None;
+        }
+        let predict = if naive {
+            PredictConfig {
+                mode: PredictMode::FullWorld,
+                ..config.predict
+            }
+        } else {
+            config.predict
+        };
+        Some(CubeRollback::new(player, setup.config, predict))
+    }
+
+    fn predicted(world: &CubeRollback) -> Option<BodyState> {
+        world.player_state()
+    }
+
+    fn predicted_entities(world: &CubeRollback) -> usize {
+        world.predicted_cubes()
+    }
+
+    fn script(
+        config: &RunConfig,
+        setup: &CubeSetup,
+        seed: u64,
+    ) -> Result<Box<dyn Script<Self>>, RunError> {
+        let script = match &config.script {
+            ScriptChoice::Named(name) => {
+                script_by_name(name, seed, &setup.config).ok_or_else(|| {
+                    RunError::UnknownScript(format!("{name} (known: {})", SCRIPT_NAMES.join(", ")))
+                })?
+            }
+            ScriptChoice::Custom(f) => f(seed),
+        };
+        Ok(Box::new(Scripted(script)))
+    }
+
+    fn moves(input: &CubeInput) -> bool {
+        input.moves()
+    }
+
+    fn observe(&mut self) {
+        self.awake_max = self.awake_max.max(self.scene.awake_cube_count());
+    }
+
+    fn report(&self, r: &mut Report) {
+        let moved = self
+            .scene
+            .cube_states()
+            .iter()
+            .zip(&self.start)
+            .filter(|(now, start)| now.position.distance(start.position) > 0.5)
+            .count();
+        r.set("cubes.moved", Metric::Count(moved as u64));
+        r.set("cubes.awake_max", Metric::Count(self.awake_max as u64));
+    }
+}

@@ -1,0 +1,24 @@
+//! The scenes `lagless run --scene` knows, each a [`LabScene`](crate::scene::LabScene) in
+//! its own file. A new scene is one file here and one line in [`SCENES`] and
+//! [`run_named`].
+
+mod cubes;
+
+pub use cubes::Cubes;
+
+use crate::config::RunConfig;
+use crate::runner::{RunError, RunOutcome, run_scene};
+
+/// Scene names, the default first.
+pub const SCENES: &[&str] = &["cubes"];
+
+/// Runs the scene `config.scene` names.
+pub fn run_named(
+    config: &RunConfig,
+    progress: &mut dyn FnMut(f64),
+) -> Result<RunOutcome, RunError> {
+    match config.scene.as_str() {
+        "cubes" => run_scene::<Cubes>(config, progress),
+        other => Err(RunError::UnknownScene(other.to_owned())),
+    }
+}

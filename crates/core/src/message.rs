@@ -213,7 +213,8 @@ impl SnapshotFragment {
         let flags = u8::from(self.echo.is_some())
             | (u8::from(self.input_ack.is_some()) << 1)
             | (u8::from(self.essential) << 2)
-            | (u8::from(self.tick_hz.is_some()) << 3);
+            | (u8::from(self.tick_hz.is_some()) << 3)
+            | (u8::from(self.is_whole()) << 4);
         w.write_u8(flags);
         if let Some(hz) = self.tick_hz {
             w.write_varint_u32(u32::from(hz));
@@ -226,9 +227,17 @@ impl SnapshotFragment {
             w.write_u16(a.acked_through.0);
             w.write_varint_i32(a.input_slack);
         }
-        w.write_u8(self.index);
-        w.write_u8(self.count);
+        // Most snapshots fit one packet: a flag says so instead of two bytes.
+        if !self.is_whole() {
+            w.write_u8(self.index);
+            w.write_u8(self.count);
+        }
         w.write_bytes(&self.payload);
+    }
+
+    /// True for the only fragment of a snapshot that fits one packet.
+    fn is_whole(&self) -> bool {
+        self.index == 0 && self.count == 1
     }
 
     /// Decodes a fragment.
@@ -236,7 +245,7 @@ impl SnapshotFragment {
         let (mut r, seq) = open_packet(bytes, KIND_SNAPSHOT)?;
         let tick = r.read_u32()?;
         let flags = r.read_u8()?;
-        if flags & !15 != 0 {
+        if flags & !31 != 0 {
             return Err(WireError::Invalid {
                 what: "snapshot flags",
             }
@@ -263,8 +272,19 @@ impl SnapshotFragment {
         } else {
             None
         };
-        let index = r.read_u8()?;
-        let count = r.read_u8()?;
+        let (index, count) = if flags & 16 != 0 {
+            (0, 1)
+        } else {
+            let (index, count) = (r.read_u8()?, r.read_u8()?);
+            if (index, count) == (0, 1) {
+                // The encoder writes a whole snapshot with the flag, never like this.
+                return Err(WireError::Invalid {
+                    what: "whole snapshot without its flag",
+                }
+                .into());
+            }
+            (index, count)
+        };
         let essential = flags & 4 != 0;
         if essential && count != 1 {
             return Err(WireError::Invalid {
@@ -403,14 +423,17 @@ mod tests {
         f.encode(&mut w);
         let good = w.into_bytes();
         assert_eq!(SnapshotFragment::decode(&good).unwrap(), f);
-        let mut bad = good.clone();
-        bad[8] = 1; // index 1 of count 1
-        assert!(SnapshotFragment::decode(&bad).is_err());
-        let mut bad = good.clone();
-        bad[9] = 0; // count 0
-        assert!(SnapshotFragment::decode(&bad).is_err());
-        for n in 0..10 {
+        // A whole snapshot costs a flag, not an index and a count.
+        assert_eq!(good.len(), 1 + 2 + 4 + 1 + 3);
+        for n in 0..8 {
             assert!(SnapshotFragment::decode(&good[..n]).is_err());
+        }
+        // Without the flag: index 1 of count 1, count 0, and index 0 of count 1 (which
+        // the encoder writes with the flag) are bytes no server writes.
+        for (index, count) in [(1, 1), (0, 0), (0, 1)] {
+            let mut bad = good[..7].to_vec();
+            bad.extend([good[7] & !16, index, count, 1, 2, 3]);
+            assert!(SnapshotFragment::decode(&bad).is_err(), "{index}/{count}");
         }
         // A payload cut other than the server cuts it: a short fragment before the last,
         // or an empty last one.

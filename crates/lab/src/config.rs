@@ -321,6 +321,9 @@ pub struct RunConfig {
     /// Most snapshot payload per client, kbit/s, adapting below it to the link
     /// (`lagless_replication::BudgetConfig`); 0: no budget.
     pub budget_kbps: f64,
+    /// Distance at which an entity's priority for a client halves, m
+    /// (`lagless_replication::ServerConfig::relevance_distance`).
+    pub relevance_m: f32,
     /// Server settings (tick rate is taken from here).
     pub server: ServerConfig,
     /// Client settings.
@@ -366,6 +369,7 @@ impl Default for RunConfig {
             snapshot_hz: 64,
             snapshot_codec: SnapshotCodecChoice::Delta,
             budget_kbps: lagless_replication::BudgetConfig::default().max_kbps,
+            relevance_m: lagless_replication::ServerConfig::default().relevance_distance,
             server: ServerConfig::default(),
             client: ClientConfig::default(),
             clock_step: Duration::from_micros(500),

@@ -337,6 +337,10 @@ struct RunArgs {
     /// backing off when it queues or loses); 0: no budget.
     #[arg(long, default_value_t = 256.0)]
     budget_kbps: f64,
+    /// Distance (m) at which an entity's priority for a client halves, measured from the
+    /// client's player: the nearer, the sooner it is sent when the budget is short.
+    #[arg(long, default_value_t = lagless_replication::ServerConfig::default().relevance_distance)]
+    relevance_m: f32,
     /// Turn client-side prediction off (show the newest server state).
     #[arg(long)]
     no_prediction: bool,
@@ -699,6 +703,10 @@ fn run_command(a: RunArgs) -> Result<(), String> {
         return Err("--budget-kbps must be a non-negative number (0: no budget)".into());
     }
     config.budget_kbps = a.budget_kbps;
+    if !(a.relevance_m.is_finite() && a.relevance_m > 0.0) {
+        return Err("--relevance-m must be a positive number".into());
+    }
+    config.relevance_m = a.relevance_m;
     config.server.tick_hz = a.tick_hz;
     config.client.tick_hz = a.tick_hz;
     config.server.missing_input = match a.missing_input {

@@ -95,6 +95,7 @@ impl<S: LabScene> SnapshotSender<S> {
                     max_kbps: config.budget_kbps,
                     ..BudgetConfig::default()
                 },
+                relevance_distance: config.relevance_m,
                 ..ServerConfig::default()
             },
         );

@@ -154,7 +154,10 @@ fn a_client_at_another_tick_rate_is_refused_with_a_clear_error() {
     assert!(game.client_errors.iter().all(|e| *e == mismatch(60, 30)));
     assert!(game.client.replication().is_empty(), "nothing got through");
     let message = mismatch(60, 30).to_string();
-    assert!(message.contains("60 Hz") && message.contains("30 Hz"), "{message}");
+    assert!(
+        message.contains("60 Hz") && message.contains("30 Hz"),
+        "{message}"
+    );
 
     let mut same = Game::new(30, 30);
     let shown = same.play(Duration::from_secs(2));

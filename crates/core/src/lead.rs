@@ -401,6 +401,25 @@ mod tests {
     }
 
     #[test]
+    fn the_window_is_young_until_it_can_resolve_the_target() {
+        let mut a = AdaptiveLead::new(0.005);
+        for i in 0..MIN_NEEDS - 1 {
+            a.add_need_once(spread(i, 4.0, 1.0));
+        }
+        // Too few for an answer: the open loop holds, and nothing is young yet.
+        assert!(!a.is_young());
+        a.add_need_once(4.0);
+        assert!(a.is_young());
+        // 1 / (0.5% * TAIL_SAFETY) = 400 needs resolve the target.
+        for i in MIN_NEEDS..399 {
+            a.add_need_once(spread(i, 4.0, 1.0));
+        }
+        assert!(a.is_young());
+        a.add_need_once(4.0);
+        assert!(!a.is_young());
+    }
+
+    #[test]
     fn a_few_queued_messages_do_not_move_it_and_lies_are_bounded() {
         let mut a = AdaptiveLead::new(0.005);
         for i in 0..600 {

@@ -142,8 +142,9 @@ pub struct ClientSession<I: Input> {
     snapshots: VecDeque<ReceivedSnapshot>,
     send_seq: Seq16,
     last_ping: Option<Duration>,
-    /// Send stamp and lead (client position minus estimated server position, ticks) of
-    /// the last input messages, to turn the server's slack reports into needs.
+    /// Send stamp and lead (client position minus the server's position in the sync's
+    /// fixed frame, [`ClockSync::frame_position`], ticks) of the last input messages, to
+    /// turn the server's slack reports into needs.
     sent_leads: VecDeque<(u32, f64)>,
     /// The stamp of the last message a need was taken for.
     echoed_lead: Option<u32>,
@@ -658,7 +659,7 @@ impl<I: Input> ClientSession<I> {
             self.sent_through = Some(newest);
         }
         let stamp = now.as_micros() as u32;
-        if let (true, Some(server)) = (!inputs.is_empty(), self.sync.server_position(now)) {
+        if let (true, Some(server)) = (!inputs.is_empty(), self.sync.frame_position(now)) {
             if self.sent_leads.len() >= SENT_LEADS {
                 self.sent_leads.pop_front();
             }

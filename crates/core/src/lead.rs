@@ -6,12 +6,14 @@
 //! the ticks it first heard of since its last report arrived, the least of them (a lost
 //! message's inputs ride in the next message, inputs being sent redundantly, so its slack
 //! counts the loss), and echoes the send stamp of our newest message. The client remembers
-//! the lead it ran with when it sent each message (its position minus its estimate of the
-//! server's), so every report gives one **need**: `lead at send - slack`, the lead that
-//! would have had those inputs arrive just in time. A need is the uplink delay in ticks,
-//! losses included, as seen through the client's estimate of the server clock, so any
-//! constant error of that estimate (an asymmetric route, a biased RTT/2) cancels: the lead
-//! is chosen in the same frame.
+//! the lead it ran with when it sent each message (its position minus the server's in a
+//! fixed frame: the server clock as first estimated, carried forward by the client's own
+//! clock, [`crate::ClockSync::frame_position`]), so every report gives one **need**:
+//! `lead at send - slack`, the lead that would have had those inputs arrive just in time.
+//! A need is the uplink delay in ticks, losses included, plus the frame's constant error,
+//! which cancels: the lead is chosen in the same frame. The frame does not follow the
+//! estimate, which a change of link throws off for a second or two; needs measured
+//! against it would carry that error for as long as they stay in the window.
 //!
 //! A report stands for the ticks since the previous one (the client counts its messages
 //! between the two echoed stamps): its worst tick's need, and one tick less for each later
@@ -137,6 +139,14 @@ impl AdaptiveLead {
     /// True before any need was taken in.
     pub fn is_empty(&self) -> bool {
         self.needs.len() == 0
+    }
+
+    /// True while the window holds needs (at least [`MIN_NEEDS`]) but too few to resolve
+    /// the target (fewer than `1 / (target * TAIL_SAFETY)`: 400 at 0.5%, six seconds at
+    /// 64 Hz): its largest need stands for the tail, and grows as needs come.
+    pub fn is_young(&self) -> bool {
+        let n = self.needs.len();
+        n >= MIN_NEEDS && (n as f64) * self.target * TAIL_SAFETY < 1.0
     }
 
     /// Times the window was cut because the link changed.
@@ -291,8 +301,9 @@ impl AdaptiveLead {
             return None;
         }
         // At most floor(target * TAIL_SAFETY * n) needs may lie above the answer.
-        let allowed = (self.target * TAIL_SAFETY * sorted.len() as f64).floor() as usize;
-        let tail = sorted.get(sorted.len() - 1 - allowed.min(sorted.len() - 1))?;
+        let n = sorted.len();
+        let allowed = (self.target * TAIL_SAFETY * n as f64).floor() as usize;
+        let tail = sorted.get(n - 1 - allowed.min(n - 1))?;
         Some(tail + self.margin)
     }
 }
@@ -387,6 +398,25 @@ mod tests {
         }
         b.add_report(3.0, -3.0, 4);
         assert_eq!(b.margin(), MIN_MARGIN);
+    }
+
+    #[test]
+    fn the_window_is_young_until_it_can_resolve_the_target() {
+        let mut a = AdaptiveLead::new(0.005);
+        for i in 0..MIN_NEEDS - 1 {
+            a.add_need_once(spread(i, 4.0, 1.0));
+        }
+        // Too few for an answer: the open loop holds, and nothing is young yet.
+        assert!(!a.is_young());
+        a.add_need_once(4.0);
+        assert!(a.is_young());
+        // 1 / (0.5% * TAIL_SAFETY) = 400 needs resolve the target.
+        for i in MIN_NEEDS..399 {
+            a.add_need_once(spread(i, 4.0, 1.0));
+        }
+        assert!(a.is_young());
+        a.add_need_once(4.0);
+        assert!(!a.is_young());
     }
 
     #[test]

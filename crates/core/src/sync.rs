@@ -89,6 +89,13 @@ pub struct SyncConfig {
     /// [`crate::FAST_FORWARD_TICKS`]): dilating by 10% would take ten times the gap,
     /// starving the server all along. Infinite turns it off.
     pub catch_up_ticks: f64,
+    /// [`SyncConfig::catch_up_ticks`] while the adaptive policy's window is too young to
+    /// resolve its target ([`AdaptiveLead::is_young`]: just after a change of link, or
+    /// at the start): the lead it asks for then grows in steps as the new link's tail
+    /// shows, and each step dilated up to at 10% starves the server for ten times its
+    /// length. In steady state the bursts of a low threshold show (the predicted
+    /// player's error on `mobile` rose with a threshold of 2), so it holds only then.
+    pub catch_up_young_ticks: f64,
     /// Weight of a new sample in the server-clock offset filter once warmed up.
     pub offset_smoothing: f64,
     /// Time constant, in seconds, of the lead correction driven by slack reports. Longer
@@ -116,6 +123,7 @@ impl Default for SyncConfig {
             gain: 0.05,
             resync_ticks: 8.0,
             catch_up_ticks: 4.0,
+            catch_up_young_ticks: 1.0,
             offset_smoothing: 0.05,
             slack_time_constant: 2.0,
             max_correction_ticks: 64.0,
@@ -146,6 +154,9 @@ pub struct ClockSync {
     rate: TickRate,
     config: SyncConfig,
     offset_secs: Option<f64>,
+    /// The offset as first estimated, never moved since: the frame of the adaptive
+    /// policy's needs (see [`ClockSync::frame_position`]).
+    anchor_secs: Option<f64>,
     samples: u64,
     slack_mean: Option<f64>,
     slack_dev: f64,
@@ -168,6 +179,7 @@ impl ClockSync {
             rate,
             config,
             offset_secs: None,
+            anchor_secs: None,
             samples: 0,
             slack_mean: None,
             slack_dev: 0.0,
@@ -264,6 +276,7 @@ impl ClockSync {
             None => sample,
             Some(o) => o + w * (sample - o),
         });
+        self.anchor_secs.get_or_insert(sample);
     }
 
     /// Feeds the server's report (received at `now`) of how early, in ticks, our newest
@@ -342,6 +355,28 @@ impl ClockSync {
             .map(|o| (now.as_secs_f64() + o) * f64::from(self.rate.hz()))
     }
 
+    /// The server's position at `now` as first estimated and carried forward by the local
+    /// clock alone (fractional ticks): the frame in which the client measures its lead
+    /// when it sends an input message, and so the frame of the adaptive policy's needs
+    /// (see [`crate::lead`]).
+    ///
+    /// Unlike [`ClockSync::server_position`], it never moves when the estimate does. On
+    /// a link that changes, the estimate is wrong for a second or two: stamps of packets
+    /// that look queued are skipped for [`SyncConfig::stale_accept_secs`], the RTT
+    /// climbs to the new one by an eighth a sample, the offset follows by
+    /// [`SyncConfig::offset_smoothing`]. Needs measured against it were off by that
+    /// error (three ticks when `broadband` turned `mobile`) and stayed in the window,
+    /// and the lead asked for moved with every step of the estimate. What starves the
+    /// server depends only on when inputs leave the client, by its own clock, and when
+    /// they arrive, so a fixed frame loses nothing; the needs are the same as against
+    /// the estimate while it stands still. A client clock that drifts against the
+    /// server's shows as needs that drift along, which the window follows (100 ppm is
+    /// under a tick over the window's two minutes).
+    pub fn frame_position(&self, now: Duration) -> Option<f64> {
+        self.anchor_secs
+            .map(|o| (now.as_secs_f64() + o) * f64::from(self.rate.hz()))
+    }
+
     /// The lead over the server the policy asks for, in ticks.
     pub fn lead_ticks(&self, rtt: &RttEstimator) -> f64 {
         let srtt = rtt.smoothed().unwrap_or_default();
@@ -358,11 +393,17 @@ impl ClockSync {
                 // (four deviations and four ticks): catching up later costs starved
                 // ticks, coming down costs nothing.
                 let open_loop = one_way + 4.0 * deviation + 4.0;
+                // The window's lead is over the fixed frame; over the estimate it is
+                // shorter by how far the estimate moved since it was first made.
+                let frame = match (self.anchor_secs, self.offset_secs) {
+                    (Some(a), Some(o)) => (a - o) * hz,
+                    _ => 0.0,
+                };
                 let lead = self
                     .adaptive
                     .as_ref()
                     .and_then(AdaptiveLead::lead)
-                    .unwrap_or(open_loop);
+                    .map_or(open_loop, |l| l + frame);
                 // However the reports lie: never less than RTT/2 ahead of the server
                 // (inputs could not arrive in time), never further ahead than the
                 // correction bound beyond it.
@@ -400,7 +441,12 @@ impl ClockSync {
             };
         }
         let error = target - position;
-        if error > self.config.resync_ticks.min(self.config.catch_up_ticks) {
+        let catch_up = if self.adaptive.as_ref().is_some_and(AdaptiveLead::is_young) {
+            self.config.catch_up_young_ticks
+        } else {
+            self.config.catch_up_ticks
+        };
+        if error > self.config.resync_ticks.min(catch_up) {
             ClockAdjust::Jump(target)
         } else if error < -self.config.resync_ticks {
             // Never run backwards (that would repeat ticks whose inputs were sent): stand still.

@@ -705,3 +705,59 @@ fn a_client_at_another_tick_rate_is_refused_on_both_ends() {
     assert_eq!(announced.first(), Some(&Some(64)));
     assert_eq!(announced.last(), Some(&None));
 }
+
+#[test]
+fn a_client_that_floods_inputs_gets_them_capped_and_counted() {
+    // Every millisecond for two seconds, a client sends the most inputs a message may
+    // carry, starting at the server's tick, halfway to its lead limit, just short of it
+    // and far beyond it, plus one message with an input too many. The server refuses and
+    // counts every input beyond the limit and every oversized message, keeps at most one
+    // input per tick, steps no faster than its clock, and what it reports of how early
+    // inputs arrive stays within the limit.
+    let config = ServerConfig::default();
+    let (limit, max) = (config.max_input_lead_ticks, config.max_inputs_per_message);
+    let mut s = ServerSession::<u8>::new(config);
+    s.add_client(1).unwrap();
+    let ms = Duration::from_millis;
+    s.update(ms(0));
+    let (mut too_far, mut oversized, mut ticks) = (0u64, 0u64, 0u64);
+    for step in 1..=2000u64 {
+        let now = ms(step);
+        let current = s.current_tick();
+        for ahead in [0, limit / 2, limit - 10, 10_000] {
+            let start = current.saturating_add(ahead);
+            too_far += (0..max as u32)
+                .filter(|k| start.saturating_add(*k).diff(current) > i64::from(limit))
+                .count() as u64;
+            let _ = s.handle_packet(1, now, &input_packet(start.to_wire(), vec![1; max]));
+        }
+        let bytes = input_packet(current.to_wire(), vec![1; max + 1]);
+        assert!(s.handle_packet(1, now, &bytes).is_err());
+        oversized += 1;
+        s.update(now);
+        while let Some(t) = s.next_tick() {
+            ticks += 1;
+            assert_eq!(t.inputs.len(), 1);
+            if s.snapshot_due() {
+                s.send_snapshot(1, now, &[0; 8]).unwrap();
+            }
+        }
+        while let Some((_, packet)) = s.poll_transmit() {
+            let f = SnapshotFragment::decode(&packet).unwrap();
+            let slack = f64::from(f.input_ack.unwrap().input_slack) / 256.0;
+            assert!(slack <= f64::from(limit) + 1.0, "slack {slack}");
+        }
+    }
+    let st = s.client_stats(1).unwrap();
+    assert!(ticks <= 2 * 64 + 1, "{ticks} ticks in 2 s");
+    assert_eq!(st.inputs_too_far_ahead, too_far);
+    assert!(too_far > 0);
+    assert_eq!(st.packets_rejected, oversized);
+    // One input per tick at most: the ticks run, and those within the limit ahead.
+    assert!(
+        st.inputs_accepted <= ticks + u64::from(limit) + 1,
+        "{} inputs kept over {ticks} ticks",
+        st.inputs_accepted
+    );
+    assert_eq!(st.ticks_starved, 0);
+}

@@ -9,7 +9,8 @@
 //! and per phase when the link changes.
 
 use crate::config::{LinkChange, check_link_changes};
-use crate::input_buffer::{OutageSpec, lead_label};
+use crate::input_buffer::{OutageSpec, SyncProbe, lead_label};
+use crate::metrics::Report;
 use lagless_core::{ClientConfig, ClientSession, LeadPolicy, ServerConfig, ServerSession};
 use lagless_netem::{ConfigError, Duplex, LinkConfig};
 use std::fmt::Write as _;
@@ -66,6 +67,9 @@ pub struct InputFigures {
     pub input_delay_ms_mean: f64,
     /// Clock jumps.
     pub clock_jumps: u64,
+    /// `sync.recover_ms_max` over the whole replay (after each link change and outage's
+    /// end; see [`SyncProbe`]); NaN without such events, and in the per-phase figures.
+    pub recover_ms_max: f64,
 }
 
 /// Figures of every policy, overall and per phase.
@@ -112,7 +116,7 @@ struct Acc {
 }
 
 impl Acc {
-    fn figures(&self, policy: String, clock_jumps: u64) -> InputFigures {
+    fn figures(&self, policy: String, clock_jumps: u64, recover_ms_max: f64) -> InputFigures {
         let ratio = |a: f64, n: u64| if n > 0 { a / n as f64 } else { f64::NAN };
         InputFigures {
             policy,
@@ -120,6 +124,7 @@ impl Acc {
             lead_ms_mean: ratio(self.lead_ms, self.leads),
             input_delay_ms_mean: ratio(self.delay_ms, self.delays),
             clock_jumps,
+            recover_ms_max,
         }
     }
 }
@@ -147,21 +152,22 @@ pub fn sweep(
         .map(|at| (at, Vec::new()))
         .collect();
     for policy in policies {
-        let (all, per_phase, jumps) = replay_one(config, *policy)?;
+        let (all, per_phase, jumps, recover) = replay_one(config, *policy)?;
         let label = lead_label(policy);
-        overall.push(all.figures(label.clone(), jumps));
+        overall.push(all.figures(label.clone(), jumps, recover));
         for ((_, figs), acc) in phases.iter_mut().zip(per_phase) {
-            figs.push(acc.figures(label.clone(), jumps));
+            figs.push(acc.figures(label.clone(), jumps, f64::NAN));
         }
     }
     Ok(InputSweep { overall, phases })
 }
 
-/// One policy over the link: overall and per-phase counters, and clock jumps.
+/// One policy over the link: overall and per-phase counters, clock jumps and the longest
+/// recovery (NaN without link changes or outages).
 fn replay_one(
     config: &InputSweepConfig,
     policy: LeadPolicy,
-) -> Result<(Acc, Vec<Acc>, u64), InputSweepError> {
+) -> Result<(Acc, Vec<Acc>, u64, f64), InputSweepError> {
     let hz = config.tick_hz;
     let mut server = ServerSession::<u8>::new(ServerConfig {
         tick_hz: hz,
@@ -191,6 +197,14 @@ fn replay_one(
     let mut next_lead = Duration::ZERO;
     let payload = vec![0u8; config.snapshot_bytes.max(1)];
     let hz_f = f64::from(hz);
+    // The same recovery measure as a game run's (`sync.recover_ms_max`).
+    let events = config
+        .link_changes
+        .iter()
+        .map(|c| c.at)
+        .chain(config.outages.iter().map(|o| o.outage.end()))
+        .collect();
+    let mut probe = SyncProbe::new(1, hz, events);
     let mut now = Duration::ZERO;
     while now <= end {
         while let Some(c) = changes.next_if(|c| c.at <= now) {
@@ -207,6 +221,7 @@ fn replay_one(
             let started = server
                 .client_stats(1)
                 .is_some_and(|s| s.ticks_with_input + s.ticks_starved > 0);
+            probe.server_tick(now, t.tick, &[started.then_some(input.is_some())]);
             let sampled = pending.remove(&t.tick.0);
             while pending
                 .first_key_value()
@@ -239,10 +254,21 @@ fn replay_one(
         }
         while client.poll_snapshot().is_some() {}
         client.update(now);
+        let before = client.current_tick();
         while let Some(t) = client.next_tick() {
             client.set_input(t, 1);
             pending.insert(t.0, now);
         }
+        let position = client.is_synced().then(|| client.position());
+        let tracking = position
+            .zip(client.server_position(now))
+            .map(|(p, server)| p - server - client.target_lead_ticks());
+        probe.client_ticks(
+            0,
+            now,
+            (before, client.current_tick()),
+            (position, client.rtt().smoothed(), tracking),
+        );
         while let Some(p) = client.poll_transmit(now) {
             link.up.send(now, p);
         }
@@ -259,19 +285,27 @@ fn replay_one(
         }
         now += step;
     }
-    Ok((all, per_phase, client.stats().clock_jumps))
+    let mut report = Report::default();
+    probe.fill(&mut report);
+    let recover = report.get_f64("sync.recover_ms_max").unwrap_or(f64::NAN);
+    Ok((all, per_phase, client.stats().clock_jumps, recover))
 }
 
 /// A table of figures, one line per policy.
 pub fn format_input_sweep(figures: &[InputFigures]) -> String {
     let mut s = String::from(
-        "policy               starved_%   lead_ms_mean   input_delay_ms   clock_jumps\n",
+        "policy               starved_%   lead_ms_mean   input_delay_ms   clock_jumps   recover_ms_max\n",
     );
     for f in figures {
         let _ = writeln!(
             s,
-            "{:<20} {:>9.3} {:>14.1} {:>16.1} {:>13}",
-            f.policy, f.starved_pct, f.lead_ms_mean, f.input_delay_ms_mean, f.clock_jumps
+            "{:<20} {:>9.3} {:>14.1} {:>16.1} {:>13} {:>16.0}",
+            f.policy,
+            f.starved_pct,
+            f.lead_ms_mean,
+            f.input_delay_ms_mean,
+            f.clock_jumps,
+            f.recover_ms_max
         );
     }
     s

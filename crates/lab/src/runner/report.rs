@@ -141,7 +141,7 @@ fn render(r: &mut Report, sim: &Sim) {
 }
 
 /// `prediction.*` (and `render.smoothing_snaps`), when the clients predict.
-fn prediction(r: &mut Report, clients: &[ClientSim]) {
+pub(crate) fn prediction(r: &mut Report, clients: &[ClientSim]) {
     let preds: Vec<&Prediction> = clients
         .iter()
         .filter_map(|c| c.prediction.as_ref())
@@ -287,7 +287,7 @@ fn server(r: &mut Report, sim: &Sim) {
 }
 
 /// `sync.*` (the clients' clocks) and `client.*` (what they received and refused).
-fn sync(r: &mut Report, clients: &[ClientSim]) {
+pub(crate) fn sync(r: &mut Report, clients: &[ClientSim]) {
     let per_client = |f: &dyn Fn(&ClientSim) -> Option<f64>| {
         mean(&clients.iter().filter_map(f).collect::<Vec<_>>())
     };

@@ -285,6 +285,11 @@ pub(crate) fn connect_with_truth(
             (scene_config, local_cubes),
         )))
     };
+    // Building the client took a while, and the server's packets queued meanwhile: handed
+    // over at once they would look to the clock like a link that delivers late, so they
+    // go, as packets lost before the start.
+    udp.update();
+    udp.recv().for_each(drop);
     let no_truth = Truth::default();
     let mut down = SeqCounter::default();
     let mut link = None;

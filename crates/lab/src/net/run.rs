@@ -51,6 +51,20 @@ pub fn run(config: &RunConfig) -> Result<Report, NetError> {
     let clients = config.clients as usize;
     let stop = Arc::new(AtomicBool::new(false));
 
+    // The proxy's address goes in the tokens and the server must answer for it, so it is
+    // chosen first: a port the OS hands out and takes back at once (loopback; a race with
+    // another process taking it in between fails the run, it does not mislead it).
+    let proxy_listen = if config.profile == LOOPBACK_PROFILE {
+        None
+    } else {
+        let probe =
+            std::net::UdpSocket::bind(loopback).map_err(lagless_transport::TransportError::from)?;
+        Some(
+            probe
+                .local_addr()
+                .map_err(lagless_transport::TransportError::from)?,
+        )
+    };
     // The server, built on its thread, hands back its address and the truth.
     type Ready = Result<(SocketAddr, Option<Arc<RwLock<Truth>>>), String>;
     let (tx, rx) = mpsc::channel::<Ready>();
@@ -59,7 +73,7 @@ pub fn run(config: &RunConfig) -> Result<Report, NetError> {
             bind: loopback,
             private_key: key,
             max_clients: clients,
-            public_addresses: Vec::new(),
+            public_addresses: proxy_listen.into_iter().collect(),
         };
         let config = config.clone();
         let stop = stop.clone();
@@ -84,11 +98,9 @@ pub fn run(config: &RunConfig) -> Result<Report, NetError> {
         .recv()
         .map_err(|e| NetError::Thread(e.to_string()))?
         .map_err(NetError::Connect)?;
-    let proxy = if config.profile == LOOPBACK_PROFILE {
-        None
-    } else {
+    let proxy = if let Some(listen) = proxy_listen {
         let settings = ProxySettings {
-            listen: loopback,
+            listen,
             forward: server_addr,
             profile: config.profile.clone(),
             net: config.net.clone(),
@@ -102,6 +114,8 @@ pub fn run(config: &RunConfig) -> Result<Report, NetError> {
                 return Err(e);
             }
         }
+    } else {
+        None
     };
     let target = proxy.as_ref().map_or(server_addr, |p| p.local_addr());
 

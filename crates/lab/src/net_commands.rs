@@ -66,6 +66,9 @@ pub(crate) struct ServeArgs {
     /// Snapshots per second (at most the tick rate).
     #[arg(long, default_value_t = 64)]
     pub(crate) snapshot_hz: u32,
+    /// Cubes per side of the scene's grid (30: 900 cubes; smaller for quick tests).
+    #[arg(long, default_value_t = 30)]
+    pub(crate) grid: u32,
     /// Most snapshot payload per client, kbit/s; 0: no budget.
     #[arg(long, default_value_t = 256.0)]
     pub(crate) budget_kbps: f64,
@@ -234,6 +237,7 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<(), String> {
         private_key: key,
         max_clients: a.max_clients as usize,
         public_addresses: a.public_addrs.clone(),
+        grid: a.grid,
     };
     let stop = ctrl_c_flag()?;
     let server = GameServer::bind(&settings, &config, None).map_err(|e| e.to_string())?;

@@ -1,6 +1,8 @@
 //! `lagless keygen`, `token`, `serve`, `connect` and `proxy` on loopback, with ports the
 //! OS picks: play, leave, time out, reconnect, refused tokens, garbage, and a proxy's loss.
-//! Every process is bounded by `--seconds` (and killed when a test fails).
+//! Every process is bounded by `--seconds` (and killed when a test fails). The tests run
+//! one at a time, on a small grid (64 cubes), so that unoptimised builds on a busy machine
+//! keep up with real time.
 #![allow(clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader};
@@ -9,6 +11,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
+
+/// Held by each test: real-time processes of two tests at once would starve each other.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 fn lagless() -> Command {
     Command::new(env!("CARGO_BIN_EXE_lagless"))
@@ -140,7 +151,14 @@ fn serve(key: &Path, json: &Path, secs: u32, extra: &[&str]) -> (Running, Socket
                 "--key-file",
             ])
             .arg(key)
-            .args(["--max-clients", "8", "--seconds", &secs.to_string()])
+            .args([
+                "--max-clients",
+                "8",
+                "--grid",
+                "8",
+                "--seconds",
+                &secs.to_string(),
+            ])
             .arg("--json")
             .arg(json)
             .args(extra),
@@ -179,6 +197,7 @@ fn f(v: &serde_json::Value, a: &str, b: &str) -> f64 {
 /// stops cleanly on Ctrl-C with its figures written.
 #[test]
 fn play_on_loopback_then_ctrl_c() {
+    let _one = one_at_a_time();
     let d = dir("play");
     let key = keygen(&d);
     let (mut server, addr) = serve(&key, &d.join("server.json"), 60, &[]);
@@ -214,6 +233,7 @@ fn play_on_loopback_then_ctrl_c() {
 /// on undisturbed; the same id comes back with a new token.
 #[test]
 fn vanished_client_times_out_others_play_on_reconnect_works() {
+    let _one = one_at_a_time();
     let d = dir("timeout");
     let key = keygen(&d);
     let (mut server, addr) = serve(&key, &d.join("server.json"), 30, &[]);
@@ -251,6 +271,7 @@ fn vanished_client_times_out_others_play_on_reconnect_works() {
 /// garbage datagrams are dropped and counted, none reaching the game.
 #[test]
 fn bad_tokens_and_garbage_get_nothing() {
+    let _one = one_at_a_time();
     let d = dir("refuse");
     let key = keygen(&d);
     let other_key = d.join("other.key");
@@ -303,6 +324,7 @@ fn bad_tokens_and_garbage_get_nothing() {
 /// sees the profile's loss and delay.
 #[test]
 fn client_through_the_proxy_sees_the_profile() {
+    let _one = one_at_a_time();
     let d = dir("proxy");
     let key = keygen(&d);
     // The proxy's port must be known before the server starts, for the token; ask the OS

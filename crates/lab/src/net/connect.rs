@@ -220,7 +220,7 @@ pub(crate) fn connect_with_truth(
         player,
         tick_hz,
         snapshot_hz,
-        cubes,
+        grid,
         codec,
     } = welcome
     else {
@@ -241,14 +241,10 @@ pub(crate) fn connect_with_truth(
     };
     let scene_config = CubeSceneConfig {
         tick_hz,
+        grid,
         ..CubeSceneConfig::default()
     };
     let local_cubes = CubeScene::new(scene_config).cube_count();
-    if local_cubes != cubes as usize {
-        return Err(NetError::Connect(format!(
-            "the server's scene has {cubes} cubes, ours {local_cubes}"
-        )));
-    }
     let sender = SnapshotSender::new(
         config.snapshot_codec,
         scene_config.quantize.unwrap_or_default(),

@@ -57,8 +57,8 @@ pub enum Control {
         tick_hz: u32,
         /// Snapshots per second.
         snapshot_hz: u32,
-        /// Cubes in the scene.
-        cubes: u32,
+        /// Cubes per side of the scene's grid.
+        grid: u32,
         /// The snapshot codec: 0 delta (replication layer), 1 plain.
         codec: u8,
     },
@@ -89,14 +89,14 @@ impl Control {
                 player,
                 tick_hz,
                 snapshot_hz,
-                cubes,
+                grid,
                 codec,
             } => {
                 w.write_u8(TAG_WELCOME);
                 w.write_u32(player);
                 w.write_u32(tick_hz);
                 w.write_u32(snapshot_hz);
-                w.write_u32(cubes);
+                w.write_u32(grid);
                 w.write_u8(codec);
             }
             Control::Link {
@@ -123,7 +123,7 @@ impl Control {
                 player: r.read_u32()?,
                 tick_hz: r.read_u32()?,
                 snapshot_hz: r.read_u32()?,
-                cubes: r.read_u32()?,
+                grid: r.read_u32()?,
                 codec: r.read_u8()?,
             },
             TAG_LINK => Control::Link {
@@ -217,7 +217,7 @@ mod tests {
                 player: 3,
                 tick_hz: 64,
                 snapshot_hz: 32,
-                cubes: 900,
+                grid: 30,
                 codec: 0,
             },
             Control::Link {

@@ -74,6 +74,7 @@ pub fn run(config: &RunConfig) -> Result<Report, NetError> {
             private_key: key,
             max_clients: clients,
             public_addresses: proxy_listen.into_iter().collect(),
+            grid: lagless_scenes::cubes::CubeSceneConfig::default().grid,
         };
         let config = config.clone();
         let stop = stop.clone();

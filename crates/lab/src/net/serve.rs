@@ -36,6 +36,8 @@ pub struct ServeSettings {
     pub max_clients: usize,
     /// Addresses tokens may name beside the bound one (a proxy in front of the server).
     pub public_addresses: Vec<SocketAddr>,
+    /// Cubes per side of the scene's grid (30: the lab's 900 cubes).
+    pub grid: u32,
 }
 
 /// A connected client.
@@ -94,7 +96,11 @@ pub struct GameServer {
     /// When the last second's line was logged, and the tick count then.
     last_line: (Duration, usize),
     process_cpu: Option<cpu_time::ProcessTime>,
+    grid: u32,
 }
+
+/// Largest grid a server runs or a client accepts (10 000 cubes).
+pub const MAX_GRID: u32 = 100;
 
 impl GameServer {
     /// Binds and builds the scene; `config` gives the tick rate, snapshot rate, codec and
@@ -120,8 +126,16 @@ impl GameServer {
             ServerSettings::new(PROTOCOL_ID, settings.private_key, settings.max_clients);
         server_settings.public_addresses = settings.public_addresses.clone();
         let udp = UdpServer::bind(settings.bind, server_settings)?;
+        if !(1..=MAX_GRID).contains(&settings.grid) {
+            return Err(crate::RunError::Invalid(format!(
+                "grid must be 1..={MAX_GRID} cubes a side, got {}",
+                settings.grid
+            ))
+            .into());
+        }
         let scene_config = CubeSceneConfig {
             tick_hz,
+            grid: settings.grid,
             ..CubeSceneConfig::default()
         };
         let scene = CubeScene::new(scene_config);
@@ -163,6 +177,7 @@ impl GameServer {
             },
             last_line: (Duration::ZERO, 0),
             process_cpu: cpu_time::ProcessTime::try_now().ok(),
+            grid: settings.grid,
         })
     }
 
@@ -302,7 +317,7 @@ impl GameServer {
             player,
             tick_hz: self.config.server.tick_hz,
             snapshot_hz: self.config.snapshot_hz,
-            cubes: self.scene.cube_count() as u32,
+            grid: self.grid,
             codec: match self.config.snapshot_codec {
                 SnapshotCodecChoice::Delta => 0,
                 SnapshotCodecChoice::Plain => 1,

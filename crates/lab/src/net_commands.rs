@@ -102,6 +102,10 @@ pub(crate) struct ConnectArgs {
     /// interpolation), to load a server with many players.
     #[arg(long)]
     pub(crate) bot: bool,
+    /// Bots that acknowledge snapshots without decoding them (the server's work is the
+    /// same; the script sees nothing, so use `--script pattern`): the lightest load.
+    #[arg(long)]
+    pub(crate) ack_only: bool,
     /// Turn client-side prediction off.
     #[arg(long)]
     pub(crate) no_prediction: bool,
@@ -289,6 +293,7 @@ pub(crate) fn connect(a: &ConnectArgs) -> Result<(), String> {
             token,
             seconds: a.seconds,
             bot: a.bot,
+            ack_only: a.ack_only,
             connect_timeout: Duration::from_secs_f64(a.connect_timeout_s),
         };
         let config = config.clone();

@@ -371,3 +371,45 @@ fn client_through_the_proxy_sees_the_profile() {
     );
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// `run --transport udp`: server and clients in one process over loopback, through the
+/// in-process proxy, with the emulator run's figures (errors against the server's truth
+/// included) and the profile's loss.
+#[test]
+fn run_over_udp_reports_like_the_emulator() {
+    let _one = one_at_a_time();
+    let d = dir("run");
+    let out = d.join("m.json");
+    ok(lagless()
+        .args([
+            "run",
+            "--transport",
+            "udp",
+            "--profile",
+            "lossy",
+            "--clients",
+            "2",
+        ])
+        .args(["--seconds", "4", "--seed", "2", "--json"])
+        .arg(&out));
+    let v = json(&out);
+    assert_eq!(v["transport"], "udp");
+    assert_eq!(v["profile"], "lossy");
+    assert_eq!(v["clients"], 2);
+    assert_eq!(v["client"]["ended"], "done,done");
+    let loss = f(&v, "net", "loss_pct");
+    assert!(
+        (17.0..=33.0).contains(&loss),
+        "loss {loss}% through lossy (25%)"
+    );
+    for (a, b) in [
+        ("render", "error_cm_p99"),
+        ("interpolation", "error_cm_p99"),
+        ("server", "tick_ms_p99"),
+        ("server", "input_starved_pct"),
+        ("sync", "rtt_ms"),
+    ] {
+        assert!(f(&v, a, b).is_finite(), "{a}.{b}");
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -128,6 +128,7 @@ pub fn run(config: &RunConfig) -> Result<Report, NetError> {
             token: token.to_vec(),
             seconds: config.seconds,
             bot: false,
+            ack_only: false,
             connect_timeout: Duration::from_secs(10),
         };
         let config = config.clone();

@@ -97,6 +97,23 @@ pub struct GameServer {
     last_line: (Duration, usize),
     process_cpu: Option<cpu_time::ProcessTime>,
     grid: u32,
+    /// Players tracked in the truth, and its rows not yet written (players, cubes).
+    tracked_players: usize,
+    pending_truth: Vec<TruthRow>,
+}
+
+type TruthRow = (Vec<[f32; 3]>, Vec<[f32; 3]>);
+
+/// Appends `rows` to the truth, one position per track per row.
+fn flush_truth(t: &mut Truth, rows: &mut Vec<TruthRow>) {
+    for (players, cubes) in rows.drain(..) {
+        for (track, p) in t.players.iter_mut().zip(players) {
+            track.push(p);
+        }
+        for (track, c) in t.cubes.iter_mut().zip(cubes) {
+            track.push(c);
+        }
+    }
 }
 
 /// Largest grid a server runs or a client accepts (10 000 cubes).
@@ -178,6 +195,8 @@ impl GameServer {
             last_line: (Duration::ZERO, 0),
             process_cpu: cpu_time::ProcessTime::try_now().ok(),
             grid: settings.grid,
+            tracked_players: track_players.unwrap_or(0),
+            pending_truth: Vec::new(),
         })
     }
 
@@ -205,6 +224,29 @@ impl GameServer {
     /// due, send what the session has, and once a second log a line and send each client
     /// its link report.
     pub fn step(&mut self) {
+        // One tick at a time, reading the socket before each: a server that fell behind
+        // runs several ticks in a row, and 64 clients' inputs over that long overflowed
+        // the kernel's receive buffer (60% of the uplink lost, in a 5-minute run).
+        loop {
+            let now = self.receive();
+            self.sender.acknowledge(&self.session, now);
+            self.session.update(now);
+            let Some(step) = self.session.next_tick() else {
+                break;
+            };
+            self.tick(step, now);
+            self.transmit();
+        }
+        self.transmit();
+        let now = self.udp.now();
+        if now.saturating_sub(self.last_line.0) >= Duration::from_secs(1) {
+            self.second(now);
+        }
+    }
+
+    /// Reads the socket, handles connects and leaves, and hands the session what came;
+    /// returns the time it was read at.
+    fn receive(&mut self) -> Duration {
         self.udp.update();
         let now = self.udp.now();
         while let Some(event) = self.udp.poll_event() {
@@ -225,11 +267,11 @@ impl GameServer {
         }
         // Clients send nothing on the reliable channel; drop whatever comes.
         self.udp.recv_reliable().for_each(drop);
-        self.sender.acknowledge(&self.session, now);
-        self.session.update(now);
-        while let Some(step) = self.session.next_tick() {
-            self.tick(step, now);
-        }
+        now
+    }
+
+    /// Sends what the session has.
+    fn transmit(&mut self) {
         while let Some((id, bytes)) = self.session.poll_transmit() {
             let Some(&nid) = self.by_session.get(&id) else {
                 continue;
@@ -240,9 +282,6 @@ impl GameServer {
             }
             // A client that left meanwhile: nothing to do.
             let _ = self.udp.send(nid, &bytes);
-        }
-        if now.saturating_sub(self.last_line.0) >= Duration::from_secs(1) {
-            self.second(now);
         }
     }
 
@@ -273,15 +312,20 @@ impl GameServer {
         self.figures.physics_ms.push(physics);
         self.figures.tick_ms.push(started.ms());
         if let Some(truth) = &self.truth {
-            if let Ok(mut t) = truth.write() {
-                for (i, track) in t.players.iter_mut().enumerate() {
-                    track.push(pos(self.scene.player_state(i as PlayerId + 1)));
-                }
-                for (i, s, _) in self.scene.cubes() {
-                    if let Some(track) = t.cubes.get_mut(i) {
-                        track.push(s.position.to_array());
-                    }
-                }
+            let players = (1..=self.tracked_players)
+                .map(|p| pos(self.scene.player_state(p as PlayerId)))
+                .collect();
+            let cubes = self
+                .scene
+                .cubes()
+                .map(|(_, s, _)| s.position.to_array())
+                .collect();
+            self.pending_truth.push((players, cubes));
+            // Never wait for the clients reading it: a client holds the truth through its
+            // step, and a server blocked behind a deep rollback stalled its clock (RTT
+            // 580 ms over a 200 ms link). Rows wait here until the truth is free.
+            if let Ok(mut t) = truth.try_write() {
+                flush_truth(&mut t, &mut self.pending_truth);
             }
         }
     }
@@ -430,6 +474,11 @@ impl GameServer {
 
     /// Disconnects everyone and hands over what was measured.
     pub fn finish(mut self) -> ServeOutcome {
+        if let Some(truth) = &self.truth {
+            if let Ok(mut t) = truth.write() {
+                flush_truth(&mut t, &mut self.pending_truth);
+            }
+        }
         let ids: Vec<ClientId> = self.conns.values().map(|c| c.id).collect();
         for id in ids {
             self.count_session(id);

@@ -116,6 +116,9 @@ fn flush_truth(t: &mut Truth, rows: &mut Vec<TruthRow>) {
     }
 }
 
+/// Most ticks one [`GameServer::step`] runs.
+const MAX_TICKS_PER_STEP: usize = 4;
+
 /// Largest grid a server runs or a client accepts (10 000 cubes).
 pub const MAX_GRID: u32 = 100;
 
@@ -220,14 +223,18 @@ impl GameServer {
         self.conns.keys().copied().collect()
     }
 
-    /// One frame: read the socket, handle connects and leaves, run the ticks that are
-    /// due, send what the session has, and once a second log a line and send each client
-    /// its link report.
-    pub fn step(&mut self) {
+    /// One frame: read the socket, handle connects and leaves, run up to four of the
+    /// ticks that are due (reading the socket before each), send what the session has,
+    /// and once a second log a line and send each client its link report. Returns true
+    /// when ticks may still be due (the server is behind real time).
+    pub fn step(&mut self) -> bool {
         // One tick at a time, reading the socket before each: a server that fell behind
-        // runs several ticks in a row, and 64 clients' inputs over that long overflowed
-        // the kernel's receive buffer (60% of the uplink lost, in a 5-minute run).
-        loop {
+        // ran several ticks in a row, and 64 clients' inputs over that long overflowed
+        // the kernel's receive buffer (60% of the uplink lost, in a 5-minute run). At
+        // most four per frame, so the once-a-second duties and a stop are not put off
+        // for as long as the server stays behind.
+        let mut ran = 0;
+        while ran < MAX_TICKS_PER_STEP {
             let now = self.receive();
             self.sender.acknowledge(&self.session, now);
             self.session.update(now);
@@ -236,12 +243,14 @@ impl GameServer {
             };
             self.tick(step, now);
             self.transmit();
+            ran += 1;
         }
         self.transmit();
         let now = self.udp.now();
         if now.saturating_sub(self.last_line.0) >= Duration::from_secs(1) {
             self.second(now);
         }
+        ran == MAX_TICKS_PER_STEP
     }
 
     /// Reads the socket, handles connects and leaves, and hands the session what came;
@@ -393,7 +402,7 @@ impl GameServer {
             client_id = nid,
             player = c.player,
             reason,
-            up_loss_pct = loss_pct(&c.up),
+            up_loss_pct = round2(loss_pct(&c.up)),
             clients = self.conns.len(),
             "client left"
         );
@@ -421,17 +430,19 @@ impl GameServer {
             .as_ref()
             .and_then(|t| t.try_elapsed().ok())
             .map(|d| d.as_secs_f64() * 100.0 / now.as_secs_f64().max(1e-9));
+        let due = (now.as_secs_f64() * f64::from(self.config.server.tick_hz)) as u64;
         tracing::info!(
             clients = self.conns.len(),
             tick = self.session.current_tick().0,
+            behind_ticks = due.saturating_sub(u64::from(self.session.current_tick().0)),
             ticks = recent.len(),
-            tick_ms_p99 = percentile(recent, 99.0).unwrap_or(0.0),
-            ticks_per_s = recent.len() as f64 / elapsed,
+            ticks_per_s = round2(recent.len() as f64 / elapsed),
+            tick_ms_p99 = round2(percentile(recent, 99.0).unwrap_or(0.0)),
             datagrams_in = stats.datagrams_received,
             datagrams_out = stats.datagrams_sent,
             dropped = netcode.drops.total(),
-            cpu_pct = cpu_pct.unwrap_or(f64::NAN),
-            rss_mb = rss_mb().unwrap_or(f64::NAN),
+            cpu_pct = round2(cpu_pct.unwrap_or(f64::NAN)),
+            rss_mb = round2(rss_mb().unwrap_or(f64::NAN)),
             "server"
         );
         self.last_line = (now, self.figures.tick_ms.len());
@@ -460,14 +471,16 @@ impl GameServer {
     pub fn run(mut self, seconds: Option<f64>, stop: &AtomicBool) -> ServeOutcome {
         let end = seconds.map(Duration::from_secs_f64);
         loop {
-            self.step();
+            let behind = self.step();
             let now = self.udp.now();
             if stop.load(Ordering::Relaxed) || end.is_some_and(|e| now >= e) {
                 break;
             }
             // The session's clock is the socket's: a millisecond's sleep costs a packet at
             // most that much hold time, which the echo subtracts.
-            std::thread::sleep(Duration::from_millis(1));
+            if !behind {
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
         self.finish()
     }
@@ -550,6 +563,11 @@ impl ServeOutcome {
         r.number("server.rss_mb_end", f.rss_mb.1);
         r.number("server.seconds", Some(f.seconds));
     }
+}
+
+/// Two decimals, for the log.
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
 }
 
 fn loss_pct(c: &SeqCounter) -> f64 {

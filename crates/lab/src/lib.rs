@@ -19,6 +19,7 @@ pub mod cpu;
 pub mod input_buffer;
 pub mod link_replay;
 pub mod metrics;
+pub mod net;
 pub mod playback;
 pub mod remote_view;
 pub mod replication;

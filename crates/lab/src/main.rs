@@ -15,6 +15,8 @@ use lagless_scenes::cubes::predict::PredictMode;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod net_commands;
+
 #[derive(Parser)]
 #[command(
     name = "lagless",
@@ -60,6 +62,20 @@ enum Command {
     /// by side (starvation, lead beyond RTT/2, input delay), per phase when the link
     /// changes.
     SweepInput(Box<SweepInputArgs>),
+    /// Write a new private key (32 random bytes) for `serve` and `token`.
+    Keygen {
+        /// The key file to write.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Issue a connect token, as a game's matchmaker would.
+    Token(net_commands::TokenArgs),
+    /// Run the scene's authoritative server over UDP in real time, headless.
+    Serve(Box<net_commands::ServeArgs>),
+    /// Join a `serve` with a connect token, play the scripted input and report the metrics.
+    Connect(Box<net_commands::ConnectArgs>),
+    /// A UDP proxy applying a network profile between real clients and a real server.
+    Proxy(Box<net_commands::ProxyArgs>),
 }
 
 #[derive(Args)]
@@ -281,14 +297,26 @@ enum MissingInputArg {
     Repeat,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TransportArg {
+    /// The seeded emulator on a virtual clock.
+    Emulator,
+    /// Real UDP sockets on loopback, in real time (through a proxy applying the profile,
+    /// unless the profile is `loopback`).
+    Udp,
+}
+
 #[derive(Args)]
 struct RunArgs {
     /// Scene to run.
     #[arg(long, default_value = "cubes")]
     scene: String,
-    /// Network profile (see `lagless profiles`).
+    /// Network profile (see `lagless profiles`; with `--transport udp` also `loopback`).
     #[arg(long, default_value = "mobile")]
     profile: String,
+    /// What carries the packets.
+    #[arg(long, value_enum, default_value = "emulator")]
+    transport: TransportArg,
     /// Simulated seconds.
     #[arg(long, default_value_t = 30.0)]
     seconds: f64,
@@ -426,6 +454,11 @@ fn main() -> ExitCode {
         Some(Command::BenchPlayback(args)) => bench_playback_command(*args),
         Some(Command::SweepPlayback(args)) => sweep_command(*args),
         Some(Command::SweepInput(args)) => sweep_input_command(*args),
+        Some(Command::Keygen { out }) => net_commands::keygen(&out),
+        Some(Command::Token(args)) => net_commands::token(&args),
+        Some(Command::Serve(args)) => net_commands::serve(&args),
+        Some(Command::Connect(args)) => net_commands::connect(&args),
+        Some(Command::Proxy(args)) => net_commands::proxy(&args),
         None => run_command(RunArgs::parse_from(["run"])),
     };
     match result {
@@ -760,6 +793,18 @@ fn run_command(a: RunArgs) -> Result<(), String> {
     }
     config.outages = a.outages;
 
+    if a.transport == TransportArg::Udp {
+        if a.interpolation_sweep {
+            return Err("--interpolation-sweep needs the emulator".into());
+        }
+        eprintln!(
+            "lagless: scene {} over UDP on loopback ({}) for {} real s, {} client(s), seed {}",
+            config.scene, config.profile, config.seconds, config.clients, config.seed
+        );
+        let report = lagless_lab::net::run::run(&config).map_err(|e| e.to_string())?;
+        print!("{}", report.to_table());
+        return net_commands::write_json(a.json.as_deref(), &report);
+    }
     let bar = simulation_bar((config.seconds * 10.0).ceil() as u64, a.no_progress);
     let total = config.seconds;
     eprintln!(

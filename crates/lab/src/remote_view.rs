@@ -31,6 +31,10 @@ pub struct RemoteView {
     /// Rendered motion vs true motion over the frame's real time, cm, per entity per
     /// frame after the first, leaving out entities at rest and shown at rest.
     pub jerk_cm: Histogram,
+    /// Entity frames shown, and entity frames of entities not received yet.
+    pub seen: u64,
+    /// See `seen`.
+    pub unseen: u64,
     /// The last frame: when it was drawn, the tick it showed and the positions shown.
     last: Option<(Duration, f64, Vec<[f32; 3]>)>,
 }
@@ -53,6 +57,13 @@ impl RemoteView {
         let positions: Vec<[f32; 3]> = shown.value.iter().map(|p| p.position).collect();
         for (p, record) in positions.iter().zip(truth) {
             if let Some(t) = truth_at(record, shown.render_tick) {
+                // Not received yet (the budget has not got to it): nothing is shown, so
+                // there is no distance to measure; counted apart.
+                if !p.iter().all(|v| v.is_finite()) {
+                    self.unseen += 1;
+                    continue;
+                }
+                self.seen += 1;
                 let e = dist_cm(*p, t);
                 self.error_cm.record(e);
                 if own.is_some_and(|o| dist_cm(o, t) <= f64::from(NEAR_M) * 100.0) {

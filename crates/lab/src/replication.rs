@@ -129,6 +129,12 @@ impl<S: LabScene> SnapshotSender<S> {
         self.layer.add_client(id);
     }
 
+    /// Forgets a client that left (its views, budget and staleness record).
+    pub fn remove_client(&mut self, id: ClientId) {
+        self.layer.remove_client(id);
+        self.last_true.remove(&id);
+    }
+
     /// Hands each client's newest acknowledgement, as its session has it at `now`, to
     /// the layer (it times round trips from them).
     pub fn acknowledge(&mut self, server: &ServerSession<S::Input>, now: Duration) {

@@ -82,9 +82,16 @@ pub trait LabScene: Sized + 'static {
     fn known(setup: &Self::Setup, client: &ReplicationClient, tick: Tick) -> Self::Known;
     /// False for a state that carries only the players (an essential part).
     fn is_whole(known: &Self::Known) -> bool;
-    /// What a client shows interpolated: every player but `own` (ascending), then the
-    /// other entities in [`LabScene::others`]' order.
-    fn shown(setup: &Self::Setup, known: &Self::Known, own: PlayerId) -> Vec<Pose>;
+    /// What a client shows interpolated: each of players `1..=players` but `own`, in
+    /// order, then the other entities in [`LabScene::others`]' order. An entity `known`
+    /// lacks (not received yet) is there with a NaN position, so the list stays aligned
+    /// with the server's.
+    fn shown(
+        setup: &Self::Setup,
+        known: &Self::Known,
+        own: PlayerId,
+        players: PlayerId,
+    ) -> Vec<Pose>;
     /// `player` as `known` has it.
     fn seen_in(known: &Self::Known, player: PlayerId) -> Option<Self::Seen>;
     /// Where a seen player is.

@@ -18,8 +18,8 @@ pub struct ServerSettings {
     pub private_key: Key,
     /// Client slots.
     pub max_clients: usize,
-    /// The address clients are told to reach (in their tokens); by default the bound
-    /// address.
+    /// Addresses clients may be told to reach in their tokens (a proxy's, a NAT's), beside
+    /// the bound address, which is always accepted.
     pub public_addresses: Vec<SocketAddr>,
     /// Reliable channel settings (per client).
     pub channel: ChannelConfig,
@@ -119,11 +119,12 @@ impl UdpServer {
         let socket = UdpSocket::bind(addr)?;
         socket.set_nonblocking(true)?;
         let local = socket.local_addr()?;
-        let public_addresses = if settings.public_addresses.is_empty() {
-            vec![local]
-        } else {
-            settings.public_addresses
-        };
+        // The bound address is always one the server answers for; a proxy's address in
+        // front of it (or a NAT's) comes on top.
+        let mut public_addresses = settings.public_addresses;
+        if !public_addresses.contains(&local) {
+            public_addresses.insert(0, local);
+        }
         let config = ServerConfig {
             protocol_id: settings.protocol_id,
             private_key: settings.private_key,
@@ -329,6 +330,12 @@ impl UdpServer {
         self.netcode.disconnect_all();
         self.drain_netcode_events();
         self.flush();
+    }
+
+    /// The slot (`0..max_clients`) a connected client holds, as netcode.io numbers it
+    /// (`client_index` in its keep-alives); slots are reused after a client leaves.
+    pub fn client_index(&self, client_id: u64) -> Option<usize> {
+        self.channels.get(&client_id).map(|(i, _)| *i)
     }
 
     /// Ids of the connected clients.

@@ -17,24 +17,24 @@ use std::time::Duration;
 /// The server's truth, one position per state tick: every player's (client `k` drives
 /// player `k + 1`, at index `k`) and every other entity's ([`LabScene::others`]).
 #[derive(Default)]
-pub(super) struct Truth {
-    pub(super) players: Vec<Vec<[f32; 3]>>,
-    pub(super) others: Vec<Vec<[f32; 3]>>,
+pub(crate) struct Truth {
+    pub(crate) players: Vec<Vec<[f32; 3]>>,
+    pub(crate) others: Vec<Vec<[f32; 3]>>,
 }
 
 /// A rendered frame of the own player.
 #[derive(Clone, Copy)]
-pub(super) struct Frame {
-    pub(super) position: [f32; 3],
+pub(crate) struct Frame {
+    pub(crate) position: [f32; 3],
     /// The newest server tick whose effects the frame shows.
-    pub(super) shows: u32,
+    pub(crate) shows: u32,
 }
 
-pub(super) struct ClientSim<S: LabScene> {
-    pub(super) id: ClientId,
-    pub(super) player: PlayerId,
-    pub(super) session: ClientSession<S::Input>,
-    pub(super) link: Duplex,
+pub(crate) struct ClientSim<S: LabScene> {
+    pub(crate) id: ClientId,
+    pub(crate) player: PlayerId,
+    pub(crate) session: ClientSession<S::Input>,
+    pub(crate) link: Duplex,
     setup: S::Setup,
     script: Box<dyn Script<S>>,
     view: Option<S::Seen>,
@@ -42,37 +42,37 @@ pub(super) struct ClientSim<S: LabScene> {
     view_tick: u32,
     /// Per rendered frame, keyed by the state tick it stands for: the own player's
     /// rendered position and the newest server tick whose effects the frame shows.
-    pub(super) rendered: BTreeMap<u32, Frame>,
+    pub(crate) rendered: BTreeMap<u32, Frame>,
     inputs: Vec<(Tick, S::Input)>,
-    pub(super) down_bytes: u64,
+    pub(crate) down_bytes: u64,
     /// Bytes that reached the client (with UDP/IP headers).
-    pub(super) delivered_bytes: u64,
-    pub(super) up_bytes: u64,
-    pub(super) down_per_second: Vec<u64>,
-    pub(super) snapshots: SnapshotReceiver<S>,
-    pub(super) packet_errors: u64,
-    pub(super) prediction: Option<Prediction<S>>,
+    pub(crate) delivered_bytes: u64,
+    pub(crate) up_bytes: u64,
+    pub(crate) down_per_second: Vec<u64>,
+    pub(crate) snapshots: SnapshotReceiver<S>,
+    pub(crate) packet_errors: u64,
+    pub(crate) prediction: Option<Prediction<S>>,
     /// Everything the client does not predict, shown interpolated from snapshots: the
     /// other players (in id order), then every other entity.
-    pub(super) remote: InterpolationBuffer<Vec<Pose>>,
+    pub(crate) remote: InterpolationBuffer<Vec<Pose>>,
     /// How they looked: error and jerk, frame by frame.
-    pub(super) remote_view: RemoteView,
+    pub(crate) remote_view: RemoteView,
     /// Other delay policies, fed what `remote` is fed.
-    pub(super) shadows: PolicyShadows,
+    pub(crate) shadows: PolicyShadows,
 }
 
 /// A client's prediction machinery and what it measured.
-pub(super) struct Prediction<S: LabScene> {
+pub(crate) struct Prediction<S: LabScene> {
     game: S::World,
-    pub(super) predictor: Predictor<S::World>,
-    pub(super) smoother: ErrorSmoother,
+    pub(crate) predictor: Predictor<S::World>,
+    pub(crate) smoother: ErrorSmoother,
     /// Naive full-world baseline, timed on a sample of rollbacks.
     shadow: Option<S::World>,
-    pub(super) reconcile_ms: Vec<f64>,
-    pub(super) naive_ms: Vec<f64>,
+    pub(crate) reconcile_ms: Vec<f64>,
+    pub(crate) naive_ms: Vec<f64>,
     /// Our cost on the same rollbacks the shadow was timed on.
-    pub(super) paired_ms: Vec<f64>,
-    pub(super) predicted_cubes: Vec<f64>,
+    pub(crate) paired_ms: Vec<f64>,
+    pub(crate) predicted_cubes: Vec<f64>,
     /// An essential part (players only) held back until the next tick, in case the full
     /// snapshot of the same tick completes meanwhile: a full one corrects the cubes too.
     pending_essential: Option<(Tick, S::Known)>,
@@ -80,7 +80,7 @@ pub(super) struct Prediction<S: LabScene> {
 
 impl<S: LabScene> ClientSim<S> {
     /// Client `id`, driving `player`, over `link`.
-    pub(super) fn new(
+    pub(crate) fn new(
         config: &RunConfig,
         (id, player): (ClientId, PlayerId),
         link: Duplex,
@@ -137,7 +137,7 @@ impl<S: LabScene> ClientSim<S> {
     }
 
     /// Puts a packet from the server on the downlink, counting its bytes.
-    pub(super) fn send_down(&mut self, now: Duration, bytes: Vec<u8>) {
+    pub(crate) fn send_down(&mut self, now: Duration, bytes: Vec<u8>) {
         let size = bytes.len() as u64 + UDP_IP_HEADER_BYTES;
         self.down_bytes += size;
         let second = now.as_secs() as usize;
@@ -151,7 +151,7 @@ impl<S: LabScene> ClientSim<S> {
     /// One step of the virtual clock: take in what arrived, run the ticks that are due,
     /// send what the session has. `auth` holds every player's authoritative position per
     /// state tick, to measure how the others were shown.
-    pub(super) fn step(&mut self, now: Duration, config: &RunConfig, auth: &Truth) {
+    pub(crate) fn step(&mut self, now: Duration, config: &RunConfig, auth: &Truth) {
         self.receive(now, config);
         self.session.update(now);
         while let Some(tick) = self.session.next_tick() {
@@ -179,7 +179,7 @@ impl<S: LabScene> ClientSim<S> {
                 self.view = Some(p);
                 self.view_tick = snap.tick.0;
             }
-            let shown: Vec<Pose> = S::shown(&self.setup, &s, self.player);
+            let shown: Vec<Pose> = S::shown(&self.setup, &s, self.player, config.clients);
             // Only a snapshot with the world (not a players-only essential part) shows
             // everything; the essential part's players come again in the full one.
             if S::is_whole(&s) {
@@ -277,7 +277,7 @@ impl<S: LabScene> ClientSim<S> {
     /// `t + 1`. With prediction the frame after the press already shows it (0); without,
     /// it waits for the server's reply. Measured causally rather than by watching
     /// positions, which a stall in snapshots would fool.
-    pub(super) fn input_to_motion(&self) -> Vec<f64> {
+    pub(crate) fn input_to_motion(&self) -> Vec<f64> {
         let mut out = Vec::new();
         let mut prev = false;
         for &(tick, input) in &self.inputs {
@@ -342,6 +342,6 @@ impl<S: LabScene> Prediction<S> {
 }
 
 /// A position, NaN when there is none.
-pub(super) fn pos(position: Option<[f32; 3]>) -> [f32; 3] {
+pub(crate) fn pos(position: Option<[f32; 3]>) -> [f32; 3] {
     position.unwrap_or([f32::NAN; 3])
 }

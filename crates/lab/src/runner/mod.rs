@@ -5,8 +5,8 @@
 //! step moves packets up, ticks the server, moves packets down and runs every client
 //! (`client.rs`); at the end the measurements become a [`Report`] (`report.rs`).
 
-mod client;
-mod report;
+pub(crate) mod client;
+pub(crate) mod report;
 
 use crate::config::RunConfig;
 use crate::cpu::CpuTimer;

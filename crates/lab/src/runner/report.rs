@@ -138,7 +138,7 @@ fn render<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
 }
 
 /// `prediction.*` (and `render.smoothing_snaps`), when the clients predict.
-fn prediction<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) {
+pub(crate) fn prediction<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) {
     let preds: Vec<&Prediction<S>> = clients
         .iter()
         .filter_map(|c| c.prediction.as_ref())
@@ -244,6 +244,13 @@ fn interpolation<S: LabScene>(r: &mut Report, sim: &Sim<S>, shadows: &[PolicyFig
         pooled_p99(|v| &v.near_error_cm),
     );
     r.number("interpolation.jerk_cm_p99", pooled_p99(|v| &v.jerk_cm));
+    let (seen, unseen) = clients.iter().fold((0, 0), |(s, u), c| {
+        (s + c.remote_view.seen, u + c.remote_view.unseen)
+    });
+    r.number(
+        "interpolation.unseen_pct",
+        (seen + unseen > 0).then(|| unseen as f64 * 100.0 / (seen + unseen) as f64),
+    );
     r.set(
         "interpolation.policy",
         Metric::Text(crate::playback::policy_label(&sim.config.interpolation)),
@@ -284,7 +291,7 @@ fn server<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
 }
 
 /// `sync.*` (the clients' clocks) and `client.*` (what they received and refused).
-fn sync<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) {
+pub(crate) fn sync<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) {
     let per_client = |f: &dyn Fn(&ClientSim<S>) -> Option<f64>| {
         mean(&clients.iter().filter_map(f).collect::<Vec<_>>())
     };

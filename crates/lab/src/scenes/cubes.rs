@@ -17,9 +17,24 @@ use lagless_scenes::cubes::{BodyState, CubeInput, CubeScene, CubeSceneConfig};
 /// The cube scene, with what the lab follows of it: where the cubes started and the most
 /// that were awake at once.
 pub struct Cubes {
-    scene: CubeScene,
+    /// The scene itself.
+    pub scene: CubeScene,
     start: Vec<BodyState>,
     awake_max: usize,
+}
+
+impl Cubes {
+    /// The lab's view of `scene`, and what both ends know of it.
+    pub fn from_scene(scene: CubeScene) -> (Self, CubeSetup) {
+        let setup = CubeSetup::new(*scene.config(), scene.cube_count());
+        let start = scene.cube_states();
+        let cubes = Self {
+            scene,
+            start,
+            awake_max: 0,
+        };
+        (cubes, setup)
+    }
 }
 
 /// The grid both ends build, and its size.
@@ -29,7 +44,15 @@ pub struct CubeSetup {
     cubes: usize,
 }
 
-struct Scripted(Box<dyn InputScript + Send>);
+impl CubeSetup {
+    /// A scene built from `config`, of `cubes` cubes.
+    pub fn new(config: CubeSceneConfig, cubes: usize) -> Self {
+        Self { config, cubes }
+    }
+}
+
+/// A cube-scene input script as the lab's [`Script`].
+pub struct Scripted(pub Box<dyn InputScript + Send>);
 
 impl Script<Cubes> for Scripted {
     fn input(&mut self, tick: u64, seen: Option<&BodyState>) -> CubeInput {
@@ -148,12 +171,11 @@ impl LabScene for Cubes {
         known.has_world()
     }
 
-    fn shown(_: &CubeSetup, known: &CubeSnapshot, own: PlayerId) -> Vec<Pose> {
-        known
-            .players
-            .iter()
-            .filter(|(id, _)| *id != own)
-            .map(|(_, b)| pose(b))
+    fn shown(_: &CubeSetup, known: &CubeSnapshot, own: PlayerId, players: PlayerId) -> Vec<Pose> {
+        let missing = Pose::new([f32::NAN; 3], [0.0, 0.0, 0.0, 1.0]);
+        (1..=players)
+            .filter(|&p| p != own)
+            .map(|p| known.player(p).map_or(missing, pose))
             .chain(known.cubes.iter().map(|c| pose(&c.body_state())))
             .collect()
     }

@@ -4,7 +4,7 @@
 
 mod cubes;
 
-pub use cubes::Cubes;
+pub use cubes::{CubeSetup, Cubes, Scripted};
 
 use crate::config::RunConfig;
 use crate::runner::{RunError, RunOutcome, run_scene};

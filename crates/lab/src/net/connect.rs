@@ -1,0 +1,369 @@
+//! `lagless connect`: one client of the cube scene in real time over UDP.
+//!
+//! After netcode.io accepts the token and the server's [`Control::Welcome`] names the
+//! player, the client plays the same scripted input as in a lab run. By default it is the
+//! lab's own client (`ClientSim`: prediction, smoothing, the interpolation buffer), whose
+//! link is a pass-through `netem::Duplex` that the socket fills and drains, so nothing of
+//! the client changes between the emulator and a real link. A *bot* only runs the session,
+//! decodes (and so acknowledges) snapshots and plays the script: many of them load a
+//! server as players would, at a fraction of the CPU.
+
+use super::{Control, NetError, SeqCounter};
+use crate::config::{RunConfig, ScriptChoice, SnapshotCodecChoice};
+use crate::replication::{SnapshotReceiver, SnapshotSender};
+use crate::runner::UDP_IP_HEADER_BYTES;
+use crate::runner::client::{ClientSim, Truth};
+use crate::scenes::{CubeSetup, Cubes, Scripted};
+use lagless_core::{ClientSession, ClientStats, RttEstimator};
+use lagless_netem::{Duplex, LinkConfig, derive_seed};
+use lagless_scenes::cubes::script::{InputScript, script_by_name};
+use lagless_scenes::cubes::{BodyState, CubeInput, CubeScene, CubeSceneConfig, PlayerId};
+use lagless_transport::UdpClient;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+/// What `lagless connect` needs beside the run settings (script, seed, prediction and
+/// interpolation settings come from a [`RunConfig`]; tick and snapshot rates from the
+/// server).
+#[derive(Clone, Debug)]
+pub struct ConnectSettings {
+    /// The 2048-byte connect token.
+    pub token: Vec<u8>,
+    /// Seconds to play once welcomed.
+    pub seconds: f64,
+    /// Run a light bot instead of the lab's full client.
+    pub bot: bool,
+    /// A bot that acknowledges snapshots without decoding them: the server works as for
+    /// a real client, the bot's script sees nothing (use a script that needs nothing,
+    /// such as `pattern`). To load a server with many players from one small machine.
+    pub ack_only: bool,
+    /// How long to wait for the connection and the welcome.
+    pub connect_timeout: Duration,
+}
+
+/// The server's latest [`Control::Link`] report.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LinkFigures {
+    /// Session packets the client sent, as the server counts them by sequence number.
+    pub up_expected: u64,
+    /// Of those, received.
+    pub up_received: u64,
+    /// Session packets the server sent.
+    pub down_sent: u64,
+    /// Their bytes, with headers.
+    pub down_bytes: u64,
+    /// Since the client connected, s.
+    pub seconds: f64,
+}
+
+/// A light client: the session, the snapshot decoder and the script.
+pub struct Bot {
+    /// The session.
+    pub session: ClientSession<CubeInput>,
+    /// The decoder (it acknowledges what it decodes).
+    pub snapshots: SnapshotReceiver<Cubes>,
+    script: Box<dyn InputScript + Send>,
+    player: PlayerId,
+    view: Option<BodyState>,
+    ack_only: bool,
+    /// Bytes sent, headers counted.
+    pub up_bytes: u64,
+    /// Bytes received, headers counted.
+    pub delivered_bytes: u64,
+    /// Bytes received in each second.
+    pub down_per_second: Vec<u64>,
+}
+
+/// The client that played: the lab's full client or a bot.
+pub(crate) enum Player {
+    /// The lab's client.
+    Full(Box<ClientSim<Cubes>>),
+    /// A bot.
+    Bot(Box<Bot>),
+}
+
+impl Player {
+    /// The session.
+    pub fn session(&self) -> &ClientSession<CubeInput> {
+        match self {
+            Player::Full(c) => &c.session,
+            Player::Bot(b) => &b.session,
+        }
+    }
+
+    /// Round-trip estimate.
+    pub fn rtt(&self) -> &RttEstimator {
+        self.session().rtt()
+    }
+
+    /// The session's counters.
+    pub fn stats(&self) -> ClientStats {
+        self.session().stats()
+    }
+
+    /// Bytes sent and received (headers counted), and received per second.
+    pub fn bytes(&self) -> (u64, u64, &[u64]) {
+        match self {
+            Player::Full(c) => (c.up_bytes, c.delivered_bytes, &c.down_per_second),
+            Player::Bot(b) => (b.up_bytes, b.delivered_bytes, &b.down_per_second),
+        }
+    }
+
+    /// A packet from the server, at `now`.
+    fn deliver(&mut self, now: Duration, bytes: Vec<u8>) {
+        match self {
+            Player::Full(c) => c.send_down(now, bytes),
+            Player::Bot(b) => {
+                let size = bytes.len() as u64 + UDP_IP_HEADER_BYTES;
+                b.delivered_bytes += size;
+                let second = now.as_secs() as usize;
+                if b.down_per_second.len() <= second {
+                    b.down_per_second.resize(second + 1, 0);
+                }
+                b.down_per_second[second] += size;
+                // Refused packets are counted by the session.
+                let _ = b.session.handle_packet(now, &bytes);
+            }
+        }
+    }
+
+    /// Runs what is due at `now` and returns the packets to send.
+    fn step(&mut self, now: Duration, config: &RunConfig, truth: &Truth) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        match self {
+            Player::Full(c) => {
+                c.step(now, config, truth);
+                while let Some(p) = c.link.up.poll(now) {
+                    out.push(p);
+                }
+            }
+            Player::Bot(b) => {
+                while let Some(snap) = b.session.poll_snapshot() {
+                    if b.ack_only {
+                        b.session.acknowledge_snapshot(snap.tick);
+                        continue;
+                    }
+                    if let Some(s) = b.snapshots.receive(&snap, &mut b.session) {
+                        if let Some(p) = s.player(b.player) {
+                            b.view = Some(*p);
+                        }
+                    }
+                }
+                b.session.update(now);
+                while let Some(tick) = b.session.next_tick() {
+                    let input = b.script.input(u64::from(tick.0), b.view.as_ref());
+                    b.session.set_input(tick, input);
+                }
+                while let Some(p) = b.session.poll_transmit(now) {
+                    b.up_bytes += p.len() as u64 + UDP_IP_HEADER_BYTES;
+                    out.push(p);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// What one client's run produced.
+pub struct ClientRun {
+    /// The player it drove.
+    pub player: PlayerId,
+    /// The client, with everything it measured.
+    pub(crate) client: Player,
+    /// The server's packets, counted by sequence number.
+    pub down: SeqCounter,
+    /// The server's last link report.
+    pub link: Option<LinkFigures>,
+    /// Seconds played.
+    pub seconds: f64,
+    /// Why it stopped: `"done"`, `"stopped"` or the connection state it fell into.
+    pub ended: String,
+    /// The settings it ran with (rates from the server's welcome).
+    pub config: RunConfig,
+}
+
+/// Connects with `settings.token`, plays for `settings.seconds` (or until `stop`), and
+/// leaves.
+pub fn connect(
+    settings: &ConnectSettings,
+    config: &RunConfig,
+    stop: &AtomicBool,
+) -> Result<ClientRun, NetError> {
+    connect_with_truth(settings, config, None, stop)
+}
+
+/// [`connect`], with the `truth` a server in the same process records, so the client
+/// can measure its errors against the server's positions.
+pub(crate) fn connect_with_truth(
+    settings: &ConnectSettings,
+    config: &RunConfig,
+    truth: Option<Arc<RwLock<Truth>>>,
+    stop: &AtomicBool,
+) -> Result<ClientRun, NetError> {
+    let mut udp = UdpClient::connect(&settings.token)?;
+    let deadline = Instant::now() + settings.connect_timeout;
+    let welcome = loop {
+        udp.update();
+        if udp.state().is_error() {
+            return Err(NetError::Connect(format!("{:?}", udp.state())));
+        }
+        let welcome = udp
+            .recv_reliable()
+            .filter_map(|m| Control::decode(&m).ok())
+            .find(|c| matches!(c, Control::Welcome { .. }));
+        if let Some(w) = welcome {
+            break w;
+        }
+        // Session packets before the welcome have nobody to go to.
+        udp.recv().for_each(drop);
+        if Instant::now() >= deadline || stop.load(Ordering::Relaxed) {
+            return Err(NetError::Connect(format!(
+                "no welcome within {:?} (state {:?})",
+                settings.connect_timeout,
+                udp.state()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let Control::Welcome {
+        player,
+        tick_hz,
+        snapshot_hz,
+        grid,
+        codec,
+    } = welcome
+    else {
+        return Err(NetError::Connect("no welcome".into()));
+    };
+    if !(1..=1000).contains(&tick_hz) || snapshot_hz == 0 || snapshot_hz > tick_hz || player == 0 {
+        return Err(NetError::Connect(format!(
+            "the server's settings make no sense: player {player}, {tick_hz} Hz, {snapshot_hz} snapshots/s"
+        )));
+    }
+    let mut config = config.clone();
+    // Timing the naive full-world replay takes milliseconds to a tenth of a second of
+    // real time, which a real-time client cannot spare: no naive baseline over UDP.
+    config.naive_sample = 0;
+    config.server.tick_hz = tick_hz;
+    config.client.tick_hz = tick_hz;
+    config.snapshot_hz = snapshot_hz;
+    config.snapshot_codec = match codec {
+        0 => SnapshotCodecChoice::Delta,
+        _ => SnapshotCodecChoice::Plain,
+    };
+    let scene_config = CubeSceneConfig {
+        tick_hz,
+        grid,
+        ..CubeSceneConfig::default()
+    };
+    // A full scene has a cube in every slot; the sparse one counts the slots without
+    // building them (64 bots building 900 cubes each starved the server of CPU).
+    let local_cubes = CubeScene::new_sparse(scene_config).cube_count();
+    let sender = SnapshotSender::<Cubes>::new(
+        config.snapshot_codec,
+        CubeSetup::new(scene_config, local_cubes),
+        &config,
+    );
+    // The runner's client k drives player k + 1 with script seed 1000 + k.
+    let script_seed = derive_seed(config.seed, 1000 + u64::from(player - 1));
+    let script = match &config.script {
+        ScriptChoice::Named(name) => script_by_name(name, script_seed, &scene_config)
+            .ok_or_else(|| crate::RunError::UnknownScript(name.clone()))?,
+        ScriptChoice::Custom(f) => f(script_seed),
+    };
+    let mut client = if settings.bot || settings.ack_only {
+        Player::Bot(Box::new(Bot {
+            session: ClientSession::new(config.client.clone()),
+            snapshots: SnapshotReceiver::new(config.snapshot_codec, &sender),
+            script,
+            player,
+            view: None,
+            ack_only: settings.ack_only,
+            up_bytes: 0,
+            delivered_bytes: 0,
+            down_per_second: Vec::new(),
+        }))
+    } else {
+        // A perfect link: what the socket delivers goes straight through.
+        let link = Duplex::new(LinkConfig::default(), LinkConfig::default(), 0)
+            .map_err(crate::RunError::from)?;
+        Player::Full(Box::new(ClientSim::new(
+            &config,
+            (u64::from(player), player),
+            link,
+            Box::new(Scripted(script)),
+            &sender,
+        )))
+    };
+    // Building the client took a while, and the server's packets queued meanwhile: handed
+    // over at once they would look to the clock like a link that delivers late, so they
+    // go, as packets lost before the start.
+    udp.update();
+    udp.recv().for_each(drop);
+    let no_truth = Truth::default();
+    let mut down = SeqCounter::default();
+    let mut link = None;
+    let start = Instant::now();
+    let end = Duration::from_secs_f64(settings.seconds.max(0.0));
+    let ended = loop {
+        let now = start.elapsed();
+        udp.update();
+        if !udp.is_connected() {
+            break format!("{:?}", udp.state());
+        }
+        let arrived: Vec<Vec<u8>> = udp.recv().collect();
+        for p in arrived {
+            down.observe(&p);
+            client.deliver(now, p);
+        }
+        for m in udp.recv_reliable() {
+            if let Ok(Control::Link {
+                up_expected,
+                up_received,
+                down_sent,
+                down_bytes,
+                elapsed_ms,
+            }) = Control::decode(&m)
+            {
+                link = Some(LinkFigures {
+                    up_expected,
+                    up_received,
+                    down_sent,
+                    down_bytes,
+                    seconds: elapsed_ms as f64 / 1000.0,
+                });
+            }
+        }
+        let out = match &truth {
+            Some(t) => match t.read() {
+                Ok(guard) => client.step(now, &config, &guard),
+                Err(_) => client.step(now, &config, &no_truth),
+            },
+            None => client.step(now, &config, &no_truth),
+        };
+        for p in out {
+            // Not connected any more: the next update tells.
+            let _ = udp.send(&p);
+        }
+        if now >= end {
+            break "done".into();
+        }
+        if stop.load(Ordering::Relaxed) {
+            break "stopped".into();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let seconds = start.elapsed().as_secs_f64();
+    udp.disconnect();
+    config.seconds = seconds;
+    Ok(ClientRun {
+        player,
+        client,
+        down,
+        link,
+        seconds,
+        ended,
+        config,
+    })
+}

@@ -1,0 +1,272 @@
+//! The cube scene over real UDP: the lab's sessions on `lagless_transport` (netcode.io,
+//! real clock), for `lagless serve`, `connect`, `proxy` and `run --transport udp`.
+//!
+//! - [`serve`]: the authoritative server loop (the runner's `ServerSession`, `CubeScene`
+//!   and [`crate::replication::SnapshotSender`]) in real time; each netcode.io client slot
+//!   `k` drives player `k + 1` under a fresh lagless `ClientId` per connection.
+//! - [`connect`]: one client in real time, the lab's own client (`runner::client::ClientSim`:
+//!   session, script, prediction, interpolation) or a light bot (session, script, decoding),
+//!   its link a pass-through `netem::Duplex` fed from the socket.
+//! - [`proxy`]: `lagless proxy`, the transport's [`lagless_transport::Proxy`] with a profile
+//!   and the network overrides of `run`.
+//! - [`run`]: `run --transport udp`, a server and N clients on loopback threads.
+//! - [`report`]: LAB.md's metrics from what the clients (and, in one process, the server)
+//!   measured.
+//!
+//! Beside the session packets, which travel as unreliable payloads unchanged, the server
+//! sends [`Control`] messages on the transport's reliable channel: a welcome with the
+//! player the client drives and the scene's settings, and once a second a link report
+//! with what the server received from the client and sent to it, so the client can tell
+//! the loss of both directions (`net.loss_pct`) from the session packets' sequence
+//! numbers ([`SeqCounter`]).
+
+pub mod connect;
+pub mod proxy;
+pub mod report;
+pub mod run;
+pub mod serve;
+
+use lagless_wire::{Reader, WireError, Writer};
+use thiserror::Error;
+
+/// Why a networked command could not run.
+#[derive(Debug, Error)]
+pub enum NetError {
+    /// The transport failed (socket, token, key file).
+    #[error(transparent)]
+    Transport(#[from] lagless_transport::TransportError),
+    /// The run's settings are invalid.
+    #[error(transparent)]
+    Run(#[from] crate::RunError),
+    /// The server did not accept the client in time, or refused it.
+    #[error("could not connect: {0}")]
+    Connect(String),
+    /// A thread of the run panicked.
+    #[error("a thread of the run failed: {0}")]
+    Thread(String),
+}
+
+/// What the server tells a client on the reliable channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// Sent once on connect: what the client drives and the scene's settings.
+    Welcome {
+        /// The player this client drives.
+        player: u32,
+        /// Server ticks per second.
+        tick_hz: u32,
+        /// Snapshots per second.
+        snapshot_hz: u32,
+        /// Cubes per side of the scene's grid.
+        grid: u32,
+        /// The snapshot codec: 0 delta (replication layer), 1 plain.
+        codec: u8,
+    },
+    /// Sent every second: the link as the server saw it since this client connected.
+    Link {
+        /// Session packets the client sent, by their sequence numbers.
+        up_expected: u64,
+        /// Of those, received.
+        up_received: u64,
+        /// Session packets sent to the client.
+        down_sent: u64,
+        /// Their bytes, with the UDP/IP header counted per packet (LAB.md).
+        down_bytes: u64,
+        /// Milliseconds since the client connected.
+        elapsed_ms: u64,
+    },
+}
+
+const TAG_WELCOME: u8 = 1;
+const TAG_LINK: u8 = 2;
+
+impl Control {
+    /// The message's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new();
+        match *self {
+            Control::Welcome {
+                player,
+                tick_hz,
+                snapshot_hz,
+                grid,
+                codec,
+            } => {
+                w.write_u8(TAG_WELCOME);
+                w.write_u32(player);
+                w.write_u32(tick_hz);
+                w.write_u32(snapshot_hz);
+                w.write_u32(grid);
+                w.write_u8(codec);
+            }
+            Control::Link {
+                up_expected,
+                up_received,
+                down_sent,
+                down_bytes,
+                elapsed_ms,
+            } => {
+                w.write_u8(TAG_LINK);
+                for v in [up_expected, up_received, down_sent, down_bytes, elapsed_ms] {
+                    w.write_u64(v);
+                }
+            }
+        }
+        w.into_bytes()
+    }
+
+    /// Decodes a message; anything malformed or of another kind is an error.
+    pub fn decode(bytes: &[u8]) -> Result<Self, WireError> {
+        let mut r = Reader::new(bytes);
+        let out = match r.read_u8()? {
+            TAG_WELCOME => Control::Welcome {
+                player: r.read_u32()?,
+                tick_hz: r.read_u32()?,
+                snapshot_hz: r.read_u32()?,
+                grid: r.read_u32()?,
+                codec: r.read_u8()?,
+            },
+            TAG_LINK => Control::Link {
+                up_expected: r.read_u64()?,
+                up_received: r.read_u64()?,
+                down_sent: r.read_u64()?,
+                down_bytes: r.read_u64()?,
+                elapsed_ms: r.read_u64()?,
+            },
+            _ => {
+                return Err(WireError::Invalid {
+                    what: "control message kind",
+                });
+            }
+        };
+        r.finish()?;
+        Ok(out)
+    }
+}
+
+/// Counts the packets of one direction from the 16-bit sequence number every session
+/// packet carries after its kind byte: the packets expected are those from the first to
+/// the newest number seen, so the packets lost are the ones never seen (netcode.io's replay
+/// protection has already dropped duplicates).
+#[derive(Debug, Clone, Default)]
+pub struct SeqCounter {
+    /// First and newest sequence number seen, expanded to 32 bits.
+    range: Option<(u32, u32)>,
+    received: u64,
+}
+
+impl SeqCounter {
+    /// Counts a session packet; packets too short to carry a sequence number are not
+    /// counted.
+    pub fn observe(&mut self, packet: &[u8]) {
+        let mut r = Reader::new(packet);
+        let Ok(seq) = r.read_u8().and_then(|_| r.read_u16()) else {
+            return;
+        };
+        let seq = lagless_wire::Seq16(seq);
+        self.received += 1;
+        self.range = Some(match self.range {
+            // Start a lap up, so numbers just before the first one still expand.
+            None => {
+                let full = (1 << 16) + u32::from(seq.0);
+                (full, full)
+            }
+            Some((first, newest)) => match seq.expand(newest) {
+                Some(full) => (first.min(full), newest.max(full)),
+                None => (first, newest),
+            },
+        });
+    }
+
+    /// Packets from the first to the newest sequence number seen.
+    pub fn expected(&self) -> u64 {
+        self.range
+            .map_or(0, |(first, newest)| u64::from(newest - first) + 1)
+    }
+
+    /// Packets seen.
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// Packets expected and never seen.
+    pub fn lost(&self) -> u64 {
+        self.expected().saturating_sub(self.received)
+    }
+}
+
+/// This process's resident memory, MB (Linux; `None` elsewhere).
+pub fn rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// The label `connect` and `run --transport udp` report as `transport`.
+pub const TRANSPORT_LABEL: &str = "udp";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_round_trips_and_refuses_garbage() {
+        for c in [
+            Control::Welcome {
+                player: 3,
+                tick_hz: 64,
+                snapshot_hz: 32,
+                grid: 30,
+                codec: 0,
+            },
+            Control::Link {
+                up_expected: 10,
+                up_received: 9,
+                down_sent: 12,
+                down_bytes: 3000,
+                elapsed_ms: 1000,
+            },
+        ] {
+            let bytes = c.encode();
+            assert_eq!(Control::decode(&bytes), Ok(c));
+            for n in 0..bytes.len() {
+                assert!(Control::decode(&bytes[..n]).is_err(), "prefix {n}");
+            }
+            let mut longer = bytes.clone();
+            longer.push(0);
+            assert!(Control::decode(&longer).is_err());
+        }
+        assert!(Control::decode(&[9, 0, 0]).is_err());
+    }
+
+    fn packet(seq: u16) -> Vec<u8> {
+        let mut p = vec![0x53];
+        let mut w = Writer::new();
+        w.write_u16(seq);
+        p.extend(w.into_bytes());
+        p.push(0);
+        p
+    }
+
+    #[test]
+    fn seq_counter_counts_gaps_across_the_wrap() {
+        let mut c = SeqCounter::default();
+        // 65530..=65535 and 0..=9 with 65533, 2 and 3 lost, 5 before 4.
+        let seqs = (65530u16..=65535)
+            .chain(0..=9)
+            .filter(|s| ![65533, 2, 3].contains(s));
+        let mut seqs: Vec<u16> = seqs.collect();
+        let four = seqs.iter().position(|&s| s == 4).unwrap_or(0);
+        seqs.swap(four, four + 1);
+        for s in seqs {
+            c.observe(&packet(s));
+        }
+        assert_eq!(c.expected(), 16);
+        assert_eq!(c.received(), 13);
+        assert_eq!(c.lost(), 3);
+        // Too short to count.
+        c.observe(&[0x53, 1]);
+        assert_eq!(c.received(), 13);
+    }
+}

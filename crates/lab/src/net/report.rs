@@ -1,0 +1,251 @@
+//! LAB.md's metrics from clients that played over a real link, and from the server when
+//! it ran in the same process.
+//!
+//! Over a real link nobody sees the packets the network dropped, so `net.loss_pct` comes
+//! from the session packets' sequence numbers: the client counts the server's, the server
+//! counts the client's and says so in its link reports. `net.down_kbps_mean` is what the
+//! server reports it sent, `net.down_delivered_kbps_mean` what arrived. Figures against
+//! the server's truth (`render.error_cm_p99`, `interpolation.error_cm_p99`) need a server
+//! in the same process (`run --transport udp`); a lone `lagless connect` leaves them out.
+
+use super::connect::{ClientRun, Player};
+use super::serve::ServeOutcome;
+use crate::metrics::{Histogram, Metric, Report, mean, percentile};
+use crate::remote_view::dist_cm;
+use crate::replication::{SnapshotReceiver, snapshot_metrics};
+use crate::runner::client::{ClientSim, Truth};
+use crate::scenes::Cubes;
+use lagless_core::interpolation::InterpolationStats;
+
+/// The report of clients that played (one or more), with `profile` naming the link.
+pub fn build(runs: Vec<ClientRun>, profile: &str) -> Report {
+    build_with(runs, None, None, profile)
+}
+
+/// The report of `runs` (one or more clients), with `server` and `truth` when the
+/// server ran in the same process. `profile` names the link (`udp` when unknown).
+pub(crate) fn build_with(
+    runs: Vec<ClientRun>,
+    server: Option<&ServeOutcome>,
+    truth: Option<&Truth>,
+    profile: &str,
+) -> Report {
+    let mut r = Report::default();
+    let Some(first) = runs.first() else {
+        return r;
+    };
+    let config = first.config.clone();
+    let seconds = mean(&runs.iter().map(|c| c.seconds).collect::<Vec<_>>()).unwrap_or(0.0);
+    r.set("scene", Metric::Text(config.scene.clone()));
+    r.set("profile", Metric::Text(profile.into()));
+    r.set("transport", Metric::Text(super::TRANSPORT_LABEL.into()));
+    r.number("seconds", Some(seconds));
+    r.set("tick_hz", Metric::Count(u64::from(config.server.tick_hz)));
+    r.set("snapshot_hz", Metric::Count(u64::from(config.snapshot_hz)));
+    r.set("clients", Metric::Count(runs.len() as u64));
+    r.set("seed", Metric::Count(config.seed));
+    let ended: Vec<&str> = runs.iter().map(|c| c.ended.as_str()).collect();
+    r.set("client.ended", Metric::Text(ended.join(",")));
+    let down_kbps = net(&mut r, &runs);
+    let receivers: Vec<&SnapshotReceiver<Cubes>> = runs
+        .iter()
+        .map(|c| match &c.client {
+            Player::Full(s) => &s.snapshots,
+            Player::Bot(b) => &b.snapshots,
+        })
+        .collect();
+    if let Some(s) = server {
+        s.fill(&mut r);
+        let mut config = config.clone();
+        config.seconds = seconds;
+        config.clients = runs.len() as u32;
+        snapshot_metrics(&mut r, &config, &s.sender, &receivers, down_kbps);
+    } else {
+        let decode: Vec<f64> = receivers
+            .iter()
+            .flat_map(|c| c.stats.decode_us.iter().copied())
+            .collect();
+        r.number("snapshot.decode_us_p50", percentile(&decode, 50.0));
+        r.set(
+            "snapshot.missing_baseline",
+            Metric::Count(receivers.iter().map(|c| c.stats.missing_baseline).sum()),
+        );
+    }
+    let rtt: Vec<f64> = runs
+        .iter()
+        .filter_map(|c| Some(c.client.rtt().smoothed()?.as_secs_f64() * 1000.0))
+        .collect();
+    r.number("sync.rtt_ms", mean(&rtt));
+    let stats: Vec<_> = runs.iter().map(|c| c.client.stats()).collect();
+    r.set(
+        "client.snapshots_received",
+        Metric::Count(stats.iter().map(|s| s.snapshots_received).sum()),
+    );
+    r.set(
+        "client.packets_rejected",
+        Metric::Count(stats.iter().map(|s| s.packets_rejected).sum()),
+    );
+    let players: Vec<u32> = runs.iter().map(|c| c.player).collect();
+    let sims: Vec<ClientSim<Cubes>> = runs
+        .into_iter()
+        .filter_map(|c| match c.client {
+            Player::Full(s) => Some(*s),
+            Player::Bot(_) => None,
+        })
+        .collect();
+    if !sims.is_empty() {
+        crate::runner::report::sync(&mut r, &sims);
+        crate::runner::report::prediction(&mut r, &sims);
+        interpolation(&mut r, &sims);
+        render(&mut r, &sims, truth);
+        r.set(
+            "interpolation.policy",
+            Metric::Text(crate::playback::policy_label(&config.interpolation)),
+        );
+    }
+    r.set(
+        "client.players",
+        Metric::Text(
+            players
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+    );
+    r
+}
+
+/// `net.*`; returns the mean downlink rate per client as sent, kbit/s.
+fn net(r: &mut Report, runs: &[ClientRun]) -> Option<f64> {
+    let kbps = |bytes: u64, secs: f64| (secs > 0.0).then(|| bytes as f64 * 8.0 / 1000.0 / secs);
+    let sent: Vec<f64> = runs
+        .iter()
+        .filter_map(|c| c.link.and_then(|l| kbps(l.down_bytes, l.seconds)))
+        .collect();
+    let delivered: Vec<f64> = runs
+        .iter()
+        .filter_map(|c| kbps(c.client.bytes().1, c.seconds))
+        .collect();
+    let up: Vec<f64> = runs
+        .iter()
+        .filter_map(|c| kbps(c.client.bytes().0, c.seconds))
+        .collect();
+    let windows: Vec<f64> = runs
+        .iter()
+        .flat_map(|c| {
+            let whole = c.seconds.floor() as usize;
+            c.client
+                .bytes()
+                .2
+                .iter()
+                .take(whole)
+                .map(|b| *b as f64 * 8.0 / 1000.0)
+        })
+        .collect();
+    r.number("net.down_kbps_mean", mean(&sent));
+    r.number("net.down_delivered_kbps_mean", mean(&delivered));
+    // What arrived, per second: a client cannot see what was sent in each second.
+    r.number("net.down_kbps_p95", percentile(&windows, 95.0));
+    r.number("net.up_kbps_mean", mean(&up));
+    let (mut down_expected, mut down_lost, mut up_expected, mut up_lost) = (0, 0, 0, 0);
+    for c in runs {
+        down_expected += c.down.expected();
+        down_lost += c.down.lost();
+        if let Some(l) = c.link {
+            up_expected += l.up_expected;
+            up_lost += l.up_expected.saturating_sub(l.up_received);
+        }
+    }
+    let pct = |lost: u64, of: u64| (of > 0).then(|| lost as f64 * 100.0 / of as f64);
+    r.number(
+        "net.loss_pct",
+        pct(down_lost + up_lost, down_expected + up_expected),
+    );
+    r.number("net.down_loss_pct", pct(down_lost, down_expected));
+    r.number("net.up_loss_pct", pct(up_lost, up_expected));
+    mean(&sent)
+}
+
+/// `interpolation.*` of the full clients' buffers (errors only with the server's truth).
+fn interpolation(r: &mut Report, sims: &[ClientSim<Cubes>]) {
+    let delays: Vec<f64> = sims
+        .iter()
+        .filter_map(|c| c.remote.stats().mean_delay_secs())
+        .map(|s| s * 1000.0)
+        .collect();
+    r.number("interpolation.delay_ms_mean", mean(&delays));
+    let per_client = |pct: fn(&InterpolationStats) -> f64| {
+        mean(
+            &sims
+                .iter()
+                .map(|c| pct(c.remote.stats()))
+                .collect::<Vec<_>>(),
+        )
+    };
+    r.number(
+        "interpolation.underrun_pct",
+        per_client(|s| s.underrun_ratio() * 100.0),
+    );
+    r.number(
+        "interpolation.stretched_pct",
+        per_client(|s| s.stretched_ratio() * 100.0),
+    );
+    r.number(
+        "interpolation.link_shifts",
+        per_client(|s| s.link_shifts() as f64),
+    );
+    let pooled_p99 = |of: fn(&crate::remote_view::RemoteView) -> &Histogram| {
+        let mut all = Histogram::default();
+        for c in sims {
+            all.merge(of(&c.remote_view));
+        }
+        all.percentile(99.0)
+    };
+    r.number("interpolation.error_cm_p99", pooled_p99(|v| &v.error_cm));
+    r.number(
+        "interpolation.near_error_cm_p99",
+        pooled_p99(|v| &v.near_error_cm),
+    );
+    r.number("interpolation.jerk_cm_p99", pooled_p99(|v| &v.jerk_cm));
+}
+
+/// `render.*`: the own player's frames against the server's truth (when known) and the
+/// causal input-to-motion latency (always).
+fn render(r: &mut Report, sims: &[ClientSim<Cubes>], truth: Option<&Truth>) {
+    let mut errors = Vec::new();
+    let mut jerks = Vec::new();
+    let mut latency = Vec::new();
+    for c in sims {
+        latency.extend(c.input_to_motion());
+        let Some(track) = truth.and_then(|t| t.players.get(c.player as usize - 1)) else {
+            continue;
+        };
+        let mut prev: Option<(u32, [f32; 3], [f32; 3])> = None;
+        for (&t, frame) in &c.rendered {
+            let p = frame.position;
+            let Some(&truth) = track.get(t as usize).filter(|x| x[0].is_finite()) else {
+                prev = None;
+                continue;
+            };
+            errors.push(dist_cm(p, truth));
+            if let Some((pt, pp, ptruth)) = prev {
+                if pt + 1 == t {
+                    let shown = [p[0] - pp[0], p[1] - pp[1], p[2] - pp[2]];
+                    let actual = [
+                        truth[0] - ptruth[0],
+                        truth[1] - ptruth[1],
+                        truth[2] - ptruth[2],
+                    ];
+                    jerks.push(dist_cm(shown, actual));
+                }
+            }
+            prev = Some((t, p, truth));
+        }
+    }
+    if truth.is_some() {
+        r.number("render.error_cm_p99", percentile(&errors, 99.0));
+        r.number("render.jerk_cm_p99", percentile(&jerks, 99.0));
+    }
+    r.number("render.input_to_motion_ticks", percentile(&latency, 50.0));
+}

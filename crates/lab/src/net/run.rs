@@ -1,0 +1,185 @@
+//! `lagless run --transport udp`: a server and N clients in one process over loopback
+//! sockets, in real time, and the same report as a run over the emulator.
+//!
+//! The server loop ([`super::serve`]) runs on one thread, each client
+//! ([`super::connect`]) on its own; between them, unless the profile is `loopback`, sits
+//! the transport's [`lagless_transport::Proxy`] applying the profile and overrides, seeded
+//! per client as the emulator run seeds client `k`'s link. The server records the truth
+//! (every player and cube per tick) for the clients to measure their errors against, as
+//! the virtual-clock runner does.
+
+use super::NetError;
+use super::connect::{ClientRun, ConnectSettings, connect_with_truth};
+use super::proxy::ProxySettings;
+use super::serve::{GameServer, ServeOutcome, ServeSettings};
+use crate::config::RunConfig;
+use crate::metrics::{Metric, Report};
+use crate::runner::client::Truth;
+use lagless_transport::{PROTOCOL_ID, keys};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock, mpsc};
+use std::time::{Duration, Instant};
+
+/// The profile name that puts no proxy between clients and server.
+pub const LOOPBACK_PROFILE: &str = "loopback";
+
+/// Runs `config` over real UDP on loopback and reports it.
+pub fn run(config: &RunConfig) -> Result<Report, NetError> {
+    if !(config.seconds > 0.0 && config.seconds <= 24.0 * 3600.0) {
+        return Err(crate::RunError::Invalid(format!(
+            "seconds must be in (0, 86400], got {}",
+            config.seconds
+        ))
+        .into());
+    }
+    if config.clients == 0 || config.clients > 256 {
+        return Err(crate::RunError::Invalid(format!(
+            "clients must be 1..=256, got {}",
+            config.clients
+        ))
+        .into());
+    }
+    if !config.link_changes.is_empty() || !config.outages.is_empty() {
+        return Err(crate::RunError::Invalid(
+            "--transport udp does not change links or cut them (--link-change, --outage)".into(),
+        )
+        .into());
+    }
+    let loopback: SocketAddr = ([127, 0, 0, 1], 0).into();
+    let key = keys::generate_private_key()?;
+    let clients = config.clients as usize;
+    let stop = Arc::new(AtomicBool::new(false));
+
+    // The proxy's address goes in the tokens and the server must answer for it, so it is
+    // chosen first: a port the OS hands out and takes back at once (loopback; a race with
+    // another process taking it in between fails the run, it does not mislead it).
+    let proxy_listen = if config.profile == LOOPBACK_PROFILE {
+        None
+    } else {
+        let probe =
+            std::net::UdpSocket::bind(loopback).map_err(lagless_transport::TransportError::from)?;
+        Some(
+            probe
+                .local_addr()
+                .map_err(lagless_transport::TransportError::from)?,
+        )
+    };
+    // The server, built on its thread, hands back its address and the truth.
+    type Ready = Result<(SocketAddr, Option<Arc<RwLock<Truth>>>), String>;
+    let (tx, rx) = mpsc::channel::<Ready>();
+    let server = {
+        let settings = ServeSettings {
+            bind: loopback,
+            private_key: key,
+            max_clients: clients,
+            public_addresses: proxy_listen.into_iter().collect(),
+            grid: lagless_scenes::cubes::CubeSceneConfig::default().grid,
+        };
+        let config = config.clone();
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("lagless-serve".into())
+            .spawn(move || -> Option<ServeOutcome> {
+                match GameServer::bind(&settings, &config, Some(clients)) {
+                    Ok(s) => {
+                        let ready = s.local_addr().map(|a| (a, s.truth()));
+                        let _ = tx.send(ready.map_err(|e| e.to_string()));
+                        Some(s.run(None, &stop))
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e.to_string()));
+                        None
+                    }
+                }
+            })
+            .map_err(|e| NetError::Thread(e.to_string()))?
+    };
+    let (server_addr, truth) = rx
+        .recv()
+        .map_err(|e| NetError::Thread(e.to_string()))?
+        .map_err(NetError::Connect)?;
+    let proxy = if let Some(listen) = proxy_listen {
+        let settings = ProxySettings {
+            listen,
+            forward: server_addr,
+            profile: config.profile.clone(),
+            net: config.net.clone(),
+            seed: config.seed,
+        };
+        match settings.spawn() {
+            Ok(p) => Some(p),
+            Err(e) => {
+                stop.store(true, Ordering::Relaxed);
+                let _ = server.join();
+                return Err(e);
+            }
+        }
+    } else {
+        None
+    };
+    let target = proxy.as_ref().map_or(server_addr, |p| p.local_addr());
+
+    let mut threads = Vec::new();
+    for k in 0..clients {
+        let token = keys::issue_token(&key, PROTOCOL_ID, k as u64 + 1, vec![target], 60, 5)
+            .and_then(|t| Ok(t.write()?))?;
+        let settings = ConnectSettings {
+            token: token.to_vec(),
+            seconds: config.seconds,
+            bot: false,
+            ack_only: false,
+            connect_timeout: Duration::from_secs(10),
+        };
+        let config = config.clone();
+        let truth = truth.clone();
+        let stop = stop.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("lagless-client-{k}"))
+                .spawn(move || connect_with_truth(&settings, &config, truth, &stop))
+                .map_err(|e| NetError::Thread(e.to_string()))?,
+        );
+        // One at a time, so client k takes slot k and drives player k + 1, as in the lab.
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_millis(20) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let mut runs: Vec<ClientRun> = Vec::new();
+    let mut failure = None;
+    for t in threads {
+        match t.join() {
+            Ok(Ok(run)) => runs.push(run),
+            Ok(Err(e)) => failure = Some(e),
+            Err(_) => failure = Some(NetError::Thread("a client panicked".into())),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let outcome = server
+        .join()
+        .map_err(|_| NetError::Thread("the server panicked".into()))?;
+    let proxy_stats = proxy.map(|p| {
+        let s = p.stats();
+        p.stop();
+        s
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    runs.sort_by_key(|r| r.player);
+    let guard = truth.as_ref().and_then(|t| t.read().ok());
+    let mut report =
+        super::report::build_with(runs, outcome.as_ref(), guard.as_deref(), &config.profile);
+    report.set("network", Metric::Text(format!("{:?}", config.net)));
+    if let Some(s) = proxy_stats {
+        let dropped =
+            (s.up_received + s.down_received).saturating_sub(s.up_forwarded + s.down_forwarded);
+        report.number(
+            "net.proxy_loss_pct",
+            (s.up_received + s.down_received > 0)
+                .then(|| dropped as f64 * 100.0 / (s.up_received + s.down_received) as f64),
+        );
+    }
+    Ok(report)
+}

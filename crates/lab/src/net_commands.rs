@@ -1,0 +1,345 @@
+//! The networked commands of the `lagless` binary: `keygen`, `token`, `serve`, `connect`
+//! and `proxy` (`run --transport udp` is in `main.rs`'s `run`). The loops themselves are
+//! in the library's `net` module; this file parses, logs and writes files.
+
+use super::{NetArgs, SnapshotCodecArg};
+use clap::Args;
+use lagless_core::LeadPolicy;
+use lagless_core::interpolation::DelayPolicy;
+use lagless_lab::metrics::Report;
+use lagless_lab::net::connect::{ConnectSettings, connect as connect_one};
+use lagless_lab::net::proxy::ProxySettings;
+use lagless_lab::net::serve::{GameServer, ServeSettings};
+use lagless_lab::{RunConfig, ScriptChoice, SnapshotCodecChoice};
+use lagless_transport::{PROTOCOL_ID, keys};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+#[derive(Args)]
+pub(crate) struct TokenArgs {
+    /// The private key file (from `lagless keygen`).
+    #[arg(long)]
+    pub(crate) key_file: PathBuf,
+    /// The client's id (unique among the clients connected at once).
+    #[arg(long)]
+    pub(crate) client_id: u64,
+    /// The address the client should reach (the server's, or a proxy's in front of it);
+    /// repeat for fallbacks, tried in order.
+    #[arg(long = "server", required = true)]
+    pub(crate) servers: Vec<std::net::SocketAddr>,
+    /// The token file to write (2048 bytes).
+    #[arg(long)]
+    pub(crate) out: PathBuf,
+    /// Seconds the token may be used to connect.
+    #[arg(long, default_value_t = 60)]
+    pub(crate) expire_s: u64,
+    /// Seconds of silence after which either side drops the connection.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(i32).range(1..=3600))]
+    pub(crate) timeout_s: i32,
+}
+
+#[derive(Args)]
+pub(crate) struct ServeArgs {
+    /// Scene to serve.
+    #[arg(long, default_value = "cubes")]
+    pub(crate) scene: String,
+    /// Address to bind (`127.0.0.1:0` lets the OS pick a port; the log says which).
+    #[arg(long)]
+    pub(crate) bind: std::net::SocketAddr,
+    /// The private key file tokens are issued with.
+    #[arg(long)]
+    pub(crate) key_file: PathBuf,
+    /// Client slots.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub(crate) max_clients: u32,
+    /// Stop after this many seconds (default: until Ctrl-C).
+    #[arg(long)]
+    pub(crate) seconds: Option<f64>,
+    /// An address tokens may name besides the bound one (a `lagless proxy` in front).
+    #[arg(long = "public-addr")]
+    pub(crate) public_addrs: Vec<std::net::SocketAddr>,
+    /// Simulation ticks per second.
+    #[arg(long, default_value_t = 64)]
+    pub(crate) tick_hz: u32,
+    /// Snapshots per second (at most the tick rate).
+    #[arg(long, default_value_t = 64)]
+    pub(crate) snapshot_hz: u32,
+    /// Cubes per side of the scene's grid (30: 900 cubes; smaller for quick tests).
+    #[arg(long, default_value_t = 30)]
+    pub(crate) grid: u32,
+    /// Most snapshot payload per client, kbit/s; 0: no budget.
+    #[arg(long, default_value_t = 256.0)]
+    pub(crate) budget_kbps: f64,
+    /// Snapshot encoding.
+    #[arg(long, value_enum, default_value = "delta")]
+    pub(crate) snapshot_codec: SnapshotCodecArg,
+    /// Write the server's metrics as JSON to this file when it stops.
+    #[arg(long)]
+    pub(crate) json: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub(crate) struct ConnectArgs {
+    /// A connect token file (from `lagless token`); repeat to run several clients in this
+    /// process, reported together.
+    #[arg(long = "token", required = true)]
+    pub(crate) tokens: Vec<PathBuf>,
+    /// Seconds to play once connected.
+    #[arg(long, default_value_t = 30.0)]
+    pub(crate) seconds: f64,
+    /// Write the metrics as JSON to this file.
+    #[arg(long)]
+    pub(crate) json: Option<PathBuf>,
+    /// Input script driving the player (roam, pattern).
+    #[arg(long, default_value = "roam")]
+    pub(crate) script: String,
+    /// Seed of the scripts (the player's own seed derives from it as in `run`).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Light clients: session, snapshot decoding and the script only (no prediction, no
+    /// interpolation), to load a server with many players.
+    #[arg(long)]
+    pub(crate) bot: bool,
+    /// Bots that acknowledge snapshots without decoding them (the server's work is the
+    /// same; the script sees nothing, so use `--script pattern`): the lightest load.
+    #[arg(long)]
+    pub(crate) ack_only: bool,
+    /// Turn client-side prediction off.
+    #[arg(long)]
+    pub(crate) no_prediction: bool,
+    /// Delay policy for showing the other players and the cubes.
+    #[arg(long, default_value = "adaptive", value_parser = lagless_lab::playback::parse_policy)]
+    pub(crate) interpolation: DelayPolicy,
+    /// How far ahead of the server the client runs (as for `run`).
+    #[arg(long, default_value = "adaptive", value_parser = lagless_lab::input_buffer::parse_lead_policy)]
+    pub(crate) input_buffer: LeadPolicy,
+    /// The link's name in the report (e.g. the proxy's profile).
+    #[arg(long, default_value = "udp")]
+    pub(crate) label: String,
+    /// Seconds to wait for the server to accept the client.
+    #[arg(long, default_value_t = 10.0)]
+    pub(crate) connect_timeout_s: f64,
+}
+
+#[derive(Args)]
+pub(crate) struct ProxyArgs {
+    /// Where clients send to.
+    #[arg(long)]
+    pub(crate) listen: std::net::SocketAddr,
+    /// The server.
+    #[arg(long)]
+    pub(crate) forward: std::net::SocketAddr,
+    /// Network profile (see `lagless profiles`).
+    #[arg(long)]
+    pub(crate) profile: String,
+    /// Seed; each client address gets its own derived seed, by order of arrival.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    #[command(flatten)]
+    pub(crate) net: NetArgs,
+    /// Stop after this many seconds (default: until Ctrl-C).
+    #[arg(long)]
+    pub(crate) seconds: Option<f64>,
+}
+
+/// Logs to stderr, for the long-running commands.
+fn init_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing::Level::INFO)
+        .with_target(false)
+        .try_init();
+}
+
+/// A flag Ctrl-C sets, so the loops stop cleanly.
+fn ctrl_c_flag() -> Result<Arc<AtomicBool>, String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
+        .map_err(|e| format!("cannot catch Ctrl-C: {e}"))?;
+    Ok(stop)
+}
+
+fn check_seconds(seconds: Option<f64>) -> Result<(), String> {
+    match seconds {
+        Some(s) if !(s > 0.0 && s <= 7.0 * 24.0 * 3600.0) => {
+            Err(format!("--seconds must be in (0, 604800], got {s}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Writes `report` as JSON to `path`, if given.
+pub(crate) fn write_json(path: Option<&Path>, report: &Report) -> Result<(), String> {
+    if let Some(path) = path {
+        let text = serde_json::to_string_pretty(&report.to_json()).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n")
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+        eprintln!("metrics written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// `lagless keygen`.
+pub(crate) fn keygen(out: &Path) -> Result<(), String> {
+    let key = keys::generate_private_key().map_err(|e| e.to_string())?;
+    keys::write_key_file(out, &key).map_err(|e| e.to_string())?;
+    eprintln!("private key written to {}", out.display());
+    Ok(())
+}
+
+/// `lagless token`.
+pub(crate) fn token(a: &TokenArgs) -> Result<(), String> {
+    let key = keys::read_key_file(&a.key_file).map_err(|e| e.to_string())?;
+    let token = keys::issue_token(
+        &key,
+        PROTOCOL_ID,
+        a.client_id,
+        a.servers.clone(),
+        a.expire_s,
+        a.timeout_s,
+    )
+    .map_err(|e| e.to_string())?;
+    keys::write_token_file(&a.out, &token).map_err(|e| e.to_string())?;
+    eprintln!(
+        "token for client {} to {:?}, valid {} s, written to {}",
+        a.client_id,
+        a.servers,
+        a.expire_s,
+        a.out.display()
+    );
+    Ok(())
+}
+
+/// `lagless serve`.
+pub(crate) fn serve(a: &ServeArgs) -> Result<(), String> {
+    init_logging();
+    check_seconds(a.seconds)?;
+    if !(1..=1000).contains(&a.tick_hz) {
+        return Err("--tick-hz must be in 1..=1000".into());
+    }
+    if !(a.budget_kbps.is_finite() && a.budget_kbps >= 0.0) {
+        return Err("--budget-kbps must be a non-negative number (0: no budget)".into());
+    }
+    let key = keys::read_key_file(&a.key_file).map_err(|e| e.to_string())?;
+    let mut config = RunConfig {
+        scene: a.scene.clone(),
+        snapshot_hz: a.snapshot_hz,
+        budget_kbps: a.budget_kbps,
+        snapshot_codec: match a.snapshot_codec {
+            SnapshotCodecArg::Delta => SnapshotCodecChoice::Delta,
+            SnapshotCodecArg::Plain => SnapshotCodecChoice::Plain,
+        },
+        ..RunConfig::default()
+    };
+    config.server.tick_hz = a.tick_hz;
+    config.client.tick_hz = a.tick_hz;
+    let settings = ServeSettings {
+        bind: a.bind,
+        private_key: key,
+        max_clients: a.max_clients as usize,
+        public_addresses: a.public_addrs.clone(),
+        grid: a.grid,
+    };
+    let stop = ctrl_c_flag()?;
+    let server = GameServer::bind(&settings, &config, None).map_err(|e| e.to_string())?;
+    tracing::info!(
+        addr = %server.local_addr().map_err(|e| e.to_string())?,
+        scene = config.scene,
+        tick_hz = a.tick_hz,
+        snapshot_hz = a.snapshot_hz,
+        max_clients = a.max_clients,
+        "serving"
+    );
+    let outcome = server.run(a.seconds, &stop);
+    let mut report = Report::default();
+    report.set("scene", lagless_lab::Metric::Text(config.scene.clone()));
+    report.set(
+        "tick_hz",
+        lagless_lab::Metric::Count(u64::from(config.server.tick_hz)),
+    );
+    outcome.fill(&mut report);
+    print!("{}", report.to_table());
+    write_json(a.json.as_deref(), &report)
+}
+
+/// `lagless connect`: one thread per token, one report.
+pub(crate) fn connect(a: &ConnectArgs) -> Result<(), String> {
+    init_logging();
+    check_seconds(Some(a.seconds))?;
+    if !(a.connect_timeout_s.is_finite() && a.connect_timeout_s > 0.0) {
+        return Err("--connect-timeout-s must be a positive number".into());
+    }
+    let mut config = RunConfig {
+        seed: a.seed,
+        seconds: a.seconds,
+        script: ScriptChoice::Named(a.script.clone()),
+        prediction: !a.no_prediction,
+        interpolation: a.interpolation,
+        clients: a.tokens.len() as u32,
+        ..RunConfig::default()
+    };
+    config.client.sync.lead = a.input_buffer;
+    let mut tokens = Vec::new();
+    for path in &a.tokens {
+        tokens.push(keys::read_token_file(path).map_err(|e| e.to_string())?);
+    }
+    let stop = ctrl_c_flag()?;
+    let mut threads = Vec::new();
+    for token in tokens {
+        let settings = ConnectSettings {
+            token,
+            seconds: a.seconds,
+            bot: a.bot,
+            ack_only: a.ack_only,
+            connect_timeout: Duration::from_secs_f64(a.connect_timeout_s),
+        };
+        let config = config.clone();
+        let stop = stop.clone();
+        threads.push(std::thread::spawn(move || {
+            let run = connect_one(&settings, &config, &stop);
+            match &run {
+                Ok(r) => tracing::info!(player = r.player, ended = r.ended, "client done"),
+                Err(e) => tracing::warn!("client failed: {e}"),
+            }
+            run
+        }));
+    }
+    let mut runs = Vec::new();
+    let mut failed = 0;
+    for t in threads {
+        match t.join() {
+            Ok(Ok(run)) => runs.push(run),
+            _ => failed += 1,
+        }
+    }
+    if runs.is_empty() {
+        return Err("no client could connect".into());
+    }
+    runs.sort_by_key(|r| r.player);
+    let mut report = lagless_lab::net::report::build(runs, &a.label);
+    report.set("client.failed", lagless_lab::Metric::Count(failed as u64));
+    print!("{}", report.to_table());
+    write_json(a.json.as_deref(), &report)
+}
+
+/// `lagless proxy`.
+pub(crate) fn proxy(a: &ProxyArgs) -> Result<(), String> {
+    init_logging();
+    check_seconds(a.seconds)?;
+    if !a.net.link_changes.is_empty() {
+        return Err("the proxy does not change its link part-way (--link-change)".into());
+    }
+    let settings = ProxySettings {
+        listen: a.listen,
+        forward: a.forward,
+        profile: a.profile.clone(),
+        net: a.net.overrides()?,
+        seed: a.seed,
+    };
+    let stop = ctrl_c_flag()?;
+    lagless_lab::net::proxy::run(&settings, a.seconds, &stop).map_err(|e| e.to_string())?;
+    Ok(())
+}

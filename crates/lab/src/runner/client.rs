@@ -30,11 +30,11 @@ pub(crate) struct Truth {
 pub(crate) struct Frame {
     pub(crate) position: [f32; 3],
     /// The newest server tick whose effects the frame shows.
-    pub(crate) shows: u32,
+    pub(super) shows: u32,
 }
 
 pub(crate) struct ClientSim {
-    pub(crate) id: ClientId,
+    pub(super) id: ClientId,
     pub(crate) player: PlayerId,
     pub(crate) session: ClientSession<CubeInput>,
     pub(crate) link: Duplex,
@@ -46,35 +46,35 @@ pub(crate) struct ClientSim {
     /// rendered position and the newest server tick whose effects the frame shows.
     pub(crate) rendered: BTreeMap<u32, Frame>,
     inputs: Vec<(Tick, CubeInput)>,
-    pub(crate) down_bytes: u64,
+    pub(super) down_bytes: u64,
     /// Bytes that reached the client (with UDP/IP headers).
     pub(crate) delivered_bytes: u64,
     pub(crate) up_bytes: u64,
     pub(crate) down_per_second: Vec<u64>,
     pub(crate) snapshots: SnapshotReceiver,
-    pub(crate) packet_errors: u64,
-    pub(crate) prediction: Option<Prediction>,
+    pub(super) packet_errors: u64,
+    pub(super) prediction: Option<Prediction>,
     /// Everything the client does not predict, shown interpolated from snapshots: the
     /// other players (in id order), then every cube.
     pub(crate) remote: InterpolationBuffer<Vec<Pose>>,
     /// How they looked: error and jerk, frame by frame.
     pub(crate) remote_view: RemoteView,
     /// Other delay policies, fed what `remote` is fed.
-    pub(crate) shadows: PolicyShadows,
+    pub(super) shadows: PolicyShadows,
 }
 
 /// A client's prediction machinery and what it measured.
-pub(crate) struct Prediction {
+pub(super) struct Prediction {
     game: CubeRollback,
-    pub(crate) predictor: Predictor<CubeRollback>,
-    pub(crate) smoother: ErrorSmoother,
+    pub(super) predictor: Predictor<CubeRollback>,
+    pub(super) smoother: ErrorSmoother,
     /// Naive full-world baseline, timed on a sample of rollbacks.
     shadow: Option<CubeRollback>,
-    pub(crate) reconcile_ms: Vec<f64>,
-    pub(crate) naive_ms: Vec<f64>,
+    pub(super) reconcile_ms: Vec<f64>,
+    pub(super) naive_ms: Vec<f64>,
     /// Our cost on the same rollbacks the shadow was timed on.
-    pub(crate) paired_ms: Vec<f64>,
-    pub(crate) predicted_cubes: Vec<f64>,
+    pub(super) paired_ms: Vec<f64>,
+    pub(super) predicted_cubes: Vec<f64>,
     /// An essential part (players only) held back until the next tick, in case the full
     /// snapshot of the same tick completes meanwhile: a full one corrects the cubes too.
     pending_essential: Option<(Tick, CubeSnapshot)>,

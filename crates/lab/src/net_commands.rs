@@ -294,7 +294,8 @@ pub(crate) fn connect(a: &ConnectArgs) -> Result<(), String> {
             seconds: a.seconds,
             bot: a.bot,
             ack_only: a.ack_only,
-            connect_timeout: Duration::from_secs_f64(a.connect_timeout_s),
+            connect_timeout: Duration::try_from_secs_f64(a.connect_timeout_s)
+                .unwrap_or(Duration::MAX),
         };
         let config = config.clone();
         let stop = stop.clone();

@@ -305,7 +305,8 @@ pub(crate) fn connect_with_truth(
     let mut down = SeqCounter::default();
     let mut link = None;
     let start = Instant::now();
-    let end = Duration::from_secs_f64(settings.seconds.max(0.0));
+    // A NaN or negative time plays nothing; one too long for a Duration, for ever.
+    let end = Duration::try_from_secs_f64(settings.seconds.max(0.0)).unwrap_or(Duration::MAX);
     let ended = loop {
         let now = start.elapsed();
         udp.update();

@@ -240,6 +240,34 @@ mod tests {
         assert!(Control::decode(&[9, 0, 0]).is_err());
     }
 
+    #[test]
+    fn control_never_panics_on_random_bytes() {
+        // A fixed-seed LCG: lengths 0..64, every byte value, both tags often enough.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (x >> 33) as u8
+        };
+        let mut decoded = 0;
+        for _ in 0..20_000 {
+            let len = usize::from(next() % 64);
+            let mut bytes: Vec<u8> = (0..len).map(|_| next()).collect();
+            if let Some(b) = bytes.first_mut() {
+                *b %= 3;
+            }
+            if let Ok(c) = Control::decode(&bytes) {
+                assert_eq!(c.encode(), bytes, "decode then encode gives the same bytes");
+                decoded += 1;
+            }
+        }
+        assert!(
+            decoded > 0,
+            "some random messages of the right length decode"
+        );
+    }
+
     fn packet(seq: u16) -> Vec<u8> {
         let mut p = vec![0x53];
         let mut w = Writer::new();

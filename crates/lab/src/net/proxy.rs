@@ -59,7 +59,7 @@ pub fn run(
         "proxy started"
     );
     let start = Instant::now();
-    let end = seconds.map(Duration::from_secs_f64);
+    let end = seconds.map(|s| Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX));
     let mut last = start;
     while !stop.load(Ordering::Relaxed) && end.is_none_or(|e| start.elapsed() < e) {
         std::thread::sleep(Duration::from_millis(20));

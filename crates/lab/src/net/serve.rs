@@ -481,7 +481,7 @@ impl GameServer {
 
     /// Runs until `stop` is set or `seconds` have passed, then disconnects everyone.
     pub fn run(mut self, seconds: Option<f64>, stop: &AtomicBool) -> ServeOutcome {
-        let end = seconds.map(Duration::from_secs_f64);
+        let end = seconds.map(|s| Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX));
         loop {
             let behind = self.step();
             let now = self.udp.now();

@@ -27,7 +27,7 @@ pub(crate) struct Truth {
 pub(crate) struct Frame {
     pub(crate) position: [f32; 3],
     /// The newest server tick whose effects the frame shows.
-    pub(crate) shows: u32,
+    pub(super) shows: u32,
 }
 
 pub(crate) struct ClientSim<S: LabScene> {
@@ -58,7 +58,7 @@ pub(crate) struct ClientSim<S: LabScene> {
     /// How they looked: error and jerk, frame by frame.
     pub(crate) remote_view: RemoteView,
     /// Other delay policies, fed what `remote` is fed.
-    pub(crate) shadows: PolicyShadows,
+    pub(super) shadows: PolicyShadows,
 }
 
 /// A client's prediction machinery and what it measured.
@@ -71,8 +71,8 @@ pub(crate) struct Prediction<S: LabScene> {
     pub(crate) reconcile_ms: Vec<f64>,
     pub(crate) naive_ms: Vec<f64>,
     /// Our cost on the same rollbacks the shadow was timed on.
-    pub(crate) paired_ms: Vec<f64>,
-    pub(crate) predicted_cubes: Vec<f64>,
+    pub(super) paired_ms: Vec<f64>,
+    pub(super) predicted_cubes: Vec<f64>,
     /// An essential part (players only) held back until the next tick, in case the full
     /// snapshot of the same tick completes meanwhile: a full one corrects the cubes too.
     pending_essential: Option<(Tick, S::Known)>,

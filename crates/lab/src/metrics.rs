@@ -26,6 +26,28 @@ pub struct Histogram {
     max: f64,
 }
 
+/// A running mean in constant memory.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Mean {
+    sum: f64,
+    count: u64,
+}
+
+impl Mean {
+    /// Counts `x` (non-finite samples are not counted).
+    pub fn add(&mut self, x: f64) {
+        if x.is_finite() {
+            self.sum += x;
+            self.count += 1;
+        }
+    }
+
+    /// The mean, `None` before any sample.
+    pub fn mean(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum / self.count as f64)
+    }
+}
+
 /// Bins of width 0.001 below 1; log bins of ratio 1.005 from 1 up.
 const LINEAR_BINS: usize = 1000;
 const LOG_RATIO: f64 = 1.005;

@@ -10,7 +10,7 @@
 
 use crate::config::{RunConfig, SnapshotCodecChoice};
 use crate::cpu::CpuTimer;
-use crate::metrics::{Histogram, Metric, Report, percentile};
+use crate::metrics::{Histogram, Mean, Metric, Report};
 use crate::scene::{LabScene, PlayerId, RawEntity};
 use lagless_core::message::FRAGMENT_PAYLOAD_BYTES;
 use lagless_core::{ClientId, ClientSession, ProtocolError, ReceivedSnapshot, ServerSession};
@@ -50,11 +50,11 @@ pub struct SenderStats {
     /// Of those, held back by the budget.
     pub deferred: u64,
     /// Each client's budget at each snapshot, kbit/s.
-    pub budget_kbps: Vec<f64>,
+    pub budget_kbps: Mean,
     /// CPU time per client encode, µs.
-    pub encode_us: Vec<f64>,
+    pub encode_us: Histogram,
     /// CPU time to capture the world once per snapshot tick, µs.
-    pub capture_us: Vec<f64>,
+    pub capture_us: Histogram,
     /// Bytes the same snapshots would take as lightyear on bevy_replicon sends them,
     /// packet headers included, summed over clients.
     pub peer_bytes: u64,
@@ -177,7 +177,7 @@ impl<S: LabScene> SnapshotSender<S> {
             SnapshotCodecChoice::Delta => {
                 let timer = CpuTimer::start();
                 scene.capture(&mut self.layer)?;
-                self.stats.capture_us.push(timer.ms() * 1000.0);
+                self.stats.capture_us.record(timer.ms() * 1000.0);
                 let entities = self.layer.len();
                 for &(id, player) in clients {
                     self.layer.set_focus(id, scene.player_position(player));
@@ -186,13 +186,13 @@ impl<S: LabScene> SnapshotSender<S> {
                     }
                     let timer = CpuTimer::start();
                     let encoded = self.layer.encode(id, tick, now)?;
-                    self.stats.encode_us.push(timer.ms() * 1000.0);
+                    self.stats.encode_us.record(timer.ms() * 1000.0);
                     let age = encoded.baseline.map(|b| tick.0 - b.0);
                     self.count(encoded.bits, encoded.entries, entities, age);
                     self.stats.candidates += encoded.candidates as u64;
                     self.stats.deferred += encoded.deferred as u64;
                     if let Some(kbps) = self.layer.budget_kbps(id) {
-                        self.stats.budget_kbps.push(kbps);
+                        self.stats.budget_kbps.add(kbps);
                     }
                     self.stats.fragmented +=
                         u64::from(encoded.bytes.len() > FRAGMENT_PAYLOAD_BYTES);
@@ -313,7 +313,7 @@ pub struct ReceiverStats {
     /// Deltas against a baseline the client no longer held.
     pub missing_baseline: u64,
     /// CPU time per decode, µs, including conversion to floats.
-    pub decode_us: Vec<f64>,
+    pub decode_us: Histogram,
 }
 
 /// A client's snapshot decoder for scene `S`.
@@ -360,7 +360,7 @@ impl<S: LabScene> SnapshotReceiver<S> {
                     Ok(Some(applied)) => {
                         session.acknowledge_snapshot(applied.tick);
                         let plain = S::known(&self.setup, &self.layer, applied.tick);
-                        self.stats.decode_us.push(timer.ms() * 1000.0);
+                        self.stats.decode_us.record(timer.ms() * 1000.0);
                         Some(plain)
                     }
                     Ok(None) => None,
@@ -429,21 +429,18 @@ pub fn snapshot_metrics<S: LabScene>(
             "snapshot.position_resolution_mm",
             position_resolution(sender.layer.schema()).map(|m| f64::from(m) * 1000.0),
         );
-        r.number(
-            "snapshot.budget_kbps_mean",
-            crate::metrics::mean(&s.budget_kbps),
-        );
+        r.number("snapshot.budget_kbps_mean", s.budget_kbps.mean());
         r.number("snapshot.deferred_pct", per(s.deferred * 100, s.candidates));
         r.number("snapshot.staleness_ms_p99", s.staleness_ms.percentile(99.0));
     }
-    r.number("snapshot.capture_us_p50", percentile(&s.capture_us, 50.0));
-    r.number("snapshot.encode_us_p50", percentile(&s.encode_us, 50.0));
-    r.number("snapshot.encode_us_p99", percentile(&s.encode_us, 99.0));
-    let decode: Vec<f64> = receivers
-        .iter()
-        .flat_map(|c| c.stats.decode_us.iter().copied())
-        .collect();
-    r.number("snapshot.decode_us_p50", percentile(&decode, 50.0));
+    r.number("snapshot.capture_us_p50", s.capture_us.percentile(50.0));
+    r.number("snapshot.encode_us_p50", s.encode_us.percentile(50.0));
+    r.number("snapshot.encode_us_p99", s.encode_us.percentile(99.0));
+    let mut decode = Histogram::default();
+    for c in receivers {
+        decode.merge(&c.stats.decode_us);
+    }
+    r.number("snapshot.decode_us_p50", decode.percentile(50.0));
     r.set(
         "snapshot.missing_baseline",
         Metric::Count(receivers.iter().map(|c| c.stats.missing_baseline).sum()),

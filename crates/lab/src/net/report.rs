@@ -61,11 +61,11 @@ pub(crate) fn build_with(
         config.clients = runs.len() as u32;
         snapshot_metrics(&mut r, &config, &s.sender, &receivers, down_kbps);
     } else {
-        let decode: Vec<f64> = receivers
-            .iter()
-            .flat_map(|c| c.stats.decode_us.iter().copied())
-            .collect();
-        r.number("snapshot.decode_us_p50", percentile(&decode, 50.0));
+        let mut decode = crate::metrics::Histogram::default();
+        for c in &receivers {
+            decode.merge(&c.stats.decode_us);
+        }
+        r.number("snapshot.decode_us_p50", decode.percentile(50.0));
         r.set(
             "snapshot.missing_baseline",
             Metric::Count(receivers.iter().map(|c| c.stats.missing_baseline).sum()),

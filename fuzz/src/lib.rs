@@ -19,8 +19,8 @@ mod targets;
 
 pub use netcode::{netcode_client, netcode_server, reliable_channel};
 pub use targets::{
-    bit_reader, client_session, cube_snapshot, input_message, replication_snapshot, server_session,
-    snapshot_fragment, wire_reader,
+    bit_reader, client_session, cube_snapshot, input_message, lab_control, replication_snapshot,
+    server_session, snapshot_fragment, wire_reader,
 };
 
 /// A fuzz target: consumes arbitrary bytes, panics only on a bug.
@@ -39,4 +39,5 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("netcode_server", netcode_server),
     ("netcode_client", netcode_client),
     ("reliable_channel", reliable_channel),
+    ("lab_control", lab_control),
 ];

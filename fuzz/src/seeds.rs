@@ -30,8 +30,32 @@ pub fn for_target(name: &str) -> Vec<Vec<u8>> {
             crate::netcode::netcode_sessions(true).1,
         ],
         "reliable_channel" => vec![crate::netcode::reliable_traffic()],
+        "lab_control" => lab_controls(),
         _ => Vec::new(),
     }
+}
+
+/// The two control messages a server sends.
+fn lab_controls() -> Vec<Vec<u8>> {
+    use lagless_lab::net::Control;
+    vec![
+        Control::Welcome {
+            player: 3,
+            tick_hz: 64,
+            snapshot_hz: 32,
+            grid: 30,
+            codec: 0,
+        }
+        .encode(),
+        Control::Link {
+            up_expected: 6400,
+            up_received: 6123,
+            down_sent: 3200,
+            down_bytes: 600_000,
+            elapsed_ms: 100_000,
+        }
+        .encode(),
+    ]
 }
 
 /// Writes every target's seeds to `dir/<target>/seed-<n>` (libFuzzer's corpus layout).

@@ -340,3 +340,11 @@ mod tests {
         assert_eq!(packets(&[1, 0]).count(), 0);
     }
 }
+
+/// The lab's control messages over UDP (`lagless_lab::net::Control`, on the reliable
+/// channel): what decodes must re-encode to the same bytes.
+pub fn lab_control(data: &[u8]) {
+    if let Ok(m) = lagless_lab::net::Control::decode(data) {
+        assert_eq!(m.encode(), data, "{m:?} re-encodes differently");
+    }
+}

@@ -16,7 +16,11 @@ fn every_saved_regression_input_runs_clean() {
         .filter(|p| p.extension().is_some_and(|e| e == "bin"))
         .collect();
     files.sort();
-    assert!(!files.is_empty(), "no regression inputs in {}", dir.display());
+    assert!(
+        !files.is_empty(),
+        "no regression inputs in {}",
+        dir.display()
+    );
     for file in files {
         let name = file
             .file_name()

@@ -98,9 +98,10 @@ smoke_tests!(
     netcode_server,
     netcode_client,
     reliable_channel,
+    lab_control,
 );
 
 #[test]
 fn every_target_has_a_smoke_test() {
-    assert_eq!(TARGETS.len(), 11);
+    assert_eq!(TARGETS.len(), 12);
 }

@@ -591,10 +591,20 @@ fn a_server_whose_input_reports_lie_moves_the_lead_only_within_bounds() {
     // The server's slack reports say absurd things: i32::MIN, i32::MAX, wild swings. The
     // adaptive lead stays within RTT/2 and RTT/2 + max_correction_ticks, so the client never
     // runs behind the server nor runs off ahead of it.
-    let lies: [fn(u64) -> i32; 3] = [
+    let lies: [fn(u64) -> i32; 5] = [
         |_| i32::MIN,
         |_| i32::MAX,
         |k| if k % 2 == 0 { -1_000_000 } else { 1_000_000 },
+        // Plausible-looking slack that swings anywhere within +-64 ticks, packet to packet.
+        |k| ((k * 7919 % 129) as i32 - 64) * 256,
+        // Every input far too late, then far too early, in spells of a second.
+        |k| {
+            if (k / 64) % 2 == 0 {
+                -100 * 256
+            } else {
+                100 * 256
+            }
+        },
     ];
     for lie in lies {
         let mut server = ServerSession::<u8>::new(ServerConfig::default());

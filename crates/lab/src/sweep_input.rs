@@ -371,5 +371,23 @@ mod tests {
         assert_eq!(s.phases.len(), 1);
         let text = format_input_sweep(&s.overall);
         assert!(text.contains("adaptive:0.5%"), "{text}");
+        // No link change, no outage: nothing to recover from.
+        assert!(adaptive.recover_ms_max.is_nan(), "{adaptive:?}");
+    }
+
+    #[test]
+    fn recovery_is_measured_after_a_link_change_as_in_a_game_run() {
+        let config = InputSweepConfig {
+            link: lagless_netem::profile("broadband").expect("known"),
+            link_changes: vec![LinkChange::parse("20:mobile").expect("valid")],
+            seconds: 40.0,
+            ..InputSweepConfig::default()
+        };
+        let s = sweep(&config, &[LeadPolicy::ADAPTIVE]).expect("runs");
+        let recover = s.overall[0].recover_ms_max;
+        // Within the probe's 10 s watch, and not at its end (never back in step).
+        assert!(recover > 0.0 && recover < 10_000.0, "{recover}");
+        assert!(s.phases.iter().all(|(_, f)| f[0].recover_ms_max.is_nan()));
+        assert!(format_input_sweep(&s.overall).contains("recover_ms_max"));
     }
 }

@@ -126,7 +126,7 @@ pub const MAX_GRID: u32 = 100;
 impl GameServer {
     /// Binds and builds the scene; `config` gives the tick rate, snapshot rate, codec and
     /// budget. With `track_players`, every tick's positions of players `1..=n` and of
-    /// every cube are recorded in a [`Truth`] the clients of the same process can read.
+    /// every cube are recorded in a `Truth` the clients of the same process can read.
     pub fn bind(
         settings: &ServeSettings,
         config: &RunConfig,

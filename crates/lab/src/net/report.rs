@@ -10,12 +10,10 @@
 
 use super::connect::{ClientRun, Player};
 use super::serve::ServeOutcome;
-use crate::metrics::{Histogram, Metric, Report, mean, percentile};
-use crate::remote_view::dist_cm;
+use crate::metrics::{Metric, Report, mean, percentile};
 use crate::replication::{SnapshotReceiver, snapshot_metrics};
 use crate::runner::client::{ClientSim, Truth};
 use crate::scenes::Cubes;
-use lagless_core::interpolation::InterpolationStats;
 
 /// The report of clients that played (one or more), with `profile` naming the link.
 pub fn build(runs: Vec<ClientRun>, profile: &str) -> Report {
@@ -169,45 +167,7 @@ fn net(r: &mut Report, runs: &[ClientRun]) -> Option<f64> {
 
 /// `interpolation.*` of the full clients' buffers (errors only with the server's truth).
 fn interpolation(r: &mut Report, sims: &[ClientSim<Cubes>]) {
-    let delays: Vec<f64> = sims
-        .iter()
-        .filter_map(|c| c.remote.stats().mean_delay_secs())
-        .map(|s| s * 1000.0)
-        .collect();
-    r.number("interpolation.delay_ms_mean", mean(&delays));
-    let per_client = |pct: fn(&InterpolationStats) -> f64| {
-        mean(
-            &sims
-                .iter()
-                .map(|c| pct(c.remote.stats()))
-                .collect::<Vec<_>>(),
-        )
-    };
-    r.number(
-        "interpolation.underrun_pct",
-        per_client(|s| s.underrun_ratio() * 100.0),
-    );
-    r.number(
-        "interpolation.stretched_pct",
-        per_client(|s| s.stretched_ratio() * 100.0),
-    );
-    r.number(
-        "interpolation.link_shifts",
-        per_client(|s| s.link_shifts() as f64),
-    );
-    let pooled_p99 = |of: fn(&crate::remote_view::RemoteView) -> &Histogram| {
-        let mut all = Histogram::default();
-        for c in sims {
-            all.merge(of(&c.remote_view));
-        }
-        all.percentile(99.0)
-    };
-    r.number("interpolation.error_cm_p99", pooled_p99(|v| &v.error_cm));
-    r.number(
-        "interpolation.near_error_cm_p99",
-        pooled_p99(|v| &v.near_error_cm),
-    );
-    r.number("interpolation.jerk_cm_p99", pooled_p99(|v| &v.jerk_cm));
+    crate::runner::report::interpolation_buffers(r, sims);
 }
 
 /// `render.*`: the own player's frames against the server's truth (when known) and the
@@ -221,27 +181,7 @@ fn render(r: &mut Report, sims: &[ClientSim<Cubes>], truth: Option<&Truth>) {
         let Some(track) = truth.and_then(|t| t.players.get(c.player as usize - 1)) else {
             continue;
         };
-        let mut prev: Option<(u32, [f32; 3], [f32; 3])> = None;
-        for (&t, frame) in &c.rendered {
-            let p = frame.position;
-            let Some(&truth) = track.get(t as usize).filter(|x| x[0].is_finite()) else {
-                prev = None;
-                continue;
-            };
-            errors.push(dist_cm(p, truth));
-            if let Some((pt, pp, ptruth)) = prev {
-                if pt + 1 == t {
-                    let shown = [p[0] - pp[0], p[1] - pp[1], p[2] - pp[2]];
-                    let actual = [
-                        truth[0] - ptruth[0],
-                        truth[1] - ptruth[1],
-                        truth[2] - ptruth[2],
-                    ];
-                    jerks.push(dist_cm(shown, actual));
-                }
-            }
-            prev = Some((t, p, truth));
-        }
+        c.render_errors(track, &mut errors, &mut jerks);
     }
     if truth.is_some() {
         r.number("render.error_cm_p99", percentile(&errors, 99.0));

@@ -268,6 +268,35 @@ impl<S: LabScene> ClientSim<S> {
         }
     }
 
+    /// The own player's rendered frames against `track`, the server's position of that
+    /// player per state tick (NaN where it had none): each frame's distance from the
+    /// truth of the tick it stands for, and each frame's motion against the true motion
+    /// since the previous tick's frame, in cm.
+    pub(crate) fn render_errors(
+        &self,
+        track: &[[f32; 3]],
+        errors: &mut Vec<f64>,
+        jerks: &mut Vec<f64>,
+    ) {
+        let mut prev: Option<(u32, [f32; 3], [f32; 3])> = None;
+        for (&t, frame) in &self.rendered {
+            let p = frame.position;
+            let Some(&truth) = track.get(t as usize).filter(|x| x[0].is_finite()) else {
+                prev = None;
+                continue;
+            };
+            errors.push(crate::remote_view::dist_cm(p, truth));
+            if let Some((pt, pp, ptruth)) = prev {
+                if pt + 1 == t {
+                    let shown = [0, 1, 2].map(|i| p[i] - pp[i]);
+                    let actual = [0, 1, 2].map(|i| truth[i] - ptruth[i]);
+                    jerks.push(crate::remote_view::dist_cm(shown, actual));
+                }
+            }
+            prev = Some((t, p, truth));
+        }
+    }
+
     /// Ticks from a key press to the first rendered frame that can show its effect.
     ///
     /// A press of a movement key at tick `t` (after a tick with none) is applied by the

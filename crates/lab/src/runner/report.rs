@@ -4,7 +4,7 @@ use super::Sim;
 use super::client::{ClientSim, Prediction};
 use crate::metrics::{Histogram, Metric, Report, mean, percentile};
 use crate::playback::PolicyFigures;
-use crate::remote_view::{RemoteView, dist_cm};
+use crate::remote_view::RemoteView;
 use crate::replication::{SnapshotReceiver, snapshot_metrics};
 use crate::scene::LabScene;
 use lagless_core::interpolation::{DelayPolicy, InterpolationStats};
@@ -109,27 +109,7 @@ fn render<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
     let mut jerks = Vec::new();
     let mut latency = Vec::new();
     for (c, a) in sim.clients.iter().zip(&sim.auth.players) {
-        let mut prev: Option<(u32, [f32; 3], [f32; 3])> = None;
-        for (&t, frame) in &c.rendered {
-            let p = frame.position;
-            let Some(&truth) = a.get(t as usize) else {
-                prev = None;
-                continue;
-            };
-            errors.push(dist_cm(p, truth));
-            if let Some((pt, pp, ptruth)) = prev {
-                if pt + 1 == t {
-                    let rendered = [p[0] - pp[0], p[1] - pp[1], p[2] - pp[2]];
-                    let actual = [
-                        truth[0] - ptruth[0],
-                        truth[1] - ptruth[1],
-                        truth[2] - ptruth[2],
-                    ];
-                    jerks.push(dist_cm(rendered, actual));
-                }
-            }
-            prev = Some((t, p, truth));
-        }
+        c.render_errors(a, &mut errors, &mut jerks);
         latency.extend(c.input_to_motion());
     }
     r.number("render.error_cm_p99", percentile(&errors, 99.0));
@@ -197,10 +177,9 @@ pub(crate) fn prediction<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) 
     r.set("render.smoothing_snaps", Metric::Count(snaps));
 }
 
-/// `interpolation.*`: the other players, shown through each client's interpolation
-/// buffer, and the classic buffer on the very same arrivals.
-fn interpolation<S: LabScene>(r: &mut Report, sim: &Sim<S>, shadows: &[PolicyFigures]) {
-    let clients = &sim.clients;
+/// `interpolation.*` of the clients' buffers: delay, underruns, warps, and how the
+/// interpolated entities looked against the server's truth.
+pub(crate) fn interpolation_buffers<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) {
     let delays: Vec<f64> = clients
         .iter()
         .filter_map(|c| c.remote.stats().mean_delay_secs())
@@ -251,6 +230,18 @@ fn interpolation<S: LabScene>(r: &mut Report, sim: &Sim<S>, shadows: &[PolicyFig
         "interpolation.unseen_pct",
         (seen + unseen > 0).then(|| unseen as f64 * 100.0 / (seen + unseen) as f64),
     );
+}
+
+/// `interpolation.*`: the other players, shown through each client's interpolation
+/// buffer, and the classic buffer on the very same arrivals.
+fn interpolation<S: LabScene>(r: &mut Report, sim: &Sim<S>, shadows: &[PolicyFigures]) {
+    interpolation_buffers(r, &sim.clients);
+    let delays: Vec<f64> = sim
+        .clients
+        .iter()
+        .filter_map(|c| c.remote.stats().mean_delay_secs())
+        .map(|s| s * 1000.0)
+        .collect();
     r.set(
         "interpolation.policy",
         Metric::Text(crate::playback::policy_label(&sim.config.interpolation)),

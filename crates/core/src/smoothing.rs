@@ -9,6 +9,7 @@
 //! Positions are `[f32; 3]` and rotations unit quaternions `[x, y, z, w]`, so the core
 //! needs no math library.
 
+use crate::interpolation::Pose;
 use crate::interpolation::pose::{mul, normalize};
 use std::time::Duration;
 
@@ -133,23 +134,19 @@ impl ErrorSmoother {
     ) {
         self.correct(
             [old_position[0], old_position[1], 0.0],
-            about_z(old_angle),
+            Pose::planar([0.0; 2], old_angle).rotation,
             [new_position[0], new_position[1], 0.0],
-            about_z(new_angle),
+            Pose::planar([0.0; 2], new_angle).rotation,
         );
     }
 
     /// [`ErrorSmoother::apply`] for a 2D body: the position and heading to render.
     pub fn apply_planar(&self, position: [f32; 2], angle: f32) -> ([f32; 2], f32) {
-        let (p, q) = self.apply([position[0], position[1], 0.0], about_z(angle));
-        ([p[0], p[1]], 2.0 * q[2].atan2(q[3]))
+        let shown = Pose::planar(position, angle);
+        let (position, rotation) = self.apply(shown.position, shown.rotation);
+        let shown = Pose::new(position, rotation);
+        (shown.planar_position(), shown.heading())
     }
-}
-
-/// The rotation by `angle` radians about z.
-fn about_z(angle: f32) -> [f32; 4] {
-    let (s, c) = (angle / 2.0).sin_cos();
-    [0.0, 0.0, s, c]
 }
 
 fn length(v: [f32; 3]) -> f32 {

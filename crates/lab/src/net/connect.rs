@@ -12,7 +12,7 @@ use super::{Control, NetError, SeqCounter};
 use crate::config::{RunConfig, ScriptChoice, SnapshotCodecChoice};
 use crate::replication::{SnapshotReceiver, SnapshotSender};
 use crate::runner::UDP_IP_HEADER_BYTES;
-use crate::runner::client::{ClientSim, Truth};
+use crate::runner::client::{ClientSim, Truth, count_per_second};
 use crate::scenes::{CubeSetup, Cubes, Scripted};
 use lagless_core::{ClientSession, ClientStats, RttEstimator};
 use lagless_netem::{Duplex, LinkConfig, derive_seed};
@@ -117,11 +117,7 @@ impl Player {
             Player::Bot(b) => {
                 let size = bytes.len() as u64 + UDP_IP_HEADER_BYTES;
                 b.delivered_bytes += size;
-                let second = now.as_secs() as usize;
-                if b.down_per_second.len() <= second {
-                    b.down_per_second.resize(second + 1, 0);
-                }
-                b.down_per_second[second] += size;
+                count_per_second(&mut b.down_per_second, now, size);
                 // Refused packets are counted by the session.
                 let _ = b.session.handle_packet(now, &bytes);
             }

@@ -167,7 +167,7 @@ fn net(r: &mut Report, runs: &[ClientRun]) -> Option<f64> {
 
 /// `interpolation.*` of the full clients' buffers (errors only with the server's truth).
 fn interpolation(r: &mut Report, sims: &[ClientSim<Cubes>]) {
-    crate::runner::report::interpolation_buffers(r, sims);
+    let _ = crate::runner::report::interpolation_buffers(r, sims);
 }
 
 /// `render.*`: the own player's frames against the server's truth (when known) and the

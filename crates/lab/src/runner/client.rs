@@ -140,11 +140,7 @@ impl<S: LabScene> ClientSim<S> {
     pub(crate) fn send_down(&mut self, now: Duration, bytes: Vec<u8>) {
         let size = bytes.len() as u64 + UDP_IP_HEADER_BYTES;
         self.down_bytes += size;
-        let second = now.as_secs() as usize;
-        if self.down_per_second.len() <= second {
-            self.down_per_second.resize(second + 1, 0);
-        }
-        self.down_per_second[second] += size;
+        count_per_second(&mut self.down_per_second, now, size);
         self.link.down.send(now, bytes);
     }
 
@@ -368,6 +364,15 @@ impl<S: LabScene> Prediction<S> {
             self.paired_ms.push(ms);
         }
     }
+}
+
+/// Adds `bytes` to the whole second of `now` in `per_second`.
+pub(crate) fn count_per_second(per_second: &mut Vec<u64>, now: Duration, bytes: u64) {
+    let second = now.as_secs() as usize;
+    if per_second.len() <= second {
+        per_second.resize(second + 1, 0);
+    }
+    per_second[second] += bytes;
 }
 
 /// A position, NaN when there is none.

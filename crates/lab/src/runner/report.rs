@@ -178,8 +178,11 @@ pub(crate) fn prediction<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) 
 }
 
 /// `interpolation.*` of the clients' buffers: delay, underruns, warps, and how the
-/// interpolated entities looked against the server's truth.
-pub(crate) fn interpolation_buffers<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) {
+/// interpolated entities looked against the server's truth. Returns the mean delay, ms.
+pub(crate) fn interpolation_buffers<S: LabScene>(
+    r: &mut Report,
+    clients: &[ClientSim<S>],
+) -> Option<f64> {
     let delays: Vec<f64> = clients
         .iter()
         .filter_map(|c| c.remote.stats().mean_delay_secs())
@@ -230,18 +233,13 @@ pub(crate) fn interpolation_buffers<S: LabScene>(r: &mut Report, clients: &[Clie
         "interpolation.unseen_pct",
         (seen + unseen > 0).then(|| unseen as f64 * 100.0 / (seen + unseen) as f64),
     );
+    mean(&delays)
 }
 
 /// `interpolation.*`: the other players, shown through each client's interpolation
 /// buffer, and the classic buffer on the very same arrivals.
 fn interpolation<S: LabScene>(r: &mut Report, sim: &Sim<S>, shadows: &[PolicyFigures]) {
-    interpolation_buffers(r, &sim.clients);
-    let delays: Vec<f64> = sim
-        .clients
-        .iter()
-        .filter_map(|c| c.remote.stats().mean_delay_secs())
-        .map(|s| s * 1000.0)
-        .collect();
+    let delay_ms_mean = interpolation_buffers(r, &sim.clients);
     r.set(
         "interpolation.policy",
         Metric::Text(crate::playback::policy_label(&sim.config.interpolation)),
@@ -250,7 +248,7 @@ fn interpolation<S: LabScene>(r: &mut Report, sim: &Sim<S>, shadows: &[PolicyFig
     if let Some(f) = classic {
         r.number("interpolation.fixed3.delay_ms_mean", Some(f.delay_ms_mean));
         r.number("interpolation.fixed3.underrun_pct", Some(f.underrun_pct));
-        let cut = mean(&delays)
+        let cut = delay_ms_mean
             .filter(|_| f.delay_ms_mean > 0.0)
             .map(|d| (1.0 - d / f.delay_ms_mean) * 100.0);
         r.number("interpolation.delay_cut_pct", cut);

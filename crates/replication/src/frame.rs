@@ -78,6 +78,11 @@ impl Frame {
         self.find(id).map(|e| (e.kind, &e.values[..]))
     }
 
+    /// Entity `id`'s kind and values, sharing them rather than copying.
+    pub(crate) fn get_shared(&self, id: u32) -> Option<(KindId, Arc<[f32]>)> {
+        self.find(id).map(|e| (e.kind, Arc::clone(&e.values)))
+    }
+
     /// A typed reader over entity `id`'s values.
     pub fn reader(&self, id: u32) -> Option<StateReader<'_>> {
         let e = self.find(id)?;

@@ -312,9 +312,10 @@ impl<W: PredictedWorld> Client<W> {
                         raw.insert(id, p);
                     }
                 }
-            } else if let Some((kind, values)) = interpolated.get(id) {
+            } else if let Some((kind, values)) = interpolated.get_shared(id) {
                 if self.policy(id) == Policy::Interpolated {
-                    frame.push(id, kind, values.into());
+                    // The buffer's blend is handed on, not copied again.
+                    frame.push(id, kind, values);
                     if let Some(p) = interpolated.pose(id) {
                         raw.insert(id, p);
                     }

@@ -86,6 +86,8 @@ struct Live {
     generation: u32,
     version: u64,
     codes: Arc<[i32]>,
+    /// [`codes_hash`] of `codes`.
+    hash: u64,
     /// Its position, for relevance.
     position: Option<[f32; 3]>,
 }
@@ -97,6 +99,9 @@ struct InFlight {
     tick: Tick,
     view: View,
     sent_at: Duration,
+    /// The entities it carried: what the client shows of them is known again once it is
+    /// acknowledged or given up on.
+    ids: Vec<u32>,
 }
 
 /// One client's counters.
@@ -129,6 +134,11 @@ struct ClientState {
     acked: Option<InFlight>,
     in_flight: VecDeque<InFlight>,
     priority: Vec<f32>,
+    /// Per entity, the priority it gains per tick as last looked at; negative: to be
+    /// looked at in full next time (see [`LOOK_EVERY`]).
+    rate: Vec<f32>,
+    /// Encodes so far, to take turns at looking at waiting entities in full.
+    encodes: u64,
     last_tick: Option<Tick>,
     focus: Option<[f32; 3]>,
     budget: BudgetController,
@@ -138,9 +148,13 @@ struct ClientState {
     lost_track: bool,
     /// Entities that may differ from what the client holds.
     pending: Pending,
-    /// Per entity, what was sent since the acknowledged view, oldest first: the tick, and
-    /// the generation and codes (`None`: a despawn).
+    /// Per entity, what was sent since the acknowledged view, oldest first.
     sent: Vec<Vec<SentState>>,
+    /// Per entity, what the client shows of it as `sent` and the acknowledged view say,
+    /// worked out once and kept until an acknowledgement changes either: with a crowded
+    /// world nearly every entity waits in every snapshot, and looking each up again for
+    /// every client every tick was most of the encoding work.
+    shown: Vec<Shown>,
     /// Encodes left before every entity is looked at again (with a game's relevance).
     scan_countdown: u32,
     /// Entities the client predicts, ascending: sent ahead of every priority.
@@ -152,8 +166,42 @@ struct ClientState {
 /// its relevance may change while the entity does not.
 const RESCAN_EVERY: u32 = 16;
 
-/// One entity's state as a snapshot sent it: tick, generation, codes (`None`: despawned).
-type SentState = (Tick, u32, Option<Arc<[i32]>>);
+/// One entity's state as a snapshot sent it.
+#[derive(Debug, Clone)]
+struct SentState {
+    tick: Tick,
+    /// `None`: a despawn.
+    state: Option<StateId>,
+    /// The codes sent (`None`: a despawn).
+    codes: Option<Arc<[i32]>>,
+}
+
+/// Which state of which incarnation of an entity: equal ids mean equal codes (a new
+/// version is taken only when the codes change).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct StateId {
+    generation: u32,
+    version: u64,
+    /// [`codes_hash`] of its codes: a state that changed and changed back has a new
+    /// version but the same codes, and only then are the codes compared.
+    hash: u64,
+    /// Its position, for how far the entity has moved since.
+    position: Option<[f32; 3]>,
+}
+
+/// What a client shows of an entity, and what its acknowledged view holds.
+#[derive(Debug, Clone, Copy, Default)]
+struct Shown {
+    /// False: not worked out since the last change of the acknowledged view.
+    known: bool,
+    /// The state the client shows (`None`: nothing).
+    state: Option<StateId>,
+    /// The generation the acknowledged view holds (`None`: nothing), which decides
+    /// whether an update can be a delta.
+    held: Option<u32>,
+    /// A snapshot not yet acknowledged carried it.
+    in_flight: bool,
+}
 
 /// A set of entity ids: flags by id, and the list of those set.
 #[derive(Default)]
@@ -215,9 +263,27 @@ pub struct ReplicationServer {
 /// A candidate entry while a snapshot is built.
 struct Candidate {
     id: u32,
-    change: Change,
+    /// `None`: not looked at in full this time.
+    change: Option<Change>,
     priority: f32,
 }
+
+/// What looking at an entity for a client found.
+enum Look {
+    /// Despawned, or irrelevant to the client: a despawn if the client may show it.
+    Gone { shown: bool, keep: bool },
+    /// The client shows its state.
+    Current { keep: bool },
+    /// Differs from what the client shows; waiting gains `rate` per tick.
+    Waiting { change: Change, rate: f32 },
+}
+
+/// A waiting entity whose circumstances did not change is looked at in full every this
+/// many snapshots (taking turns by id), or when a snapshot is about to take it; in
+/// between it gains priority at the rate last seen. With a crowded world nearly every
+/// entity waits in every snapshot, and looking at each in full, for every client, was
+/// most of a server's tick.
+const LOOK_EVERY: u32 = 4;
 
 impl ReplicationServer {
     /// A server replicating `schema`'s kinds.
@@ -301,11 +367,12 @@ impl ReplicationServer {
             kind,
             generation: self.next_generation,
             version: self.next_version,
+            hash: codes_hash(&codes),
             codes: Arc::from(codes),
             position,
         });
         self.live += 1;
-        self.touch(id);
+        self.touch_whole(id);
         Ok(())
     }
 
@@ -331,6 +398,7 @@ impl ReplicationServer {
         }
         self.next_version += 1;
         e.version = self.next_version;
+        e.hash = codes_hash(&codes);
         e.codes = Arc::from(codes);
         e.position = position;
         self.touch(id);
@@ -343,7 +411,7 @@ impl ReplicationServer {
             Some(slot @ Some(_)) => {
                 *slot = None;
                 self.live -= 1;
-                self.touch(id);
+                self.touch_whole(id);
                 Ok(())
             }
             _ => Err(ReplicationError::NoSuchEntity(id)),
@@ -389,6 +457,8 @@ impl ReplicationServer {
             acked: None,
             in_flight: VecDeque::new(),
             priority: Vec::new(),
+            rate: Vec::new(),
+            encodes: 0,
             last_tick: None,
             focus: None,
             budget,
@@ -396,6 +466,7 @@ impl ReplicationServer {
             lost_track: false,
             pending: Pending::default(),
             sent: Vec::new(),
+            shown: Vec::new(),
             scan_countdown: 1,
             owned: Vec::new(),
             stats: ClientReplicationStats::default(),
@@ -409,6 +480,15 @@ impl ReplicationServer {
     fn touch(&mut self, id: u32) {
         for c in self.clients.values_mut() {
             c.pending.mark(id);
+        }
+    }
+
+    /// Like [`Self::touch`], for a change that is more than a new state (a spawn, a
+    /// despawn): every client looks at the entity in full next time.
+    fn touch_whole(&mut self, id: u32) {
+        for c in self.clients.values_mut() {
+            c.pending.mark(id);
+            look_again(&mut c.rate, id);
         }
     }
 
@@ -474,6 +554,10 @@ impl ReplicationServer {
             return;
         }
         while let Some(f) = c.in_flight.pop_front() {
+            for &id in &f.ids {
+                forget_shown(&mut c.shown, id);
+                look_again(&mut c.rate, id);
+            }
             if f.tick == tick {
                 let rtt = now.saturating_sub(f.sent_at).as_secs_f64();
                 c.budget.on_rtt(now, rtt);
@@ -481,10 +565,15 @@ impl ReplicationServer {
                 // The new baseline may differ from the old one in entities nobody
                 // touched since (it was encoded against an older baseline still): they
                 // are to be looked at again.
-                let pending = &mut c.pending;
+                let (pending, shown, rate) = (&mut c.pending, &mut c.shown, &mut c.rate);
+                let mut changed = |id| {
+                    pending.mark(id);
+                    forget_shown(shown, id);
+                    look_again(rate, id);
+                };
                 match &c.acked {
-                    Some(old) => old.view.diff(&f.view, |id, _, _| pending.mark(id)),
-                    None => f.view.iter().for_each(|(id, _)| pending.mark(id)),
+                    Some(old) => old.view.diff(&f.view, |id, _, _| changed(id)),
+                    None => f.view.iter().for_each(|(id, _)| changed(id)),
                 }
                 c.acked = Some(f);
                 c.lost_track = false;
@@ -524,6 +613,8 @@ impl ReplicationServer {
             c.acked = None;
             c.lost_track = true;
             c.sent.clear();
+            c.shown.clear();
+            c.rate.clear();
             c.stats.resyncs += 1;
             for (i, e) in entities.iter().enumerate() {
                 if e.is_some() {
@@ -569,6 +660,7 @@ impl ReplicationServer {
                 for (i, e) in entities.iter().enumerate() {
                     if e.is_some() {
                         c.pending.mark(i as u32);
+                        look_again(&mut c.rate, i as u32);
                     }
                 }
             }
@@ -576,64 +668,57 @@ impl ReplicationServer {
         let mut candidates = Vec::new();
         let mut forced = Vec::new();
         let mut keep = Vec::new();
-        for id in std::mem::take(&mut c.pending.list) {
+        if c.shown.len() < entities.len() {
+            c.shown.resize(entities.len(), Shown::default());
+        }
+        if c.rate.len() < entities.len() {
+            c.rate.resize(entities.len(), -1.0);
+        }
+        // What the client shows of an entity against what it is now, and what waiting
+        // is worth.
+        let look = |sent: &mut Vec<Vec<SentState>>, shown: &mut Vec<Shown>, id: u32| -> Look {
             let i = id as usize;
-            if let Some(flag) = c.pending.flags.get_mut(i) {
-                *flag = false;
+            if shown.len() <= i {
+                shown.resize(i + 1, Shown::default());
             }
-            let held = base.get(id);
-            // What the client shows of it: the newest state sent since the baseline if
-            // that snapshot arrived, else the baseline's. Until an acknowledgement says
-            // which, assume the newest sent arrived; it is looked at again then.
-            let sent = c.sent.get_mut(i).map(|s| {
-                // Only what went after the baseline counts; most often nothing is older.
-                if let (Some(b), Some(first)) = (base_tick, s.first()) {
-                    if first.0 <= b {
-                        s.retain(|(t, ..)| *t > b);
-                    }
-                }
-                s.last()
-            });
-            let in_flight = sent.flatten().cloned();
-            let shown: Option<(u32, &[i32])> = match &in_flight {
-                Some((_, g, codes)) => codes.as_deref().map(|c| (*g, c)),
-                None => held.map(|b| (b.generation, &b.codes[..])),
-            };
+            if !shown[i].known {
+                shown[i] = work_out_shown(&schema, base, base_tick, sent.get_mut(i), id);
+            }
+            let Shown {
+                state,
+                held,
+                in_flight,
+                ..
+            } = shown[i];
+            let keep = state.is_some() || in_flight;
             let Some(e) = entities.get(i).and_then(Option::as_ref) else {
                 // Gone: tell the client if it may show it.
-                if shown.is_some() {
-                    forced.push((id, Change::Despawned));
-                }
-                if shown.is_some() || in_flight.is_some() {
-                    keep.push(id);
-                }
-                continue;
+                return Look::Gone {
+                    shown: state.is_some(),
+                    keep,
+                };
             };
             let weight = relevant(id, e);
             // NaN counts as irrelevant too.
             if weight.is_nan() || weight <= 0.0 {
-                if shown.is_some() {
-                    forced.push((id, Change::Despawned));
-                }
-                if shown.is_some() || in_flight.is_some() {
-                    keep.push(id);
-                }
-                c.priority[i] = 0.0;
-                continue;
+                return Look::Gone {
+                    shown: state.is_some(),
+                    keep,
+                };
             }
-            let current =
-                shown.is_some_and(|(g, codes)| g == e.generation && *codes == e.codes[..]);
-            if in_flight.is_some() || !current {
-                keep.push(id);
-            }
+            let current = state.is_some_and(|s| {
+                s.generation == e.generation
+                    && (s.version == e.version
+                        || (s.hash == e.hash
+                            && shown_codes(base, sent.get(i), in_flight, id)
+                                .is_some_and(|codes| *codes == e.codes[..])))
+            });
             if current {
-                c.priority[i] = 0.0;
-                continue;
+                return Look::Current { keep: in_flight };
             }
             let (change, moved) = match held {
-                Some(b) if b.generation == e.generation => {
-                    let from = shown.map_or(&b.codes[..], |(_, codes)| codes);
-                    let moved = match (position_in(&schema, b.kind, from), e.position) {
+                Some(g) if g == e.generation => {
+                    let moved = match (state.and_then(|s| s.position), e.position) {
                         (Some(a), Some(p)) => {
                             (0..3).map(|k| (a[k] - p[k]).powi(2)).sum::<f32>().sqrt()
                         }
@@ -645,13 +730,64 @@ impl ReplicationServer {
                 None => (Change::Spawned, 1.0),
             };
             let kind_weight = schema.get(e.kind).map_or(1.0, |k| k.priority_weight());
-            c.priority[i] += kind_weight * weight * (1.0 + moved) * elapsed;
-            let owned = c.owned.binary_search(&id).is_ok();
-            candidates.push(Candidate {
-                id,
+            Look::Waiting {
                 change,
-                priority: if owned { f32::MAX } else { c.priority[i] },
-            });
+                rate: kind_weight * weight * (1.0 + moved),
+            }
+        };
+        c.encodes += 1;
+        let turn = (c.encodes % u64::from(LOOK_EVERY)) as u32;
+        for id in std::mem::take(&mut c.pending.list) {
+            let i = id as usize;
+            if let Some(flag) = c.pending.flags.get_mut(i) {
+                *flag = false;
+            }
+            if c.rate.len() <= i {
+                c.rate.resize(i + 1, -1.0);
+            }
+            let owned = c.owned.binary_search(&id).is_ok();
+            if c.rate[i] >= 0.0 && !owned && id % LOOK_EVERY != turn {
+                // Still waiting, as far as anything but its own motion goes: it gains
+                // what it gained when last looked at, and is looked at in full when
+                // its turn comes or a snapshot is about to take it.
+                c.priority[i] += c.rate[i] * elapsed;
+                keep.push(id);
+                candidates.push(Candidate {
+                    id,
+                    change: None,
+                    priority: c.priority[i],
+                });
+                continue;
+            }
+            match look(&mut c.sent, &mut c.shown, id) {
+                Look::Gone { shown, keep: k } => {
+                    if shown {
+                        forced.push((id, Change::Despawned));
+                    }
+                    if k {
+                        keep.push(id);
+                    }
+                    c.priority[i] = 0.0;
+                    c.rate[i] = -1.0;
+                }
+                Look::Current { keep: k } => {
+                    if k {
+                        keep.push(id);
+                    }
+                    c.priority[i] = 0.0;
+                    c.rate[i] = -1.0;
+                }
+                Look::Waiting { change, rate } => {
+                    keep.push(id);
+                    c.rate[i] = rate;
+                    c.priority[i] += rate * elapsed;
+                    candidates.push(Candidate {
+                        id,
+                        change: Some(change),
+                        priority: if owned { f32::MAX } else { c.priority[i] },
+                    });
+                }
+            }
         }
         for id in keep {
             c.pending.mark(id);
@@ -667,22 +803,21 @@ impl ReplicationServer {
             b.saturating_sub(overhead).max(256).min(limit_bits)
         });
         let n_candidates = candidates.len();
-        if budget_bits.is_some() {
-            // Only the head can fit: order that much (an entry takes at least
-            // MIN_ENTRY_BITS), and leave the rest, which waits anyway, unordered.
-            let by_priority = |a: &Candidate, b: &Candidate| b.priority.total_cmp(&a.priority);
-            let head = cap / MIN_ENTRY_BITS + MAX_MISSES + 1;
-            if candidates.len() > head {
-                candidates.select_nth_unstable_by(head, by_priority);
-                candidates[..head].sort_unstable_by(by_priority);
-            } else {
-                candidates.sort_unstable_by(by_priority);
-            }
-        }
-        let payload = |cache: &mut HashMap<(u32, u64, u64, u32), BitWriter>,
+        // With a budget, the candidates are taken highest first; they are put in that
+        // order a batch at a time, as far as the snapshot gets, and the rest, which waits
+        // anyway, stays unordered.
+        let by_priority = |a: &Candidate, b: &Candidate| b.priority.total_cmp(&a.priority);
+        let mut ordered = if budget_bits.is_some() {
+            0
+        } else {
+            candidates.len()
+        };
+        // Each entry's body, encoded once per tick for every client that needs the same
+        // delta, and looked up by its key instead of copied.
+        let payload = |cache: &mut HashMap<BodyKey, BitWriter>,
                        id: u32,
                        change: Change|
-         -> Option<BitWriter> {
+         -> Option<(BodyKey, usize)> {
             let e = entities.get(id as usize)?.as_ref()?;
             let kind = schema.get(e.kind)?;
             let (key, from, age) = match (change, base.get(id)) {
@@ -704,31 +839,60 @@ impl ReplicationServer {
                 }
                 None => snapshot::spawn_payload(&schema, e.kind, &e.codes),
             });
-            Some(w.clone())
+            Some((key, w.bit_len()))
         };
         // Despawns first, then by priority while the budget lasts. An entry's id gap and
         // operation are guessed at ENTRY_GUESS bits until the order is known; then the
         // lowest-priority entries go until the exact size fits.
         let mut used = 64 + forced.len() * ENTRY_GUESS;
-        // (id, change, body, rank): rank orders the optional entries by priority.
-        let mut chosen: Vec<(u32, Change, Option<BitWriter>, usize)> = forced
+        let mut chosen: Vec<Chosen> = forced
             .into_iter()
-            .map(|(id, ch)| (id, ch, None, 0))
+            .map(|(id, change)| Chosen {
+                id,
+                change,
+                body: None,
+                rank: 0,
+            })
             .collect();
         let mut deferred = 0usize;
         // Once a few in a row do not fit, the rest wait without being encoded: with a
         // crowded world that is most of them, and encoding them would cost more than
         // everything else a snapshot takes.
         let mut misses = 0;
-        for (k, cand) in candidates.iter().enumerate() {
+        for k in 0..candidates.len() {
             if misses >= MAX_MISSES || used + ENTRY_GUESS + 8 > cap {
                 deferred += candidates.len() - k;
                 break;
             }
-            let Some(body) = payload(cache, cand.id, cand.change) else {
+            if k == ordered {
+                let rest = &mut candidates[k..];
+                let n = rest.len().min(ORDER_BATCH);
+                if rest.len() > n {
+                    rest.select_nth_unstable_by(n, by_priority);
+                }
+                rest[..n].sort_unstable_by(by_priority);
+                ordered += n;
+            }
+            let cand = &candidates[k];
+            let change = match cand.change {
+                Some(change) => change,
+                // Waiting on an old look: look again before it goes.
+                None => match look(&mut c.sent, &mut c.shown, cand.id) {
+                    Look::Waiting { change, rate } => {
+                        c.rate[cand.id as usize] = rate;
+                        change
+                    }
+                    // Current after all, or gone: the next snapshot settles it.
+                    Look::Current { .. } | Look::Gone { .. } => {
+                        c.rate[cand.id as usize] = -1.0;
+                        continue;
+                    }
+                },
+            };
+            let Some(body) = payload(cache, cand.id, change) else {
                 continue;
             };
-            let cost = body.bit_len() + ENTRY_GUESS;
+            let cost = body.1 + ENTRY_GUESS;
             if used + cost > cap {
                 deferred += 1;
                 misses += 1;
@@ -736,26 +900,27 @@ impl ReplicationServer {
             }
             misses = 0;
             used += cost;
-            chosen.push((cand.id, cand.change, Some(body), chosen.len() + 1));
+            let rank = chosen.len() + 1;
+            chosen.push(Chosen {
+                id: cand.id,
+                change,
+                body: Some(body),
+                rank,
+            });
         }
-        chosen.sort_unstable_by_key(|(id, ..)| *id);
+        chosen.sort_unstable_by_key(|c| c.id);
         while exact_bits(&chosen) > cap {
             let Some(last) = chosen
                 .iter()
                 .enumerate()
-                .filter(|(_, c)| c.3 > 0)
-                .max_by_key(|(_, c)| c.3)
+                .filter(|(_, c)| c.rank > 0)
+                .max_by_key(|(_, c)| c.rank)
                 .map(|(i, _)| i)
             else {
                 break;
             };
             chosen.remove(last);
             deferred += 1;
-        }
-        for (id, _, body, _) in &chosen {
-            if body.is_some() {
-                c.priority[*id as usize] = 0.0;
-            }
         }
 
         // Write it, and the view the client holds once it decodes it.
@@ -772,43 +937,62 @@ impl ReplicationServer {
         snapshot::write_header(&mut w, age, members.as_deref(), chosen.len());
         let mut view = base.clone();
         let mut next = 0u32;
-        for (id, change, body, _) in &chosen {
+        let mut ids = Vec::with_capacity(chosen.len());
+        for ch in &chosen {
+            let (id, i) = (ch.id, ch.id as usize);
             w.write_var_u32(id - next);
             next = id + 1;
-            snapshot::write_op(&mut w, *change);
-            if let Some(body) = body {
-                w.append(body);
+            snapshot::write_op(&mut w, ch.change);
+            if let Some((key, _)) = ch.body {
+                c.priority[i] = 0.0;
+                // What the client shows of it changes with this snapshot.
+                c.rate[i] = -1.0;
+                if let Some(body) = cache.get(&key) {
+                    w.append(body);
+                }
             }
-            let entry = entities
-                .get(*id as usize)
-                .and_then(Option::as_ref)
+            let live = entities.get(i).and_then(Option::as_ref);
+            let entry = live
+                .filter(|_| ch.change != Change::Despawned)
                 .map(|e| Entry {
                     kind: e.kind,
                     generation: e.generation,
                     version: e.version,
+                    hash: e.hash,
+                    position: e.position,
                     tick,
                     codes: Arc::clone(&e.codes),
                 });
-            let entry = if *change == Change::Despawned {
-                None
-            } else {
-                entry
-            };
-            let i = *id as usize;
+            let state = live.filter(|_| entry.is_some()).map(|e| StateId {
+                generation: e.generation,
+                version: e.version,
+                hash: e.hash,
+                position: e.position,
+            });
             if c.sent.len() <= i {
                 c.sent.resize_with(i + 1, Vec::new);
             }
-            c.sent[i].push((
+            c.sent[i].push(SentState {
                 tick,
-                entry.as_ref().map_or(0, |e| e.generation),
-                entry.as_ref().map(|e| Arc::clone(&e.codes)),
-            ));
-            view.set(*id, entry);
+                state,
+                codes: live
+                    .filter(|_| state.is_some())
+                    .map(|e| Arc::clone(&e.codes)),
+            });
+            if c.shown.len() <= i {
+                c.shown.resize(i + 1, Shown::default());
+            }
+            let s = &mut c.shown[i];
+            s.state = state;
+            s.in_flight = true;
+            view.set(id, entry);
+            ids.push(id);
         }
         c.in_flight.push_back(InFlight {
             tick,
             view,
             sent_at: now,
+            ids,
         });
         c.limited = deferred > 0;
 
@@ -833,9 +1017,9 @@ impl ReplicationServer {
     }
 }
 
-/// Fewest bits an entry takes (its id gap, operation and one field's width): no more than
-/// `cap / MIN_ENTRY_BITS` entries fit a snapshot.
-const MIN_ENTRY_BITS: usize = 8;
+/// Candidates put in priority order at a time (see [`ReplicationServer::encode`]):
+/// about what a 256 kbit/s snapshot of moving bodies takes.
+const ORDER_BATCH: usize = 48;
 
 /// Candidates in a row that may not fit before the rest of a snapshot's wait unencoded.
 const MAX_MISSES: usize = 8;
@@ -844,17 +1028,105 @@ const MAX_MISSES: usize = 8;
 /// (a gap of up to 278 and a two-bit operation).
 const ENTRY_GUESS: usize = 15;
 
+/// An encoded entity body in the per-tick cache: (id, baseline version or `u64::MAX`
+/// for none, version, baseline age).
+type BodyKey = (u32, u64, u64, u32);
+
+/// An entry a snapshot will carry.
+struct Chosen {
+    id: u32,
+    change: Change,
+    /// The body's cache key and length in bits (`None`: a despawn).
+    body: Option<(BodyKey, usize)>,
+    /// 0 for a despawn, which always goes; else its place in priority order.
+    rank: usize,
+}
+
 /// The exact size of a snapshot of `chosen` (ascending ids), header bound included.
-fn exact_bits(chosen: &[(u32, Change, Option<BitWriter>, usize)]) -> usize {
+fn exact_bits(chosen: &[Chosen]) -> usize {
     let mut next = 0u32;
     let mut bits = 64;
-    for (id, change, body, _) in chosen {
-        bits += var_u32_bits(id - next) as usize;
-        bits += if *change == Change::Updated { 1 } else { 2 };
-        bits += body.as_ref().map_or(0, BitWriter::bit_len);
-        next = id + 1;
+    for c in chosen {
+        bits += var_u32_bits(c.id - next) as usize;
+        bits += if c.change == Change::Updated { 1 } else { 2 };
+        bits += c.body.map_or(0, |(_, len)| len);
+        next = c.id + 1;
     }
     bits
+}
+
+/// The codes the client shows of entity `id` (see [`work_out_shown`]).
+fn shown_codes<'a>(
+    base: &'a View,
+    sent: Option<&'a Vec<SentState>>,
+    in_flight: bool,
+    id: u32,
+) -> Option<&'a [i32]> {
+    if in_flight {
+        sent?.last()?.codes.as_deref()
+    } else {
+        base.get(id).map(|b| &b.codes[..])
+    }
+}
+
+/// A 64-bit FNV-1a hash of an entity's codes: a cheap test of whether two states may be
+/// equal before their codes are compared.
+fn codes_hash(codes: &[i32]) -> u64 {
+    codes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &c| {
+        (h ^ u64::from(c as u32)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Entity `id`'s rate of priority has to be worked out again.
+fn look_again(rate: &mut [f32], id: u32) {
+    if let Some(r) = rate.get_mut(id as usize) {
+        *r = -1.0;
+    }
+}
+
+/// What the client shows of entity `id` has to be worked out again.
+fn forget_shown(shown: &mut [Shown], id: u32) {
+    if let Some(s) = shown.get_mut(id as usize) {
+        s.known = false;
+    }
+}
+
+/// What the client shows of entity `id`: the newest state sent since the baseline
+/// (`base`, of `base_tick`) if that snapshot arrived, else the baseline's. Until an
+/// acknowledgement says which, the newest sent is assumed to have arrived (it is worked
+/// out again then). Drops from `sent` what the baseline already covers.
+fn work_out_shown(
+    schema: &Schema,
+    base: &View,
+    base_tick: Option<Tick>,
+    sent: Option<&mut Vec<SentState>>,
+    id: u32,
+) -> Shown {
+    let held = base.get(id);
+    let newest = sent.and_then(|s| {
+        // Only what went after the baseline counts; most often nothing is older.
+        if let (Some(b), Some(first)) = (base_tick, s.first()) {
+            if first.tick <= b {
+                s.retain(|x| x.tick > b);
+            }
+        }
+        s.last().map(|x| x.state)
+    });
+    let state = match newest {
+        Some(n) => n,
+        None => held.map(|b| StateId {
+            generation: b.generation,
+            version: b.version,
+            hash: codes_hash(&b.codes),
+            position: position_in(schema, b.kind, &b.codes),
+        }),
+    };
+    Shown {
+        known: true,
+        state,
+        held: held.map(|b| b.generation),
+        in_flight: newest.is_some(),
+    }
 }
 
 /// The position codes of `kind` hold (its [`crate::Kind::position_field`]), padded to

@@ -212,6 +212,8 @@ pub(crate) fn decode<'v>(
                     kind: kind_id,
                     generation: 0,
                     version: 0,
+                    hash: 0,
+                    position: None,
                     tick,
                     codes: Arc::from(codes),
                 }),

@@ -22,6 +22,12 @@ pub struct Entry {
     /// Server side: which state of the entity the codes are (one number per change), to
     /// share encoding work between clients. Always 0 on the client.
     pub version: u64,
+    /// Server side: a hash of `codes`, so a state that changed and changed back can be
+    /// told from a new one without comparing codes. Always 0 on the client.
+    pub hash: u64,
+    /// Server side: the position the codes hold, for how far the entity has moved since.
+    /// Always `None` on the client.
+    pub position: Option<[f32; 3]>,
     /// The tick of the snapshot that carried these codes.
     pub tick: Tick,
     /// The state.
@@ -132,6 +138,8 @@ mod tests {
             kind: 0,
             generation: 0,
             version: 0,
+            hash: 0,
+            position: None,
             tick: Tick(0),
             codes: Arc::from(vec![v]),
         }

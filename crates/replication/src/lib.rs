@@ -9,6 +9,9 @@
 //!   Compression"; Unity Netcode for Entities' importance scaling).
 //! * [`ReplicationClient`]: decodes snapshots against the views it holds and keeps the
 //!   newest state of every entity, with spawn and despawn events.
+//! * [`deadreckoning`]: walking characters sent only when their motion changes
+//!   ([`DrServer`]) and shown where they are now ([`DrReceiver`]), the character-sync
+//!   article's dead reckoning with Murphy's projective velocity blending.
 //!
 //! # The high-level API
 //!
@@ -64,6 +67,7 @@
 
 mod budget;
 mod client;
+pub mod deadreckoning;
 mod error;
 mod field;
 mod frame;
@@ -78,6 +82,8 @@ pub use budget::{BudgetConfig, BudgetController, BudgetStats};
 pub use client::{
     Applied, ClientConfig, ClientEntity, EntityEvent, ReplicationClient, ReplicationClientStats,
 };
+/// The dead-reckoning types most games name; the rest are in [`deadreckoning`].
+pub use deadreckoning::{DrCodec, DrError, DrMessage, DrReceiver, DrServer};
 pub use error::ReplicationError;
 pub use field::{codes_valid, values_of, zero_codes};
 pub use frame::{Frame, pose_of};

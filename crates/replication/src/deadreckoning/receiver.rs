@@ -10,7 +10,7 @@ use std::time::Duration;
 /// How a [`DrReceiver`] shows characters and what it accepts.
 ///
 /// Defaults: [`Steering::Arrive`] over each message's own interval (the character-sync
-/// article), 300 ms to settle on an idle character's spot, headings turning at up to
+/// article), [`Steering::Pvb`] over 250 ms, 300 ms to settle on an idle character's spot, headings turning at up to
 /// 2 turns a second, characters stopping 5 s after their last message, the default
 /// [`DrLimits`], ticks at most 640 from the receiver's (10 s at 64 Hz), at most 1 s of
 /// combined lag.
@@ -18,10 +18,16 @@ use std::time::Duration;
 pub struct ReceiverConfig {
     /// How shown characters are steered onto each new message.
     pub steering: Steering,
-    /// Steering time for moving messages: `None` steers over the message's own sync
-    /// interval (arriving at the predicted point as the next message is due, as the
-    /// article does); a shorter time converges sooner at the cost of sharper turns.
+    /// [`Steering::Arrive`]'s steering time for moving messages: `None` steers over the
+    /// message's own sync interval (arriving at the predicted point as the next message
+    /// is due, as the article does); a shorter time converges sooner at the cost of
+    /// sharper turns.
     pub steer_time: Option<Duration>,
+    /// [`Steering::Pvb`]'s blend time for moving messages. Murphy blends over the time
+    /// between updates; dead-reckoning messages come seconds apart, and a blend that
+    /// long carries the old velocity on for seconds after a turn (over a metre off
+    /// after a 70° turn at 3 m/s, in this crate's tests), so the blend is short.
+    pub blend_time: Duration,
     /// Steering time onto an idle character's spot (a stop).
     pub settle: Duration,
     /// Fastest the shown heading turns, radians per second.
@@ -43,6 +49,7 @@ impl Default for ReceiverConfig {
         Self {
             steering: Steering::Arrive,
             steer_time: None,
+            blend_time: Duration::from_millis(250),
             settle: Duration::from_millis(300),
             turn_rate: 4.0 * std::f32::consts::PI,
             max_coast: Duration::from_secs(5),
@@ -118,8 +125,9 @@ pub struct Shown {
     pub heading: f32,
     /// Its shown velocity, m/s (for animation: walk or run).
     pub velocity: [f32; 3],
-    /// The debug marker: the predicted point it is steering to, reached at
-    /// [`Shown::predicted_at`].
+    /// The debug marker: the predicted point, `position + direction × speed × (lag +
+    /// interval)` of the newest message, which the shown character passes through at
+    /// [`Shown::predicted_at`] (its spot, for an idle one).
     pub predicted_point: [f32; 3],
     /// When it reaches the predicted point (the receiver's clock).
     pub predicted_at: Duration,
@@ -251,13 +259,16 @@ impl DrReceiver {
         ];
         let steer = match m.motion {
             Motion::Idle => config.settle,
-            Motion::Moving { interval, .. } => config.steer_time.unwrap_or(interval),
+            Motion::Moving { interval, .. } => match config.steering {
+                Steering::Arrive => config.steer_time.unwrap_or(interval),
+                Steering::Pvb => config.blend_time,
+            },
         }
         .as_secs_f32()
         // A zero steering time would divide by zero; a millisecond is a jump.
         .max(1e-3);
         let interval = match m.motion {
-            Motion::Idle => Duration::ZERO,
+            Motion::Idle => config.settle,
             Motion::Moving { interval, .. } => interval,
         };
         let plan = Plan {
@@ -270,6 +281,7 @@ impl DrReceiver {
             velocity,
             heading: m.heading,
             steer,
+            interval: interval.as_secs_f32().max(1e-3),
             coast: config.max_coast.max(interval).as_secs_f32(),
             turn_rate: config.turn_rate,
         };
@@ -351,7 +363,7 @@ fn show(plan: &Plan, tick: Tick, now: Duration) -> Shown {
         heading: plan.heading(now),
         velocity: plan.velocity(now),
         predicted_point: plan.predicted_point(),
-        predicted_at: Duration::try_from_secs_f32(plan.steer)
+        predicted_at: Duration::try_from_secs_f32(plan.interval)
             .ok()
             .and_then(|d| plan.t0.checked_add(d))
             .unwrap_or(Duration::MAX),

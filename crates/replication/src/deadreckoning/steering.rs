@@ -50,6 +50,9 @@ pub(crate) struct Plan {
     pub heading: f32,
     /// Steering time, seconds (> 0).
     pub steer: f32,
+    /// The message's interval, seconds (> 0): the predicted point is where its motion
+    /// is then.
+    pub interval: f32,
     /// Seconds after `t0` beyond which the character stops (no message for too long).
     pub coast: f32,
     /// Radians per second the shown heading turns at most.
@@ -67,9 +70,15 @@ impl Plan {
         }
     }
 
-    /// The predicted point: where the message's motion is at the end of the steering
-    /// time.
+    /// The predicted point: where the message's motion is when its interval ends
+    /// (`position + direction × speed × (lag + interval)`). Both modes are on the
+    /// message's line by then, so the shown character passes through it.
     pub fn predicted_point(&self) -> [f32; 3] {
+        add(self.known, scale(self.velocity, self.interval))
+    }
+
+    /// Where [`Steering::Arrive`] arrives when the steering time ends.
+    fn steer_target(&self) -> [f32; 3] {
         add(self.known, scale(self.velocity, self.steer))
     }
 
@@ -86,7 +95,7 @@ impl Plan {
         }
         match self.mode {
             Steering::Arrive => {
-                let target = self.predicted_point();
+                let target = self.steer_target();
                 add(self.start, scale(sub(target, self.start), tau / t))
             }
             Steering::Pvb => {
@@ -116,7 +125,7 @@ impl Plan {
             return self.velocity;
         }
         match self.mode {
-            Steering::Arrive => scale(sub(self.predicted_point(), self.start), 1.0 / t),
+            Steering::Arrive => scale(sub(self.steer_target(), self.start), 1.0 / t),
             Steering::Pvb => {
                 let blend = tau / t;
                 let dv = sub(self.velocity, self.start_velocity);
@@ -158,6 +167,7 @@ mod tests {
             velocity: [3.0, 0.0, 0.0],
             heading: std::f32::consts::FRAC_PI_2,
             steer: 2.0,
+            interval: 2.0,
             coast: 5.0,
             turn_rate: 1.0,
         }

@@ -127,7 +127,8 @@ fn a_turn_sends_one_message_and_the_shown_path_converges_within_one_interval() {
             .filter(|(t, _)| (turn_tick..turn_tick + HZ).contains(t))
             .map(|(_, tr)| *tr)
             .collect();
-        assert_eq!(after, vec![Trigger::Turn], "{steering:?}");
+        // One momentum change, and its resend a quarter of a second later.
+        assert_eq!(after, vec![Trigger::Turn, Trigger::Resend], "{steering:?}");
         let error = |tick: u32| errors[tick as usize].1.unwrap();
         // The turn's message arrives DELAY later; until then the error grows.
         let arrival = turn_tick + (DELAY.as_secs_f64() * f64::from(HZ)).ceil() as u32;

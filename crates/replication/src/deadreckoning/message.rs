@@ -200,9 +200,12 @@ fn secs(d: Duration) -> f32 {
     d.as_secs_f32()
 }
 
-/// Decoded seconds are finite and non-negative (grid points of a range starting at 0).
+/// Decoded seconds, to the nearest microsecond: grid points like 0.05 s are not exact in
+/// f32, and 49.999999 ms would fall foul of a 50 ms limit the sender met.
 fn duration(s: f32) -> Duration {
-    Duration::try_from_secs_f32(s).unwrap_or(Duration::ZERO)
+    let micros = (f64::from(s) * 1e6).round();
+    // Grid points of a range starting at 0 are finite and non-negative; `as` saturates.
+    Duration::from_micros(micros as u64)
 }
 
 impl DrCodec {

@@ -13,7 +13,8 @@
 //!   on a *sync clock* (2 s) during steady motion, which also corrects drift and
 //!   repairs lost messages. Heading and speed changes are rate-limited, so a spinning
 //!   camera costs a few messages a second, not one a tick; an idle character sends a
-//!   shorter message. See [`SenderConfig`].
+//!   shorter message; each momentum change is resent once a little later, because the
+//!   messages travel unreliably. See [`SenderConfig`].
 //! * **Message** ([`DrMessage`], encoded by [`DrCodec`]): id, tick (newer wins, so
 //!   stale and reordered messages are dropped), position, heading, speed, the sync
 //!   interval and the sender's lag; 16 bytes moving, 12 idle with the default codec,

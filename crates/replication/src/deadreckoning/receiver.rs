@@ -288,6 +288,14 @@ impl DrReceiver {
         remote.plan = Some(match remote.plan {
             // The first message shows its motion as it is: nothing to steer from.
             None => plan.settled(),
+            // The same stop again (a resend, the idle sync clock): settling on the spot
+            // goes on as it was, rather than start over from where it has got to.
+            Some(old) if old.velocity == [0.0; 3] && velocity == [0.0; 3] && old.known == known => {
+                Plan {
+                    heading: m.heading,
+                    ..old
+                }
+            }
             Some(old) => Plan {
                 start: old.position(now),
                 start_velocity: old.velocity(now),

@@ -44,7 +44,14 @@ impl CharacterState {
 /// Defaults: a 2 s sync clock while moving (the character-sync article's figure) and
 /// while idle, heading changes beyond 2° and speed changes beyond 0.25 m/s are
 /// momentum changes, at most one such change every 250 ms (a spinning camera costs 4
-/// messages a second, not 60), below 0.05 m/s a character is idle, no resend.
+/// messages a second, not 60), below 0.05 m/s a character is idle, and each momentum
+/// change is resent once 250 ms later.
+///
+/// The resend is ours, not the article's: its messages ride an unreliable channel, and
+/// a lost turn or stop is otherwise wrong until the next sync, up to 2 s. In
+/// `examples/walkers_dr.rs` (200 walkers, `mobile`: 5% bursty loss) it takes the p99
+/// present-time error from 365 to 121 cm (Arrive) and from 241 to 74 cm (PVB) for 53%
+/// more messages, still 7% of the bytes of full snapshots.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SenderConfig {
     /// Time between messages during steady motion; also the interval each moving message
@@ -64,7 +71,7 @@ pub struct SenderConfig {
     /// Below this speed (m/s) a character is idle.
     pub idle_speed: f32,
     /// Send the state once more this long after a momentum change, so one lost change
-    /// costs this long instead of a whole sync interval (`None`: never).
+    /// costs this long instead of a whole sync interval (`None`: never, as the article).
     pub resend_after: Option<Duration>,
 }
 
@@ -77,7 +84,7 @@ impl Default for SenderConfig {
             heading_threshold: 2f32.to_radians(),
             speed_threshold: 0.25,
             idle_speed: 0.05,
-            resend_after: None,
+            resend_after: Some(Duration::from_millis(250)),
         }
     }
 }
@@ -291,9 +298,17 @@ mod tests {
         assert_eq!(sent.len(), 5, "{sent:?}");
     }
 
+    /// The article's sender, without the resend.
+    fn article() -> SenderConfig {
+        SenderConfig {
+            resend_after: None,
+            ..SenderConfig::default()
+        }
+    }
+
     #[test]
     fn a_turn_sends_exactly_one_message_at_once() {
-        let config = SenderConfig::default();
+        let config = article();
         let turn_at = 30;
         let sent = run(config, HZ, |t| {
             let heading = if t < turn_at { 0.0 } else { 1.0 };
@@ -304,7 +319,7 @@ mod tests {
 
     #[test]
     fn start_stop_and_speed_changes_are_momentum_changes() {
-        let config = SenderConfig::default();
+        let config = article();
         let sent = run(config, 100, |t| {
             let speed = match t {
                 0..20 => 0.0,
@@ -359,7 +374,7 @@ mod tests {
     fn the_resend_follows_a_change_once() {
         let config = SenderConfig {
             resend_after: Some(Duration::from_millis(200)),
-            ..SenderConfig::default()
+            ..article()
         };
         let sent = run(config, HZ, |t| {
             CharacterState::new([0.0; 3], if t < 16 { 0.0 } else { 1.0 }, 3.0)

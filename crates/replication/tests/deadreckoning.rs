@@ -24,6 +24,9 @@ fn dist(a: [f32; 3], b: [f32; 3]) -> f32 {
         .sqrt()
 }
 
+/// The triggers of the messages that became due, with their ticks.
+type Triggers = Vec<(u32, Trigger)>;
+
 /// One character driven by `truth(tick)`, sent every tick through the codec over a
 /// fixed delay. Returns, per tick, the present-time error (m) once shown, and the
 /// triggers of the messages that became due.
@@ -31,7 +34,7 @@ fn run(
     steering: Steering,
     ticks: u32,
     truth: impl Fn(u32) -> CharacterState,
-) -> (Vec<(u32, Option<f32>)>, Vec<(u32, Trigger)>) {
+) -> (Vec<(u32, Option<f32>)>, Triggers) {
     let codec = DrCodec::default();
     let mut server = DrServer::new(SenderConfig::default());
     let mut client = DrReceiver::new(ReceiverConfig {
@@ -58,15 +61,17 @@ fn run(
         let messages = server.poll_messages(1, |_| true);
         if !messages.is_empty() {
             let mut w = BitWriter::new();
-            codec.write_batch(&mut w, &messages).unwrap();
+            codec
+                .write_batch(&mut w, &messages)
+                .expect("valid messages");
             in_flight.push_back((now + DELAY, w.into_bytes()));
         }
         while in_flight.front().is_some_and(|(due, _)| *due <= now) {
-            let (_, bytes) = in_flight.pop_front().unwrap();
+            let (_, bytes) = in_flight.pop_front().expect("a packet due");
             let mut r = BitReader::new(&bytes);
             client
                 .receive_batch(now, Tick(tick), &codec, &mut r)
-                .unwrap();
+                .expect("a batch we sent");
         }
         let shown = client.shown(9, now);
         errors.push((tick, shown.map(|s| dist(s.position, state.position))));

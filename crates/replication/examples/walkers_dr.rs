@@ -63,11 +63,11 @@ struct Metrics {
 
 impl Metrics {
     fn add(&mut self, id: u32, shown: [f32; 3], truth: [f32; 3]) {
-        let d = |a: [f32; 3], b: [f32; 3]| 100.0 * (a[0] - b[0]).hypot(a[2] - b[2]);
-        self.error_cm.push(d(shown, truth));
+        let sub = |a: [f32; 3], b: [f32; 3]| [0, 1, 2].map(|i| a[i] - b[i]);
+        let cm = |v: [f32; 3]| 100.0 * v[0].hypot(v[1]).hypot(v[2]);
+        self.error_cm.push(cm(sub(shown, truth)));
         if let Some((s, t)) = self.last.insert(id, (shown, truth)) {
-            let moved = |a: [f32; 3], b: [f32; 3]| [a[0] - b[0], 0.0, a[2] - b[2]];
-            self.jerk_cm.push(d(moved(shown, s), moved(truth, t))); // per tick
+            self.jerk_cm.push(cm(sub(sub(shown, s), sub(truth, t)))); // per tick
         }
     }
     fn row(&mut self, name: &str, secs: f64) {
@@ -129,7 +129,7 @@ fn main() {
                 let mut bits = BitWriter::new();
                 codec.write_batch(&mut bits, &messages).expect("valid");
                 for m in &mut metrics[..3] {
-                    m.bytes += bits.byte_len();
+                    m.bytes += bits.byte_len() + 28; // and a UDP/IP header
                     m.messages += messages.len();
                 }
                 dr_link.send(now, bits.into_bytes());
@@ -141,7 +141,7 @@ fn main() {
                 codec.position.write(&mut bits, s.position);
                 codec.heading.write(&mut bits, s.heading.rem_euclid(TAU));
             }
-            metrics[3].bytes += bits.byte_len();
+            metrics[3].bytes += bits.byte_len() + 28;
             metrics[3].messages += walkers.len();
             snap_link.send(now, bits.into_bytes());
         }

@@ -83,7 +83,7 @@ pub use client::{
     Applied, ClientConfig, ClientEntity, EntityEvent, ReplicationClient, ReplicationClientStats,
 };
 /// The dead-reckoning types most games name; the rest are in [`deadreckoning`].
-pub use deadreckoning::{DrCodec, DrError, DrMessage, DrReceiver, DrServer};
+pub use deadreckoning::{DrCodec, DrConfig, DrError, DrMessage, DrReceiver, DrServer};
 pub use error::ReplicationError;
 pub use field::{codes_valid, values_of, zero_codes};
 pub use frame::{Frame, pose_of};

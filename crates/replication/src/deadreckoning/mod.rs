@@ -96,6 +96,18 @@ pub use steering::Steering;
 use lagless_wire::WireError;
 use thiserror::Error;
 
+/// Dead reckoning in the high-level API ([`crate::NetConfig::dead_reckoning`]): how the
+/// server sends and how clients show. Both ends must use the same codec.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct DrConfig {
+    /// When the server sends.
+    pub sender: SenderConfig,
+    /// How clients show characters and what they accept.
+    pub receiver: ReceiverConfig,
+    /// The encoding.
+    pub codec: DrCodec,
+}
+
 /// Why a dead-reckoning message was refused. A receiver counts each by reason
 /// ([`DrReceiverStats`]); none is a panic.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

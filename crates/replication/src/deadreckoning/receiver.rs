@@ -316,17 +316,25 @@ impl DrReceiver {
         codec: &DrCodec,
         r: &mut BitReader<'_>,
     ) -> Result<usize, DrError> {
-        let messages = match codec.read_batch(r, reference) {
-            Ok(m) => m,
-            Err(e) => {
-                self.stats.count(&e);
-                return Err(e);
-            }
-        };
+        let messages = self.decode_batch(reference, codec, r)?;
         Ok(messages
             .into_iter()
             .filter(|m| self.receive(now, reference, *m).is_ok())
             .count())
+    }
+
+    /// Reads a batch written by [`DrCodec::write_batch`] without taking it in (so the
+    /// caller can spawn what the same packet spawns first); a batch that does not
+    /// decode is counted as malformed.
+    pub fn decode_batch(
+        &mut self,
+        reference: Tick,
+        codec: &DrCodec,
+        r: &mut BitReader<'_>,
+    ) -> Result<Vec<DrMessage>, DrError> {
+        codec
+            .read_batch(r, reference)
+            .inspect_err(|e| self.stats.count(e))
     }
 
     /// Character `id` as shown at `now` (`None` if not spawned or no message yet).

@@ -22,7 +22,9 @@
 //! draws what [`Client::render`] returns: predicted entities where its world has them,
 //! everything else through snapshot interpolation, corrections and [`Policy`] switches
 //! smoothed. One [`NetConfig`] sets the tick rate for both ends. A whole game in 150
-//! lines: `examples/dots.rs`.
+//! lines: `examples/dots.rs`. Walking characters can go by dead reckoning instead
+//! ([`NetConfig::dead_reckoning`], [`Server::update_character`],
+//! [`Policy::DeadReckoned`]): sent when their motion changes, shown where they are now.
 //!
 //! # The layer underneath
 //!
@@ -92,7 +94,8 @@ pub use lagless_core::interpolation::Pose;
 /// The core types a game using [`Server`] and [`Client`] needs, so one import serves.
 pub use lagless_core::{ClientId, Input, Reader, Rollback, Tick, WireError, Writer};
 pub use net::{
-    Client, ClientNetStats, NetConfig, NetError, Policy, PredictedWorld, Render, Server,
+    CharacterRelevance, Client, ClientNetStats, NetConfig, NetError, Policy, PredictedWorld,
+    Render, Server,
 };
 pub use schema::{
     CODE_LIMIT, Field, FieldType, Kind, KindId, MAX_FIELDS, MAX_KINDS, Schema, SchemaError,

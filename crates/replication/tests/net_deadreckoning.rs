@@ -158,3 +158,25 @@ fn update_character_needs_dead_reckoning_configured_and_plausible_states() {
     ));
     assert!(server.update_character(1, state).is_ok());
 }
+
+#[test]
+fn a_character_not_relevant_to_a_client_is_not_sent_to_it() {
+    let mut server = Server::<u8>::new(schema(), &config()).unwrap();
+    server.connect(1).unwrap();
+    server.connect(2).unwrap();
+    server.spawn_with_id(5, 0, |w| w.vec3([0.0; 3])).unwrap();
+    server.set_character_relevance(|client, _| client == 2);
+    let mut now = Duration::ZERO;
+    while now < Duration::from_secs(1) {
+        server.update(now);
+        while server.next_tick().is_some() {
+            let state = CharacterState::new([0.0, 0.0, now.as_secs_f32()], 0.0, 1.0);
+            server.update_character(5, state).unwrap();
+            server.send_snapshots(now).unwrap();
+        }
+        while server.poll_transmit().is_some() {}
+        now += Duration::from_millis(5);
+    }
+    // Client 2 got the first message; client 1 nothing.
+    assert_eq!(server.dead_reckoning().unwrap().stats().handed_out, 1);
+}

@@ -15,7 +15,7 @@ mod client;
 mod server;
 
 pub use client::{Client, ClientNetStats, Policy, PredictedWorld, Render};
-pub use server::Server;
+pub use server::{CharacterRelevance, Server};
 
 use crate::budget::BudgetConfig;
 use crate::deadreckoning::{DrConfig, DrError};

@@ -28,8 +28,12 @@ pub struct Server<I: Input> {
     session: ServerSession<I>,
     replication: ReplicationServer,
     dead_reckoning: Option<(DrServer, DrCodec)>,
+    relevant: Option<Box<CharacterRelevance>>,
     now: Duration,
 }
+
+/// Which characters a client hears of by dead reckoning: `(client, character) -> bool`.
+pub type CharacterRelevance = dyn Fn(ClientId, u32) -> bool + Send + Sync;
 
 impl<I: Input> Server<I> {
     /// A server replicating `schema`'s kinds (the clients build the same schema).
@@ -56,6 +60,7 @@ impl<I: Input> Server<I> {
             dead_reckoning: config
                 .dead_reckoning
                 .map(|c| (DrServer::new(c.sender), c.codec)),
+            relevant: None,
             now: Duration::ZERO,
         })
     }
@@ -172,6 +177,16 @@ impl<I: Input> Server<I> {
         Ok(())
     }
 
+    /// Which characters each client is sent by dead reckoning (all, by default). A
+    /// character that becomes relevant to a client is sent at once; one that stops being
+    /// relevant is no longer sent (the game despawns it for that client if it wants).
+    pub fn set_character_relevance(
+        &mut self,
+        relevant: impl Fn(ClientId, u32) -> bool + Send + Sync + 'static,
+    ) {
+        self.relevant = Some(Box::new(relevant));
+    }
+
     /// The dead-reckoning senders (their counters, say), if configured.
     pub fn dead_reckoning(&self) -> Option<&DrServer> {
         self.dead_reckoning.as_ref().map(|(dr, _)| dr)
@@ -208,7 +223,9 @@ impl<I: Input> Server<I> {
                 // The messages due first, then the snapshot from the next whole byte.
                 Some((dr, codec)) => {
                     let mut bits = BitWriter::new();
-                    let messages = dr.poll_messages(id, |_| true);
+                    let relevant = &self.relevant;
+                    let messages =
+                        dr.poll_messages(id, |c| relevant.as_ref().is_none_or(|f| f(id, c)));
                     codec.write_batch(&mut bits, &messages)?;
                     bits.write_bytes_aligned(&snapshot.bytes);
                     self.session.send_snapshot(id, now, bits.as_bytes())?;

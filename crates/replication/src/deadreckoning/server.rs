@@ -178,5 +178,17 @@ mod tests {
         assert_eq!(back.iter().map(|m| m.id).collect::<Vec<_>>(), vec![0]);
         assert!(dr.poll_messages(99, |_| true).is_empty());
         assert_eq!(dr.stats().handed_out, 3 + 1 + 3 + 1);
+        // A despawned character is gone for everyone; back under the same id, it is new.
+        assert!(dr.despawn(1));
+        assert!(dr.sender(1).is_none());
+        assert!(dr.poll_messages(2, |_| true).is_empty());
+        dr.update(1, ms(100), Tick(6), walk(0.3, 0.0));
+        assert_eq!(dr.stats().due[&Trigger::First], 4);
+        for client in [1, 2] {
+            let got = dr.poll_messages(client, |_| true);
+            assert_eq!(got.iter().map(|m| m.id).collect::<Vec<_>>(), vec![1]);
+        }
+        assert!(dr.remove_client(2));
+        assert!(dr.poll_messages(2, |_| true).is_empty());
     }
 }

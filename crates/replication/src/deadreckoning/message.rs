@@ -160,7 +160,8 @@ impl Default for DrLimits {
 pub struct DrCodec {
     /// Position.
     pub position: QuantizedVec3,
-    /// Heading in `[0, 2π)`.
+    /// Heading: one whole turn, `[min, min + 2π)` in steps that divide it (the default
+    /// `[0, 2π)` in 4096), since headings wrap around it.
     pub heading: BoundedFloat,
     /// Speed, m/s.
     pub speed: BoundedFloat,
@@ -213,7 +214,8 @@ impl DrCodec {
     /// which is heading 0 again, so indices wrap instead of clamping.
     fn heading_index(&self, heading: f32) -> u32 {
         let steps = self.heading.max_index() + 1;
-        let turns = f64::from(heading).rem_euclid(std::f64::consts::TAU) / std::f64::consts::TAU;
+        let from_min = f64::from(heading) - f64::from(self.heading.min());
+        let turns = from_min.rem_euclid(std::f64::consts::TAU) / std::f64::consts::TAU;
         ((turns * f64::from(steps)).round() as u32) % steps
     }
 

@@ -12,11 +12,13 @@
 
 #![deny(missing_docs)]
 
+mod deadreckoning;
 pub mod mutate;
 mod netcode;
 pub mod seeds;
 mod targets;
 
+pub use deadreckoning::dead_reckoning;
 pub use netcode::{netcode_client, netcode_server, reliable_channel};
 pub use targets::{
     bit_reader, client_session, cube_snapshot, input_message, lab_control, replication_snapshot,
@@ -40,4 +42,5 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("netcode_client", netcode_client),
     ("reliable_channel", reliable_channel),
     ("lab_control", lab_control),
+    ("dead_reckoning", dead_reckoning),
 ];

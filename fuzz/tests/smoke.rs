@@ -99,9 +99,10 @@ smoke_tests!(
     netcode_client,
     reliable_channel,
     lab_control,
+    dead_reckoning,
 );
 
 #[test]
 fn every_target_has_a_smoke_test() {
-    assert_eq!(TARGETS.len(), 12);
+    assert_eq!(TARGETS.len(), 13);
 }

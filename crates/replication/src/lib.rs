@@ -9,6 +9,9 @@
 //!   Compression"; Unity Netcode for Entities' importance scaling).
 //! * [`ReplicationClient`]: decodes snapshots against the views it holds and keeps the
 //!   newest state of every entity, with spawn and despawn events.
+//! * [`deadreckoning`]: walking characters sent only when their motion changes
+//!   ([`DrServer`]) and shown where they are now ([`DrReceiver`]), the character-sync
+//!   article's dead reckoning with Murphy's projective velocity blending.
 //!
 //! # The high-level API
 //!
@@ -19,7 +22,9 @@
 //! draws what [`Client::render`] returns: predicted entities where its world has them,
 //! everything else through snapshot interpolation, corrections and [`Policy`] switches
 //! smoothed. One [`NetConfig`] sets the tick rate for both ends. A whole game in 150
-//! lines: `examples/dots.rs`.
+//! lines: `examples/dots.rs`. Walking characters can go by dead reckoning instead
+//! ([`NetConfig::dead_reckoning`], [`Server::update_character`],
+//! [`Policy::DeadReckoned`]): sent when their motion changes, shown where they are now.
 //!
 //! # The layer underneath
 //!
@@ -64,6 +69,7 @@
 
 mod budget;
 mod client;
+pub mod deadreckoning;
 mod error;
 mod field;
 mod frame;
@@ -78,6 +84,8 @@ pub use budget::{BudgetConfig, BudgetController, BudgetStats};
 pub use client::{
     Applied, ClientConfig, ClientEntity, EntityEvent, ReplicationClient, ReplicationClientStats,
 };
+/// The dead-reckoning types most games name; the rest are in [`deadreckoning`].
+pub use deadreckoning::{DrCodec, DrConfig, DrError, DrMessage, DrReceiver, DrServer};
 pub use error::ReplicationError;
 pub use field::{codes_valid, values_of, zero_codes};
 pub use frame::{Frame, pose_of};
@@ -86,7 +94,8 @@ pub use lagless_core::interpolation::Pose;
 /// The core types a game using [`Server`] and [`Client`] needs, so one import serves.
 pub use lagless_core::{ClientId, Input, Reader, Rollback, Tick, WireError, Writer};
 pub use net::{
-    Client, ClientNetStats, NetConfig, NetError, Policy, PredictedWorld, Render, Server,
+    CharacterRelevance, Client, ClientNetStats, NetConfig, NetError, Policy, PredictedWorld,
+    Render, Server,
 };
 pub use schema::{
     CODE_LIMIT, Field, FieldType, Kind, KindId, MAX_FIELDS, MAX_KINDS, Schema, SchemaError,

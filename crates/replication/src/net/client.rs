@@ -2,6 +2,7 @@
 
 use super::{NetConfig, NetError};
 use crate::client::{ClientConfig, EntityEvent, ReplicationClient};
+use crate::deadreckoning::{DrCodec, DrMessage, DrReceiver};
 use crate::frame::{Frame, pose_of};
 use crate::schema::Schema;
 use lagless_core::interpolation::{InterpolationBuffer, InterpolationConfig, Pose};
@@ -9,6 +10,7 @@ use lagless_core::{
     ClientSession, ErrorSmoother, PredictionStats, Predictor, Reconciled, Rollback,
     SmoothingConfig, Tick,
 };
+use lagless_wire::BitReader;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +27,10 @@ pub enum Policy {
     Interpolated,
     /// The newest state as it arrives, without blending (scores, timers).
     Latest,
+    /// Shown where it is now by dead reckoning from the server's messages
+    /// ([`NetConfig::dead_reckoning`], [`super::Server::update_character`]): walking
+    /// characters. Not in [`Render::frame`], only in [`Render::pose`].
+    DeadReckoned,
 }
 
 /// The game's predicted world, as the [`Client`] drives it: the core's [`Rollback`]
@@ -46,6 +52,8 @@ pub struct ClientNetStats {
     pub snapshots_refused: u64,
     /// Snapshots the interpolation buffer refused (too old, too far off).
     pub frames_refused: u64,
+    /// Snapshots whose dead-reckoning batch did not decode (so neither part was used).
+    pub dead_reckoning_refused: u64,
 }
 
 /// What to draw this frame: every entity's pose, and the interpolated state of the
@@ -105,6 +113,7 @@ pub struct Client<W: PredictedWorld> {
     last_render: Option<Duration>,
     /// How far a held-back entity's state is carried along its velocity, seconds.
     max_dead_reckoning: f32,
+    dead_reckoning: Option<(DrReceiver, DrCodec)>,
     stats: ClientNetStats,
 }
 
@@ -139,6 +148,9 @@ impl<W: PredictedWorld> Client<W> {
             shown: BTreeMap::new(),
             last_render: None,
             max_dead_reckoning: 0.25,
+            dead_reckoning: config
+                .dead_reckoning
+                .map(|c| (DrReceiver::new(c.receiver), c.codec)),
             stats: ClientNetStats::default(),
         })
     }
@@ -172,7 +184,15 @@ impl<W: PredictedWorld> Client<W> {
             if snapshot.essential {
                 continue;
             }
-            match self.replication.receive(snapshot.tick, &snapshot.payload) {
+            let (messages, payload) = match self.split(snapshot.tick, &snapshot.payload) {
+                Ok(split) => split,
+                Err(e) => {
+                    self.stats.dead_reckoning_refused += 1;
+                    first_error.get_or_insert(e);
+                    continue;
+                }
+            };
+            match self.replication.receive(snapshot.tick, payload) {
                 Ok(Some(applied)) => {
                     self.session.acknowledge_snapshot(applied.tick);
                     self.apply(now, applied.tick);
@@ -183,17 +203,53 @@ impl<W: PredictedWorld> Client<W> {
                     first_error.get_or_insert(NetError::Replication(e));
                 }
             }
+            // After the snapshot, which spawns the characters these messages may be the
+            // first of. Refusals (stale ones after reordering) are counted there.
+            if let Some((dr, _)) = &mut self.dead_reckoning {
+                dr.set_rtt(self.session.rtt());
+                for m in messages {
+                    let _ = dr.receive(now, snapshot.tick, m);
+                }
+            }
         }
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// A snapshot's dead-reckoning messages and the replication bytes after them (all of
+    /// it when dead reckoning is off).
+    fn split<'a>(
+        &mut self,
+        tick: Tick,
+        payload: &'a [u8],
+    ) -> Result<(Vec<DrMessage>, &'a [u8]), NetError> {
+        let Some((dr, codec)) = &mut self.dead_reckoning else {
+            return Ok((Vec::new(), payload));
+        };
+        let mut bits = BitReader::new(payload);
+        let messages = dr.decode_batch(tick, codec, &mut bits)?;
+        bits.align().map_err(crate::DrError::from)?;
+        Ok((messages, &payload[bits.bit_position() / 8..]))
     }
 
     /// A decoded snapshot of `tick`: spawn and despawn bookkeeping, the interpolation
     /// frame, and reconciliation.
     fn apply(&mut self, now: Duration, tick: Tick) {
         while let Some(event) = self.replication.poll_event() {
-            if let EntityEvent::Despawned(id) = event {
-                self.smoothers.remove(&id);
-                self.shown.remove(&id);
+            match event {
+                EntityEvent::Despawned(id) => {
+                    self.smoothers.remove(&id);
+                    self.shown.remove(&id);
+                    if let Some((dr, _)) = &mut self.dead_reckoning {
+                        dr.despawn(id);
+                    }
+                }
+                // Every entity may be a character: the receiver holds only its newest
+                // message, and refuses messages for ids the server never spawned.
+                EntityEvent::Spawned(id) => {
+                    if let Some((dr, _)) = &mut self.dead_reckoning {
+                        dr.spawn(id);
+                    }
+                }
             }
         }
         // Every entity goes in, whatever its policy now: one switched to interpolated
@@ -328,6 +384,20 @@ impl<W: PredictedWorld> Client<W> {
                 raw.insert(id, p);
             }
         }
+        if let Some((dr, _)) = &self.dead_reckoning {
+            let reckoned = self
+                .policies
+                .iter()
+                .filter(|(_, p)| **p == Policy::DeadReckoned);
+            for (&id, _) in reckoned {
+                if let Some(s) = dr.shown(id, now) {
+                    let (sin, cos) = (s.heading / 2.0).sin_cos();
+                    let mut pose = Pose::new(s.position, [0.0, sin, 0.0, cos]);
+                    pose.linear_velocity = Some(s.velocity);
+                    raw.insert(id, pose);
+                }
+            }
+        }
         let switched = std::mem::take(&mut self.switched);
         for id in switched {
             match (self.shown.get(&id).copied(), raw.get(&id)) {
@@ -407,6 +477,12 @@ impl<W: PredictedWorld> Client<W> {
     /// The interpolation buffer (its delay and underrun counters).
     pub fn interpolation(&self) -> &InterpolationBuffer<Frame> {
         &self.interpolation
+    }
+
+    /// The dead-reckoning receiver (shown characters, predicted points for a debug
+    /// marker, refusals by reason), if configured.
+    pub fn dead_reckoning(&self) -> Option<&DrReceiver> {
+        self.dead_reckoning.as_ref().map(|(dr, _)| dr)
     }
 
     /// This client's own counters.

@@ -15,9 +15,10 @@ mod client;
 mod server;
 
 pub use client::{Client, ClientNetStats, Policy, PredictedWorld, Render};
-pub use server::Server;
+pub use server::{CharacterRelevance, Server};
 
 use crate::budget::BudgetConfig;
+use crate::deadreckoning::{DrConfig, DrError};
 use crate::error::ReplicationError;
 use lagless_core::interpolation::InterpolationConfig;
 use lagless_core::{PredictionConfig, ProtocolError, SmoothingConfig};
@@ -44,6 +45,10 @@ pub struct NetConfig {
     pub server_session: lagless_core::ServerConfig,
     /// The client's session (its `tick_hz` is set from [`NetConfig::tick_hz`]).
     pub client_session: lagless_core::ClientConfig,
+    /// Dead reckoning for characters ([`Server::update_character`],
+    /// [`Policy::DeadReckoned`]); `None` (the default) leaves snapshots as they are. Both
+    /// ends must agree: with it, every snapshot starts with a batch of messages.
+    pub dead_reckoning: Option<DrConfig>,
 }
 
 impl NetConfig {
@@ -58,6 +63,7 @@ impl NetConfig {
             interpolation: InterpolationConfig::default(),
             server_session: lagless_core::ServerConfig::default(),
             client_session: lagless_core::ClientConfig::default(),
+            dead_reckoning: None,
         }
     }
 
@@ -105,4 +111,7 @@ pub enum NetError {
     /// The replication layer refused a snapshot, an entity or a call.
     #[error(transparent)]
     Replication(#[from] ReplicationError),
+    /// Dead-reckoning messages did not decode or were refused.
+    #[error(transparent)]
+    DeadReckoning(#[from] DrError),
 }

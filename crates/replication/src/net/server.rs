@@ -2,10 +2,12 @@
 
 use super::{NetConfig, NetError};
 use crate::ReplicationError;
+use crate::deadreckoning::{CharacterState, DrCodec, DrMessage, DrServer, Motion};
 use crate::schema::{KindId, Schema};
 use crate::server::{ClientReplicationStats, ReplicationServer, ServerConfig};
 use crate::state::StateWriter;
 use lagless_core::{ClientId, Input, ServerClientStats, ServerSession, Tick, TickInputs};
+use lagless_wire::BitWriter;
 use std::time::Duration;
 
 /// An authoritative game server: the core's [`ServerSession`] (inputs in, clock,
@@ -25,7 +27,13 @@ use std::time::Duration;
 pub struct Server<I: Input> {
     session: ServerSession<I>,
     replication: ReplicationServer,
+    dead_reckoning: Option<(DrServer, DrCodec)>,
+    relevant: Option<Box<CharacterRelevance>>,
+    now: Duration,
 }
+
+/// Which characters a client hears of by dead reckoning: `(client, character) -> bool`.
+pub type CharacterRelevance = dyn Fn(ClientId, u32) -> bool + Send + Sync;
 
 impl<I: Input> Server<I> {
     /// A server replicating `schema`'s kinds (the clients build the same schema).
@@ -49,6 +57,11 @@ impl<I: Input> Server<I> {
         Ok(Self {
             session,
             replication,
+            dead_reckoning: config
+                .dead_reckoning
+                .map(|c| (DrServer::new(c.sender), c.codec)),
+            relevant: None,
+            now: Duration::ZERO,
         })
     }
 
@@ -56,6 +69,9 @@ impl<I: Input> Server<I> {
     pub fn connect(&mut self, id: ClientId) -> Result<(), NetError> {
         self.session.add_client(id)?;
         self.replication.add_client(id);
+        if let Some((dr, _)) = &mut self.dead_reckoning {
+            dr.add_client(id);
+        }
         Ok(())
     }
 
@@ -64,6 +80,9 @@ impl<I: Input> Server<I> {
     pub fn disconnect(&mut self, id: ClientId) {
         self.session.remove_client(id);
         self.replication.remove_client(id);
+        if let Some((dr, _)) = &mut self.dead_reckoning {
+            dr.remove_client(id);
+        }
     }
 
     /// Takes in a packet from client `id`. Errors mean it was dropped (and counted).
@@ -77,6 +96,7 @@ impl<I: Input> Server<I> {
 
     /// Advances the clock to `now`; then run [`Server::next_tick`] until it returns `None`.
     pub fn update(&mut self, now: Duration) {
+        self.now = now;
         self.session.update(now);
     }
 
@@ -122,7 +142,54 @@ impl<I: Input> Server<I> {
 
     /// Despawns entity `id`.
     pub fn despawn(&mut self, id: u32) -> Result<(), NetError> {
+        if let Some((dr, _)) = &mut self.dead_reckoning {
+            dr.despawn(id);
+        }
         Ok(self.replication.despawn(id)?)
+    }
+
+    /// Character `id`'s true motion after this tick's step, sent by dead reckoning
+    /// ([`NetConfig::dead_reckoning`]) instead of in snapshots: call it every tick. Spawn
+    /// the entity as usual (its spawn and despawn travel in snapshots) and leave its
+    /// replicated state alone; clients show it with [`super::Policy::DeadReckoned`].
+    /// A state outside the codec's limits (NaN, too fast, off the map) is refused, so
+    /// clients never see it; the character's previous state stays.
+    pub fn update_character(&mut self, id: u32, state: CharacterState) -> Result<(), NetError> {
+        let Some((dr, codec)) = &mut self.dead_reckoning else {
+            return Err(NetError::Config(
+                "dead reckoning is not configured (NetConfig::dead_reckoning)".into(),
+            ));
+        };
+        let tick = self.session.current_tick();
+        let probe = DrMessage {
+            id,
+            tick,
+            position: state.position,
+            heading: state.heading,
+            motion: Motion::Moving {
+                speed: state.speed,
+                interval: dr.config().sync_interval,
+                lag: state.source_lag,
+            },
+        };
+        probe.check(&codec.limits)?;
+        dr.update(id, self.now, tick, state);
+        Ok(())
+    }
+
+    /// Which characters each client is sent by dead reckoning (all, by default). A
+    /// character that becomes relevant to a client is sent at once; one that stops being
+    /// relevant is no longer sent (the game despawns it for that client if it wants).
+    pub fn set_character_relevance(
+        &mut self,
+        relevant: impl Fn(ClientId, u32) -> bool + Send + Sync + 'static,
+    ) {
+        self.relevant = Some(Box::new(relevant));
+    }
+
+    /// The dead-reckoning senders (their counters, say), if configured.
+    pub fn dead_reckoning(&self) -> Option<&DrServer> {
+        self.dead_reckoning.as_ref().map(|(dr, _)| dr)
     }
 
     /// Where client `id`'s player is, for the default relevance (nearer entities are
@@ -152,7 +219,19 @@ impl<I: Input> Server<I> {
                 Err(ReplicationError::UnknownClient(_)) => continue,
                 Err(e) => return Err(e.into()),
             };
-            self.session.send_snapshot(id, now, &snapshot.bytes)?;
+            match &mut self.dead_reckoning {
+                // The messages due first, then the snapshot from the next whole byte.
+                Some((dr, codec)) => {
+                    let mut bits = BitWriter::new();
+                    let relevant = &self.relevant;
+                    let messages =
+                        dr.poll_messages(id, |c| relevant.as_ref().is_none_or(|f| f(id, c)));
+                    codec.write_batch(&mut bits, &messages)?;
+                    bits.write_bytes_aligned(&snapshot.bytes);
+                    self.session.send_snapshot(id, now, bits.as_bytes())?;
+                }
+                None => self.session.send_snapshot(id, now, &snapshot.bytes)?,
+            }
         }
         Ok(())
     }

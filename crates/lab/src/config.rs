@@ -293,6 +293,43 @@ pub enum SnapshotCodecChoice {
     Plain,
 }
 
+/// How the walker scene's scripted characters reach clients (`--walker-sync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WalkerSync {
+    /// Dead reckoning: messages on momentum changes and a sync clock, shown where they
+    /// are now (`lagless_replication::deadreckoning`).
+    #[default]
+    DeadReckoning,
+    /// Ordinary snapshots, shown through the interpolation buffer: the comparison.
+    Interpolation,
+}
+
+/// The walker scene's settings (issue 25).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WalkerSettings {
+    /// Scripted walkers (`--walkers`, default 200).
+    pub count: u32,
+    /// How they reach clients.
+    pub sync: WalkerSync,
+    /// How dead-reckoned characters are steered onto each message (`--steering`).
+    pub steering: lagless_replication::deadreckoning::Steering,
+    /// Every Nth snapshot to each client also carries a forged dead-reckoning message
+    /// (an unknown id, a speed, interval or lag beyond the limits, a stale tick, in
+    /// turn), to show they are refused and counted (`--dr-forge`; 0: never).
+    pub forge_every: u32,
+}
+
+impl Default for WalkerSettings {
+    fn default() -> Self {
+        Self {
+            count: 200,
+            sync: WalkerSync::DeadReckoning,
+            steering: lagless_replication::deadreckoning::Steering::Arrive,
+            forge_every: 0,
+        }
+    }
+}
+
 /// Everything that defines one lab run.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -324,6 +361,8 @@ pub struct RunConfig {
     /// Distance at which an entity's priority for a client halves, m
     /// (`lagless_replication::ServerConfig::relevance_distance`).
     pub relevance_m: f32,
+    /// The walker scene's settings (`--walkers`, `--walker-sync`, `--steering`).
+    pub walkers: WalkerSettings,
     /// Server settings (tick rate is taken from here).
     pub server: ServerConfig,
     /// Client settings.
@@ -370,6 +409,7 @@ impl Default for RunConfig {
             snapshot_codec: SnapshotCodecChoice::Delta,
             budget_kbps: lagless_replication::BudgetConfig::default().max_kbps,
             relevance_m: lagless_replication::ServerConfig::default().relevance_distance,
+            walkers: WalkerSettings::default(),
             server: ServerConfig::default(),
             client: ClientConfig::default(),
             clock_step: Duration::from_micros(500),

@@ -14,6 +14,7 @@
 pub mod bench;
 pub mod bench_playback;
 pub mod bench_snapshot;
+pub mod character_view;
 pub mod config;
 pub mod cpu;
 pub mod input_buffer;

@@ -405,6 +405,37 @@ struct RunArgs {
     /// two or more clients).
     #[arg(long)]
     interpolation_sweep: bool,
+    /// Walker scene: scripted walkers the server simulates.
+    #[arg(long, default_value_t = 200)]
+    walkers: u32,
+    /// Walker scene: how the walkers reach clients (dead reckoning, or snapshots shown
+    /// through the interpolation buffer).
+    #[arg(long, value_enum, default_value = "deadreckoning")]
+    walker_sync: WalkerSyncArg,
+    /// Walker scene: how dead-reckoned walkers are steered onto each message (the
+    /// character-sync article's arrive, or projective velocity blending).
+    #[arg(long, value_enum, default_value = "arrive")]
+    steering: SteeringArg,
+    /// Walker scene: every Nth snapshot to each client also carries a forged
+    /// dead-reckoning message, which must be refused and counted (0: never).
+    #[arg(long, default_value_t = 0)]
+    dr_forge: u32,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum WalkerSyncArg {
+    /// Dead reckoning (momentum changes, sync clock, predicted point).
+    Deadreckoning,
+    /// Ordinary snapshots and the interpolation buffer.
+    Interpolation,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum SteeringArg {
+    /// Arrive at the predicted point as the interval ends (the article's).
+    Arrive,
+    /// Projective velocity blending.
+    Pvb,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -740,6 +771,18 @@ fn run_command(a: RunArgs) -> Result<(), String> {
         return Err("--relevance-m must be a positive number".into());
     }
     config.relevance_m = a.relevance_m;
+    config.walkers = lagless_lab::config::WalkerSettings {
+        count: a.walkers,
+        sync: match a.walker_sync {
+            WalkerSyncArg::Deadreckoning => lagless_lab::config::WalkerSync::DeadReckoning,
+            WalkerSyncArg::Interpolation => lagless_lab::config::WalkerSync::Interpolation,
+        },
+        steering: match a.steering {
+            SteeringArg::Arrive => lagless_replication::deadreckoning::Steering::Arrive,
+            SteeringArg::Pvb => lagless_replication::deadreckoning::Steering::Pvb,
+        },
+        forge_every: a.dr_forge,
+    };
     config.server.tick_hz = a.tick_hz;
     config.client.tick_hz = a.tick_hz;
     config.server.missing_input = match a.missing_input {

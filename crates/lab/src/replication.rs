@@ -14,10 +14,14 @@ use crate::metrics::{Histogram, Mean, Metric, Report};
 use crate::scene::{LabScene, PlayerId, RawEntity};
 use lagless_core::message::FRAGMENT_PAYLOAD_BYTES;
 use lagless_core::{ClientId, ClientSession, ProtocolError, ReceivedSnapshot, ServerSession};
-use lagless_replication::{
-    BudgetConfig, ClientConfig, ReplicationClient, ReplicationError, ReplicationServer,
-    ServerConfig,
+use lagless_replication::deadreckoning::{
+    CharacterState, DrCodec, DrConfig, DrError, DrLimits, DrMessage, DrReceiver, DrServer, Motion,
 };
+use lagless_replication::{
+    BudgetConfig, ClientConfig, EntityEvent, ReplicationClient, ReplicationError,
+    ReplicationServer, ServerConfig,
+};
+use lagless_wire::{BitReader, BitWriter};
 use std::marker::PhantomData;
 use std::time::Duration;
 
@@ -77,8 +81,80 @@ pub struct SnapshotSender<S: LabScene> {
     /// Per client, per entity: the last snapshot tick at which the client held the
     /// server's state.
     last_true: std::collections::BTreeMap<ClientId, Vec<u32>>,
+    /// Dead reckoning, when the scene sends its characters so.
+    dr: Option<DrSend>,
+    dr_stats: DrSendStats,
     /// Counters.
     pub stats: SenderStats,
+}
+
+/// The server's dead-reckoning side: the characters' senders and what went out.
+///
+/// Each client's messages ride in front of its snapshot, as the high-level
+/// `lagless_replication::Server` frames them: the batch ([`DrCodec::write_batch`]), then
+/// the replication bytes from the next whole byte.
+struct DrSend {
+    server: DrServer,
+    config: DrConfig,
+    /// Every Nth snapshot to a client also carries a forged message (0: never).
+    forge_every: u32,
+    /// Snapshots sent per client, for `forge_every`.
+    sent: std::collections::BTreeMap<ClientId, u64>,
+}
+
+/// What the dead-reckoning side sent, all clients together.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DrSendStats {
+    /// Messages handed to clients.
+    pub messages: u64,
+    /// Bits of the batches (the count and the messages).
+    pub bits: u64,
+    /// Forged messages slipped in (`--dr-forge`).
+    pub forged: u64,
+}
+
+/// A forged message, of the `n`th kind in turn, looking like `real` (a real character's
+/// newest message at `tick`): each is one a receiver must refuse.
+fn forge(n: u64, real: Option<DrMessage>, tick: lagless_core::Tick) -> DrMessage {
+    let base = real.unwrap_or(DrMessage {
+        id: 0,
+        tick,
+        position: [0.0; 3],
+        heading: 0.0,
+        motion: Motion::Idle,
+    });
+    let moving = |speed: f32, interval_ms: u64, lag_ms: u64| Motion::Moving {
+        speed,
+        interval: std::time::Duration::from_millis(interval_ms),
+        lag: std::time::Duration::from_millis(lag_ms),
+    };
+    match n % 5 {
+        // An id nobody spawned.
+        0 => DrMessage {
+            id: 1 << 30,
+            ..base
+        },
+        // Faster than anyone walks (the codec carries up to 32 m/s, the limit is 20).
+        1 => DrMessage {
+            motion: moving(31.0, 2000, 0),
+            ..base
+        },
+        // An interval beyond the 10 s limit.
+        2 => DrMessage {
+            motion: moving(1.0, 10_200, 0),
+            ..base
+        },
+        // A sender lag beyond the 1 s limit.
+        3 => DrMessage {
+            motion: moving(1.0, 2000, 1_020),
+            ..base
+        },
+        // An old tick: stale against what the client already has.
+        _ => DrMessage {
+            tick: lagless_core::Tick(tick.0.saturating_sub(600)),
+            ..base
+        },
+    }
 }
 
 impl<S: LabScene> SnapshotSender<S> {
@@ -99,6 +175,13 @@ impl<S: LabScene> SnapshotSender<S> {
                 ..ServerConfig::default()
             },
         );
+        let forge_every = config.walkers.forge_every;
+        let dr = S::dead_reckoning(&setup).map(|config| DrSend {
+            server: DrServer::new(config.sender),
+            config,
+            forge_every,
+            sent: std::collections::BTreeMap::new(),
+        });
         Self {
             choice,
             setup,
@@ -107,8 +190,74 @@ impl<S: LabScene> SnapshotSender<S> {
             peer_last: Vec::new(),
             raw: Vec::new(),
             last_true: std::collections::BTreeMap::new(),
+            dr,
+            dr_stats: DrSendStats::default(),
             stats: SenderStats::default(),
         }
+    }
+
+    /// The dead-reckoning settings, when the scene sends characters so.
+    pub fn dead_reckoning(&self) -> Option<&DrConfig> {
+        self.dr.as_ref().map(|d| &d.config)
+    }
+
+    /// What the dead-reckoning side sent (`None` without dead reckoning).
+    pub fn dr_stats(&self) -> Option<DrSendStats> {
+        self.dr.as_ref().map(|_| self.dr_stats)
+    }
+
+    /// Feeds every character's true state of `tick` to its sender (every tick; nothing
+    /// without dead reckoning).
+    pub fn update_characters(
+        &mut self,
+        now: Duration,
+        tick: lagless_core::Tick,
+        characters: &[(u32, CharacterState)],
+    ) {
+        if let Some(dr) = &mut self.dr {
+            for &(id, state) in characters {
+                dr.server.update(id, now, tick, state);
+            }
+        }
+    }
+
+    /// `snapshot` for client `id`, with its dead-reckoning messages in front (the
+    /// snapshot alone without dead reckoning).
+    fn frame(
+        &mut self,
+        id: ClientId,
+        tick: lagless_core::Tick,
+        snapshot: &[u8],
+    ) -> Result<Vec<u8>, SendError> {
+        let Some(dr) = &mut self.dr else {
+            return Ok(snapshot.to_vec());
+        };
+        // Only characters the client has spawned (it refuses the others): a spawn the
+        // budget held back would otherwise cost the character's first message.
+        let layer = &self.layer;
+        let mut messages = dr.server.poll_messages(id, |c| layer.client_holds(id, c));
+        self.dr_stats.messages += messages.len() as u64;
+        let sent = dr.sent.entry(id).or_default();
+        *sent += 1;
+        let mut codec = dr.config.codec;
+        if dr.forge_every > 0 && *sent % u64::from(dr.forge_every) == 0 {
+            let real = dr.server.ids().next().and_then(|c| dr.server.sender(c)?.message());
+            messages.push(forge(self.dr_stats.forged, real, tick));
+            self.dr_stats.forged += 1;
+            // The forger's codec writes what the honest one refuses to: the same bits,
+            // wider limits.
+            codec.limits = DrLimits {
+                max_speed: 32.0,
+                max_interval: Duration::from_secs(11),
+                max_lag: Duration::from_secs(2),
+                ..codec.limits
+            };
+        }
+        let mut bits = BitWriter::new();
+        codec.write_batch(&mut bits, &messages)?;
+        self.dr_stats.bits += bits.bit_len() as u64;
+        bits.write_bytes_aligned(snapshot);
+        Ok(bits.into_bytes())
     }
 
     /// The layer's client settings matching this sender.
@@ -127,12 +276,19 @@ impl<S: LabScene> SnapshotSender<S> {
     /// Registers a client.
     pub fn add_client(&mut self, id: ClientId) {
         self.layer.add_client(id);
+        if let Some(dr) = &mut self.dr {
+            dr.server.add_client(id);
+        }
     }
 
     /// Forgets a client that left (its views, budget and staleness record).
     pub fn remove_client(&mut self, id: ClientId) {
         self.layer.remove_client(id);
         self.last_true.remove(&id);
+        if let Some(dr) = &mut self.dr {
+            dr.server.remove_client(id);
+            dr.sent.remove(&id);
+        }
     }
 
     /// Hands each client's newest acknowledgement, as its session has it at `now`, to
@@ -194,9 +350,9 @@ impl<S: LabScene> SnapshotSender<S> {
                     if let Some(kbps) = self.layer.budget_kbps(id) {
                         self.stats.budget_kbps.add(kbps);
                     }
-                    self.stats.fragmented +=
-                        u64::from(encoded.bytes.len() > FRAGMENT_PAYLOAD_BYTES);
-                    server.send_snapshot(id, now, &encoded.bytes)?;
+                    let bytes = self.frame(id, tick, &encoded.bytes)?;
+                    self.stats.fragmented += u64::from(bytes.len() > FRAGMENT_PAYLOAD_BYTES);
+                    server.send_snapshot(id, now, &bytes)?;
                 }
             }
         }
@@ -303,6 +459,9 @@ pub enum SendError {
     /// The scene has no plain codec.
     #[error("this scene has no plain codec")]
     NoPlainCodec,
+    /// A dead-reckoning batch could not be written.
+    #[error(transparent)]
+    DeadReckoning(#[from] DrError),
 }
 
 /// What a client's decoder counted.
@@ -324,6 +483,9 @@ pub struct SnapshotReceiver<S: LabScene> {
     setup: S::Setup,
     /// Counters.
     pub stats: ReceiverStats,
+    /// Dead reckoning, when the scene sends characters so: the receiver that shows them
+    /// and the codec.
+    pub dr: Option<(DrReceiver, DrCodec)>,
     scene: PhantomData<fn() -> S>,
 }
 
@@ -335,6 +497,9 @@ impl<S: LabScene> SnapshotReceiver<S> {
             layer: ReplicationClient::new(S::schema(sender.setup()), sender.client_config()),
             setup: sender.setup().clone(),
             stats: ReceiverStats::default(),
+            dr: sender
+                .dead_reckoning()
+                .map(|c| (DrReceiver::new(c.receiver), c.codec)),
             scene: PhantomData,
         }
     }
@@ -346,6 +511,18 @@ impl<S: LabScene> SnapshotReceiver<S> {
         snap: &ReceivedSnapshot,
         session: &mut ClientSession<S::Input>,
     ) -> Option<S::Known> {
+        self.receive_at(snap, session, Duration::ZERO)
+    }
+
+    /// [`SnapshotReceiver::receive`] at local time `now`, which the dead-reckoning
+    /// receiver times its characters' motion from (scenes with dead reckoning must use
+    /// this one).
+    pub fn receive_at(
+        &mut self,
+        snap: &ReceivedSnapshot,
+        session: &mut ClientSession<S::Input>,
+        now: Duration,
+    ) -> Option<S::Known> {
         match self.choice {
             SnapshotCodecChoice::Plain => {
                 let decoded = S::decode_plain(&self.setup, &snap.payload);
@@ -356,7 +533,41 @@ impl<S: LabScene> SnapshotReceiver<S> {
             }
             SnapshotCodecChoice::Delta => {
                 let timer = CpuTimer::start();
-                match self.layer.receive(snap.tick, &snap.payload) {
+                // With dead reckoning the messages come first, then the snapshot from the
+                // next whole byte; a batch that does not decode loses the packet (the
+                // receiver counts it as malformed).
+                let (messages, payload) = match &mut self.dr {
+                    None => (Vec::new(), &snap.payload[..]),
+                    Some((dr, codec)) => {
+                        let mut bits = BitReader::new(&snap.payload);
+                        let decoded = dr.decode_batch(snap.tick, codec, &mut bits);
+                        let Ok(messages) = decoded.and_then(|m| {
+                            bits.align().map_err(DrError::from)?;
+                            Ok(m)
+                        }) else {
+                            self.stats.decode_errors += 1;
+                            return None;
+                        };
+                        (messages, &snap.payload[bits.bit_position() / 8..])
+                    }
+                };
+                let received = self.layer.receive(snap.tick, payload);
+                // After the snapshot, which spawns the characters these messages may be
+                // the first of; refusals (stale ones after reordering, forged ones) are
+                // counted by the receiver.
+                if let Some((dr, _)) = &mut self.dr {
+                    while let Some(event) = self.layer.poll_event() {
+                        match event {
+                            EntityEvent::Spawned(id) => _ = dr.spawn(id),
+                            EntityEvent::Despawned(id) => _ = dr.despawn(id),
+                        }
+                    }
+                    dr.set_rtt(session.rtt());
+                    for m in messages {
+                        let _ = dr.receive(now, snap.tick, m);
+                    }
+                }
+                match received {
                     Ok(Some(applied)) => {
                         session.acknowledge_snapshot(applied.tick);
                         let plain = S::known(&self.setup, &self.layer, applied.tick);

@@ -12,6 +12,7 @@ use crate::metrics::Report;
 use crate::runner::RunError;
 use lagless_core::interpolation::Pose;
 use lagless_core::{Input, Rollback, Tick};
+use lagless_replication::deadreckoning::{CharacterState, DrConfig};
 use lagless_replication::{ReplicationClient, ReplicationError, ReplicationServer, Schema};
 
 /// A player, as scenes number them: client `k` of a run drives player `k + 1`.
@@ -121,4 +122,24 @@ pub trait LabScene: Sized + 'static {
     fn observe(&mut self) {}
     /// The scene's own metrics, at the end of a run.
     fn report(&self, _r: &mut Report) {}
+
+    /// Walking characters (issue 25): each one's entity id and true motion after the
+    /// step, in a fixed order, every tick. The runner records them as the truth of the
+    /// `deadreckoning.*` metrics and, when [`LabScene::dead_reckoning`] says so, feeds
+    /// them to a `DrServer` whose messages ride in front of each snapshot. The default:
+    /// no characters.
+    fn characters(&self, _out: &mut Vec<(u32, CharacterState)>) {}
+    /// How characters reach clients: `Some` sends them by dead reckoning with these
+    /// settings (their entities are spawned in snapshots, which lets the client's
+    /// `DrReceiver` accept them, but not updated there), `None` (the default) leaves them
+    /// in the snapshots, shown through the interpolation buffer.
+    fn dead_reckoning(_setup: &Self::Setup) -> Option<DrConfig> {
+        None
+    }
+    /// When characters travel in snapshots: the index in [`LabScene::shown`]'s list of
+    /// the first character for a run of `players` players (the others follow in
+    /// [`LabScene::characters`]' order), so the runner measures them as shown.
+    fn character_slot(_setup: &Self::Setup, _players: PlayerId) -> Option<usize> {
+        None
+    }
 }

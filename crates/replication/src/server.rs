@@ -424,6 +424,18 @@ impl ReplicationServer {
         Some((e.kind, &e.codes))
     }
 
+    /// True if `client` acknowledged a snapshot whose view holds entity `id`: the client
+    /// has it spawned. A game that sends an entity's motion some other way (dead
+    /// reckoning, `crate::deadreckoning`) waits for this, since a receiver refuses
+    /// messages for ids it never spawned, and a spawn the budget held back arrives
+    /// snapshots after the first message would.
+    pub fn client_holds(&self, client: ClientKey, id: u32) -> bool {
+        self.clients
+            .get(&client)
+            .and_then(|c| c.acked.as_ref())
+            .is_some_and(|a| a.view.get(id).is_some())
+    }
+
     /// Live entity ids, ascending.
     pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {
         self.entities

@@ -1,7 +1,7 @@
 //! Deterministic simulations ("scenes") that lagless synchronises over the network.
 //!
-//! The only scene so far is [`cubes`]: a player cube pushing around a grid of
-//! 900 physics cubes. A scene steps only when told to, one fixed tick at a
+//! The scenes: [`cubes`], a player cube pushing around a grid of 900 physics cubes,
+//! and [`walkers`], walking characters on a level with obstacles (issue 25). A scene steps only when told to, one fixed tick at a
 //! time, so the same starting state and inputs always give the same result.
 //!
 //! ```
@@ -20,3 +20,4 @@
 #![deny(missing_docs)]
 
 pub mod cubes;
+pub mod walkers;

@@ -182,7 +182,11 @@ impl GameServer {
                 .iter()
                 .map(|s| vec![s.position.to_array()])
                 .collect();
-            Arc::new(RwLock::new(Truth { players, others }))
+            Arc::new(RwLock::new(Truth {
+                players,
+                others,
+                characters: Default::default(),
+            }))
         });
         Ok(Self {
             udp,

@@ -2,6 +2,7 @@
 //! shows the other players, with what it measured.
 
 use super::UDP_IP_HEADER_BYTES;
+use crate::character_view::{CharacterTruth, CharacterView};
 use crate::config::RunConfig;
 use crate::cpu::CpuTimer;
 use crate::playback::PolicyShadows;
@@ -20,6 +21,8 @@ use std::time::Duration;
 pub(crate) struct Truth {
     pub(crate) players: Vec<Vec<[f32; 3]>>,
     pub(crate) others: Vec<Vec<[f32; 3]>>,
+    /// The walking characters ([`LabScene::characters`]), with the time of each record.
+    pub(crate) characters: CharacterTruth,
 }
 
 /// A rendered frame of the own player.
@@ -59,6 +62,10 @@ pub(crate) struct ClientSim<S: LabScene> {
     pub(crate) remote_view: RemoteView,
     /// Other delay policies, fed what `remote` is fed.
     pub(super) shadows: PolicyShadows,
+    /// The walking characters as shown, when the scene has any: their ids (in
+    /// [`LabScene::characters`]' order), where they sit in the interpolated frame when
+    /// they travel in snapshots, and how they looked.
+    pub(crate) characters: Option<(Vec<u32>, Option<usize>, CharacterView)>,
 }
 
 /// A client's prediction machinery and what it measured.
@@ -133,7 +140,15 @@ impl<S: LabScene> ClientSim<S> {
                     &[]
                 },
             ),
+            characters: None,
         }
+    }
+
+    /// Measures how the characters `ids` are shown (`deadreckoning.*`): through the
+    /// dead-reckoning receiver if the snapshots carry one, else at `slot` onwards in
+    /// the interpolated frame.
+    pub(crate) fn watch_characters(&mut self, ids: Vec<u32>, slot: Option<usize>) {
+        self.characters = Some((ids, slot, CharacterView::default()));
     }
 
     /// Puts a packet from the server on the downlink, counting its bytes.
@@ -168,7 +183,7 @@ impl<S: LabScene> ClientSim<S> {
             }
         }
         while let Some(snap) = self.session.poll_snapshot() {
-            let Some(s) = self.snapshots.receive(&snap, &mut self.session) else {
+            let Some(s) = self.snapshots.receive_at(&snap, &mut self.session, now) else {
                 continue;
             };
             if let Some(p) = S::seen_in(&s, self.player) {
@@ -219,7 +234,23 @@ impl<S: LabScene> ClientSim<S> {
         if config.clients > 1 {
             self.shadows.sample(now);
         }
-        if let Some(shown) = self.remote.sample_at(now) {
+        let sampled = self.remote.sample_at(now);
+        if let Some((ids, slot, view)) = &mut self.characters {
+            let hidden = [f32::NAN; 3];
+            let shown: Vec<[f32; 3]> = match (&self.snapshots.dr, slot, &sampled) {
+                (Some((dr, _)), _, _) => ids
+                    .iter()
+                    .map(|&id| dr.shown(id, now).map_or(hidden, |s| s.position))
+                    .collect(),
+                (None, Some(slot), Some(frame)) => (0..ids.len())
+                    .map(|j| frame.value.get(*slot + j).map_or(hidden, |p| p.position))
+                    .collect(),
+                _ => vec![hidden; ids.len()],
+            };
+            view.record(now, shown);
+            view.judge(&auth.characters);
+        }
+        if let Some(shown) = sampled {
             // Client k drives player k + 1: the others, in id order, then the cubes.
             let players = &auth.players;
             let truth: Vec<&[[f32; 3]]> = (0..players.len())

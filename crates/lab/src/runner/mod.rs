@@ -168,6 +168,8 @@ struct Sim<'a, S: LabScene> {
     encode_ms: Vec<f64>,
     /// Lead, input delay and recovery (`sync.*`, `input.*`).
     probe: SyncProbe,
+    /// Scratch for the walking characters' states.
+    characters: Vec<(u32, lagless_replication::deadreckoning::CharacterState)>,
 }
 
 impl<'a, S: LabScene> Sim<'a, S> {
@@ -206,6 +208,22 @@ impl<'a, S: LabScene> Sim<'a, S> {
             }
             clients.push(ClientSim::new(config, (id, player), link, script, &sender));
         }
+        if S::dead_reckoning(&setup).is_some()
+            && config.snapshot_codec != crate::config::SnapshotCodecChoice::Delta
+        {
+            return Err(RunError::Invalid(
+                "dead reckoning rides in delta snapshots: use --snapshot-codec delta".into(),
+            ));
+        }
+        let mut characters = Vec::new();
+        scene.characters(&mut characters);
+        if !characters.is_empty() {
+            let ids: Vec<u32> = characters.iter().map(|(id, _)| *id).collect();
+            let slot = S::character_slot(&setup, config.clients);
+            for c in &mut clients {
+                c.watch_characters(ids.clone(), slot);
+            }
+        }
         let client_players = clients.iter().map(|c| (c.id, c.player)).collect();
         let player_index = clients.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
         let mut others = Vec::new();
@@ -216,7 +234,11 @@ impl<'a, S: LabScene> Sim<'a, S> {
                 .map(|c| vec![pos(scene.player_position(c.player))])
                 .collect(),
             others: others.into_iter().map(|p| vec![p]).collect(),
+            characters: Default::default(),
         };
+        let mut auth = auth;
+        auth.characters
+            .push(Duration::ZERO, characters.iter().map(|(_, s)| s.position));
         Ok(Self {
             config,
             scene,
@@ -231,6 +253,7 @@ impl<'a, S: LabScene> Sim<'a, S> {
             physics_ms: Vec::new(),
             encode_ms: Vec::new(),
             probe: SyncProbe::new(config.clients as usize, tick_hz, recovery_events(config)),
+            characters,
         })
     }
 
@@ -255,6 +278,12 @@ impl<'a, S: LabScene> Sim<'a, S> {
                 .collect();
             self.scene.step(&inputs);
             let physics = started.ms();
+            // The characters' senders are the server's work: timed with the tick.
+            self.characters.clear();
+            self.scene.characters(&mut self.characters);
+            let tick = self.server.current_tick();
+            self.sender
+                .update_characters(now, tick, &self.characters);
             let fed: Vec<Option<bool>> = step
                 .inputs
                 .iter()
@@ -293,6 +322,10 @@ impl<'a, S: LabScene> Sim<'a, S> {
             self.scene.others(&mut others);
             for (track, p) in self.auth.others.iter_mut().zip(&others) {
                 track.push(*p);
+            }
+            if !self.characters.is_empty() {
+                let positions = self.characters.iter().map(|(_, s)| s.position);
+                self.auth.characters.push(now, positions);
             }
             self.others = others;
             self.scene.observe();

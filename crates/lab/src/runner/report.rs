@@ -2,7 +2,9 @@
 
 use super::Sim;
 use super::client::{ClientSim, Prediction};
+use crate::character_view::CharacterView;
 use crate::metrics::{Histogram, Metric, Report, mean, percentile};
+use lagless_replication::deadreckoning::DrReceiverStats;
 use crate::playback::PolicyFigures;
 use crate::remote_view::RemoteView;
 use crate::replication::{SnapshotReceiver, snapshot_metrics};
@@ -30,6 +32,7 @@ pub(super) fn build<S: LabScene>(
     let receivers: Vec<&SnapshotReceiver<S>> = sim.clients.iter().map(|c| &c.snapshots).collect();
     snapshot_metrics(&mut r, config, &sim.sender, &receivers, down_kbps);
 
+    dead_reckoning(&mut r, sim);
     sim.scene.report(&mut r);
     r.number("lab.wall_s", Some(wall.as_secs_f64()));
     r.number(
@@ -314,4 +317,91 @@ pub(crate) fn sync<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) {
                 .sum(),
         ),
     );
+}
+
+/// `deadreckoning.*` (docs/metrics.md, section Dead reckoning), when the scene has walking
+/// characters: how they were shown against the truth at the same instant, per client and
+/// then averaged over clients, and what the dead-reckoning receivers refused.
+fn dead_reckoning<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
+    let views: Vec<&CharacterView> = sim
+        .clients
+        .iter()
+        .filter_map(|c| c.characters.as_ref().map(|(_, _, v)| v))
+        .collect();
+    if views.is_empty() {
+        return;
+    }
+    let per_client = |f: fn(&CharacterView) -> Option<f64>| {
+        mean(&views.iter().filter_map(|v| f(v)).collect::<Vec<_>>())
+    };
+    r.number(
+        "deadreckoning.error_cm_mean",
+        per_client(|v| v.error_mean.mean()),
+    );
+    r.number(
+        "deadreckoning.error_cm_p99",
+        per_client(|v| v.error_cm.percentile(99.0)),
+    );
+    r.number(
+        "deadreckoning.jerk_cm_p99",
+        per_client(|v| v.jerk_cm.percentile(99.0)),
+    );
+    let (seen, unseen) = views
+        .iter()
+        .fold((0, 0), |(s, u), v| (s + v.seen, u + v.unseen));
+    r.number(
+        "deadreckoning.unseen_pct",
+        (seen + unseen > 0).then(|| unseen as f64 * 100.0 / (seen + unseen) as f64),
+    );
+    let Some(sent) = sim.sender.dr_stats() else {
+        r.set("deadreckoning.mode", Metric::Text("interpolation".into()));
+        return;
+    };
+    r.set("deadreckoning.mode", Metric::Text("deadreckoning".into()));
+    if let Some(c) = sim.sender.dead_reckoning() {
+        let steering = format!("{:?}", c.receiver.steering).to_lowercase();
+        r.set("deadreckoning.steering", Metric::Text(steering));
+    }
+    let clients = sim.clients.len().max(1) as f64;
+    let secs = sim.config.seconds;
+    r.number(
+        "deadreckoning.messages_per_s",
+        Some(sent.messages as f64 / secs / clients),
+    );
+    r.number(
+        "deadreckoning.kbps_mean",
+        Some(sent.bits as f64 / 1000.0 / secs / clients),
+    );
+    r.set("deadreckoning.forged", Metric::Count(sent.forged));
+    let mut t = DrReceiverStats::default();
+    for c in &sim.clients {
+        if let Some((dr, _)) = &c.snapshots.dr {
+            let s = dr.stats();
+            t.accepted += s.accepted;
+            t.malformed += s.malformed;
+            t.non_finite += s.non_finite;
+            t.bad_position += s.bad_position;
+            t.bad_speed += s.bad_speed;
+            t.bad_interval += s.bad_interval;
+            t.bad_lag += s.bad_lag;
+            t.unknown_id += s.unknown_id;
+            t.stale += s.stale;
+            t.tick_far_off += s.tick_far_off;
+        }
+    }
+    r.set("deadreckoning.accepted", Metric::Count(t.accepted));
+    r.set("deadreckoning.rejected", Metric::Count(t.rejected()));
+    for (name, n) in [
+        ("malformed", t.malformed),
+        ("non_finite", t.non_finite),
+        ("bad_position", t.bad_position),
+        ("bad_speed", t.bad_speed),
+        ("bad_interval", t.bad_interval),
+        ("bad_lag", t.bad_lag),
+        ("unknown_id", t.unknown_id),
+        ("stale", t.stale),
+        ("tick_far_off", t.tick_far_off),
+    ] {
+        r.set(&format!("deadreckoning.rejected_{name}"), Metric::Count(n));
+    }
 }

@@ -3,14 +3,16 @@
 //! [`run_named`].
 
 mod cubes;
+mod walkers;
 
 pub use cubes::{CubeSetup, Cubes, Scripted};
+pub use walkers::{MAX_WALKERS, WalkerScripted, WalkerSetup, Walkers};
 
 use crate::config::RunConfig;
 use crate::runner::{RunError, RunOutcome, run_scene};
 
 /// Scene names, the default first.
-pub const SCENES: &[&str] = &["cubes"];
+pub const SCENES: &[&str] = &["cubes", "walkers"];
 
 /// Runs the scene `config.scene` names.
 pub fn run_named(
@@ -19,6 +21,7 @@ pub fn run_named(
 ) -> Result<RunOutcome, RunError> {
     match config.scene.as_str() {
         "cubes" => run_scene::<Cubes>(config, progress),
+        "walkers" => run_scene::<Walkers>(config, progress),
         other => Err(RunError::UnknownScene(other.to_owned())),
     }
 }

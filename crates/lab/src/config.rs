@@ -313,6 +313,10 @@ pub struct WalkerSettings {
     pub sync: WalkerSync,
     /// How dead-reckoned characters are steered onto each message (`--steering`).
     pub steering: lagless_replication::deadreckoning::Steering,
+    /// [`Steering::Arrive`](lagless_replication::deadreckoning::Steering::Arrive)'s
+    /// steering time for moving messages (`--steer-ms`); `None`: each message's own sync
+    /// interval, as the character-sync article steers.
+    pub steer_time: Option<Duration>,
     /// Every Nth snapshot to each client also carries a forged dead-reckoning message
     /// (an unknown id, a speed, interval or lag beyond the limits, a stale tick, in
     /// turn), to show they are refused and counted (`--dr-forge`; 0: never).
@@ -325,6 +329,7 @@ impl Default for WalkerSettings {
             count: 200,
             sync: WalkerSync::DeadReckoning,
             steering: lagless_replication::deadreckoning::Steering::Arrive,
+            steer_time: None,
             forge_every: 0,
         }
     }

@@ -416,6 +416,10 @@ struct RunArgs {
     /// character-sync article's arrive, or projective velocity blending).
     #[arg(long, value_enum, default_value = "arrive")]
     steering: SteeringArg,
+    /// Walker scene: arrive's steering time for moving messages, ms (default: each
+    /// message's own sync interval, as the character-sync article steers).
+    #[arg(long)]
+    steer_ms: Option<u64>,
     /// Walker scene: every Nth snapshot to each client also carries a forged
     /// dead-reckoning message, which must be refused and counted (0: never).
     #[arg(long, default_value_t = 0)]
@@ -781,6 +785,7 @@ fn run_command(a: RunArgs) -> Result<(), String> {
             SteeringArg::Arrive => lagless_replication::deadreckoning::Steering::Arrive,
             SteeringArg::Pvb => lagless_replication::deadreckoning::Steering::Pvb,
         },
+        steer_time: a.steer_ms.map(std::time::Duration::from_millis),
         forge_every: a.dr_forge,
     };
     config.server.tick_hz = a.tick_hz;

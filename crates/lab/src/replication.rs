@@ -206,6 +206,11 @@ impl<S: LabScene> SnapshotSender<S> {
         self.dr.as_ref().map(|_| self.dr_stats)
     }
 
+    /// The dead-reckoning senders' counters (messages due by trigger), if any.
+    pub fn dr_server_stats(&self) -> Option<&lagless_replication::deadreckoning::DrServerStats> {
+        self.dr.as_ref().map(|d| d.server.stats())
+    }
+
     /// Feeds every character's true state of `tick` to its sender (every tick; nothing
     /// without dead reckoning).
     pub fn update_characters(

@@ -373,6 +373,14 @@ fn dead_reckoning<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
         Some(sent.bits as f64 / 1000.0 / secs / clients),
     );
     r.set("deadreckoning.forged", Metric::Count(sent.forged));
+    if let Some(s) = sim.sender.dr_server_stats() {
+        // Why messages became due, all characters together (each then goes to every
+        // client): which part of the rate is momentum changes, resends, sync, idle.
+        for (trigger, n) in &s.due {
+            let name = format!("{trigger:?}").to_lowercase();
+            r.set(&format!("deadreckoning.due_{name}"), Metric::Count(*n));
+        }
+    }
     let mut t = DrReceiverStats::default();
     for c in &sim.clients {
         if let Some((dr, _)) = &c.snapshots.dr {

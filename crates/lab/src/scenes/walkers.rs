@@ -88,6 +88,7 @@ impl LabScene for Walkers {
         let dead_reckoning = (settings.sync == WalkerSync::DeadReckoning).then(|| DrConfig {
             receiver: ReceiverConfig {
                 steering: settings.steering,
+                steer_time: settings.steer_time,
                 ..ReceiverConfig::default()
             },
             ..DrConfig::default()
@@ -293,3 +294,4 @@ impl LabScene for Walkers {
             .then(|| players.saturating_sub(1) as usize)
     }
 }
+

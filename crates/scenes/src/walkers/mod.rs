@@ -120,6 +120,8 @@ pub struct Walker {
     mood: Mood,
     /// Seconds until the next decision.
     timer: f32,
+    /// The last tick made less than half the way it tried to (an obstacle).
+    blocked: bool,
 }
 
 impl Walker {
@@ -186,6 +188,7 @@ impl WalkerScene {
                 wanted_heading: heading,
                 mood: Mood::Idle,
                 timer: rng.random_range(0.0..3.0),
+                blocked: false,
             });
         }
         Self {
@@ -315,8 +318,8 @@ fn think(w: &mut Walker, rng: &mut ChaCha8Rng, dt: f32, half_size: f32) {
     let [x, _, z] = w.position;
     if x.abs().max(z.abs()) > half_size * 0.9 {
         w.wanted_heading = (-x).atan2(-z); // back towards the middle
-    } else if w.speed > 0.0 && w.speed < 0.5 * w.wanted_speed.min(w.speed.max(0.5)) {
-        // Sliding slowly along an obstacle: turn away from it.
+    } else if w.blocked && (w.wanted_heading - w.heading).abs() < 0.1 {
+        // Stopped or slowed by an obstacle (and not already turning): turn away from it.
         w.wanted_heading += if rng.random::<bool>() { 1.2 } else { -1.2 };
     }
     w.wanted_heading = w.wanted_heading.rem_euclid(TAU);
@@ -335,6 +338,7 @@ fn walk(w: &mut Walker, level: &Level, dt: f32) {
     if speed <= 0.0 {
         w.speed = 0.0;
         w.motion_heading = w.heading;
+        w.blocked = false;
         return;
     }
     let (s, c) = w.heading.sin_cos();
@@ -342,6 +346,7 @@ fn walk(w: &mut Walker, level: &Level, dt: f32) {
     w.position = level.move_character(before, [s * speed * dt, c * speed * dt], dt);
     let (dx, dz) = (w.position[0] - before[0], w.position[2] - before[2]);
     let made = dx.hypot(dz) / dt;
+    w.blocked = made < 0.5 * speed;
     // Blocked head-on the controller makes (almost) no progress: the walker stands.
     w.speed = if made < 0.02 { 0.0 } else { made.min(speed) };
     w.motion_heading = if made < 0.02 {

@@ -1,0 +1,103 @@
+//! The walker scene (issue 25): dead reckoning against snapshot interpolation on the same
+//! walkers, and forged dead-reckoning messages refused and counted.
+#![allow(clippy::unwrap_used)]
+
+use lagless_lab::config::{WalkerSettings, WalkerSync};
+use lagless_lab::{RunConfig, run};
+use lagless_replication::deadreckoning::Steering;
+
+fn config(sync: WalkerSync, steering: Steering, forge_every: u32) -> RunConfig {
+    RunConfig {
+        scene: "walkers".into(),
+        profile: "broadband".into(),
+        seconds: 8.0,
+        clients: 2,
+        naive_sample: 0,
+        walkers: WalkerSettings {
+            count: 60,
+            sync,
+            steering,
+            forge_every,
+            ..WalkerSettings::default()
+        },
+        ..RunConfig::default()
+    }
+}
+
+fn figure(r: &lagless_lab::metrics::Report, name: &str) -> f64 {
+    r.get_f64(name)
+        .unwrap_or_else(|| panic!("{name} missing from the report"))
+}
+
+/// On `broadband`, walkers shown by dead reckoning (projective velocity blending) are
+/// nearer their true present position than interpolated ones, for less downlink.
+#[test]
+fn dead_reckoning_beats_interpolation_for_less_bandwidth() {
+    let dr = run(&config(WalkerSync::DeadReckoning, Steering::Pvb, 0), &mut |_| {}).unwrap();
+    let interp = run(
+        &config(WalkerSync::Interpolation, Steering::Pvb, 0),
+        &mut |_| {},
+    )
+    .unwrap();
+    let (dr, interp) = (&dr.report, &interp.report);
+    let (e_dr, e_in) = (
+        figure(dr, "deadreckoning.error_cm_mean"),
+        figure(interp, "deadreckoning.error_cm_mean"),
+    );
+    let (k_dr, k_in) = (
+        figure(dr, "net.down_kbps_mean"),
+        figure(interp, "net.down_kbps_mean"),
+    );
+    assert!(e_dr < e_in, "error: dead reckoning {e_dr} cm, interpolation {e_in} cm");
+    assert!(
+        k_dr < 0.75 * k_in,
+        "downlink: dead reckoning {k_dr} kbit/s, interpolation {k_in} kbit/s"
+    );
+    assert!(figure(dr, "deadreckoning.messages_per_s") > 0.0);
+    // A clean run refuses only stale messages (reordering), and shows every walker soon.
+    assert_eq!(
+        figure(dr, "deadreckoning.rejected"),
+        figure(dr, "deadreckoning.rejected_stale")
+    );
+    assert!(figure(dr, "deadreckoning.unseen_pct") < 5.0);
+    assert!(figure(dr, "deadreckoning.jerk_cm_p99") > 0.0);
+}
+
+/// Every forged message (an unknown id, a speed, interval or lag beyond the limits, an old
+/// tick) is refused and counted; the honest ones around it still get through.
+#[test]
+fn forged_messages_are_refused_and_counted() {
+    // On `lan` nothing is lost or reordered, so every refusal is a forged message and
+    // every forged message arrives (but those still on the wire at the end).
+    let config = RunConfig {
+        profile: "lan".into(),
+        ..config(WalkerSync::DeadReckoning, Steering::Arrive, 8)
+    };
+    let out = run(&config, &mut |_| {}).unwrap();
+    let r = &out.report;
+    let forged = figure(r, "deadreckoning.forged");
+    assert!(forged >= 100.0, "forged {forged}");
+    let refused: f64 = [
+        "unknown_id",
+        "bad_speed",
+        "bad_interval",
+        "bad_lag",
+        "stale",
+    ]
+    .iter()
+    .map(|k| figure(r, &format!("deadreckoning.rejected_{k}")))
+    .sum();
+    // The last snapshot to each client may still be on the wire when the run ends.
+    let in_flight = f64::from(config.clients);
+    assert!(
+        refused <= forged && refused >= forged - in_flight,
+        "refused {refused} of {forged} forged"
+    );
+    assert_eq!(figure(r, "deadreckoning.rejected"), refused);
+    for k in ["unknown_id", "bad_speed", "bad_interval", "bad_lag"] {
+        let n = figure(r, &format!("deadreckoning.rejected_{k}"));
+        assert!(n >= forged / 5.0 - 1.0, "{k}: {n} of {forged} forged");
+    }
+    assert!(figure(r, "deadreckoning.accepted") > 0.0);
+    assert!(figure(r, "deadreckoning.error_cm_mean") < 50.0);
+}

@@ -246,7 +246,11 @@ impl<S: LabScene> SnapshotSender<S> {
         *sent += 1;
         let mut codec = dr.config.codec;
         if dr.forge_every > 0 && *sent % u64::from(dr.forge_every) == 0 {
-            let real = dr.server.ids().next().and_then(|c| dr.server.sender(c)?.message());
+            let real = dr
+                .server
+                .ids()
+                .next()
+                .and_then(|c| dr.server.sender(c)?.message());
             messages.push(forge(self.dr_stats.forged, real, tick));
             self.dr_stats.forged += 1;
             // The forger's codec writes what the honest one refuses to: the same bits,

@@ -33,7 +33,11 @@ fn figure(r: &lagless_lab::metrics::Report, name: &str) -> f64 {
 /// nearer their true present position than interpolated ones, for less downlink.
 #[test]
 fn dead_reckoning_beats_interpolation_for_less_bandwidth() {
-    let dr = run(&config(WalkerSync::DeadReckoning, Steering::Pvb, 0), &mut |_| {}).unwrap();
+    let dr = run(
+        &config(WalkerSync::DeadReckoning, Steering::Pvb, 0),
+        &mut |_| {},
+    )
+    .unwrap();
     let interp = run(
         &config(WalkerSync::Interpolation, Steering::Pvb, 0),
         &mut |_| {},
@@ -48,7 +52,10 @@ fn dead_reckoning_beats_interpolation_for_less_bandwidth() {
         figure(dr, "net.down_kbps_mean"),
         figure(interp, "net.down_kbps_mean"),
     );
-    assert!(e_dr < e_in, "error: dead reckoning {e_dr} cm, interpolation {e_in} cm");
+    assert!(
+        e_dr < e_in,
+        "error: dead reckoning {e_dr} cm, interpolation {e_in} cm"
+    );
     assert!(
         k_dr < 0.75 * k_in,
         "downlink: dead reckoning {k_dr} kbit/s, interpolation {k_in} kbit/s"

@@ -282,8 +282,7 @@ impl<'a, S: LabScene> Sim<'a, S> {
             self.characters.clear();
             self.scene.characters(&mut self.characters);
             let tick = self.server.current_tick();
-            self.sender
-                .update_characters(now, tick, &self.characters);
+            self.sender.update_characters(now, tick, &self.characters);
             let fed: Vec<Option<bool>> = step
                 .inputs
                 .iter()

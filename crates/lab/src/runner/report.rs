@@ -4,13 +4,13 @@ use super::Sim;
 use super::client::{ClientSim, Prediction};
 use crate::character_view::CharacterView;
 use crate::metrics::{Histogram, Metric, Report, mean, percentile};
-use lagless_replication::deadreckoning::DrReceiverStats;
 use crate::playback::PolicyFigures;
 use crate::remote_view::RemoteView;
 use crate::replication::{SnapshotReceiver, snapshot_metrics};
 use crate::scene::LabScene;
 use lagless_core::interpolation::{DelayPolicy, InterpolationStats};
 use lagless_core::{ClientStats, PredictionStats};
+use lagless_replication::deadreckoning::DrReceiverStats;
 use std::time::Duration;
 
 /// The report of a finished run that took `wall` of real time; `shadows` are the shadow

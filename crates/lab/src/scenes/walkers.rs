@@ -57,10 +57,8 @@ fn yaw(heading: f32) -> [f32; 4] {
 }
 
 fn player_pose(s: &PlayerState) -> Pose {
-    Pose::new(s.position, [0.0, 0.0, 0.0, 1.0]).with_velocity(
-        [s.velocity[0], 0.0, s.velocity[1]],
-        [0.0; 3],
-    )
+    Pose::new(s.position, [0.0, 0.0, 0.0, 1.0])
+        .with_velocity([s.velocity[0], 0.0, s.velocity[1]], [0.0; 3])
 }
 
 impl LabScene for Walkers {
@@ -217,7 +215,8 @@ impl LabScene for Walkers {
         naive: bool,
     ) -> Option<WalkerRollback> {
         // The predicted world is the own player alone: there is no bigger naive one.
-        (!naive).then(|| WalkerRollback::new(Arc::clone(&setup.level), player, config.server.tick_hz))
+        (!naive)
+            .then(|| WalkerRollback::new(Arc::clone(&setup.level), player, config.server.tick_hz))
     }
 
     fn predicted(world: &WalkerRollback) -> Option<PlayerState> {
@@ -294,4 +293,3 @@ impl LabScene for Walkers {
             .then(|| players.saturating_sub(1) as usize)
     }
 }
-

@@ -7,9 +7,9 @@ use rand_chacha::ChaCha8Rng;
 use rapier3d::control::{CharacterLength, KinematicCharacterController};
 use rapier3d::parry::shape::Capsule;
 use rapier3d::prelude::{
-    BroadPhaseBvh, CCDSolver, ColliderBuilder, ColliderSet, ImpulseJointSet,
-    IntegrationParameters, IslandManager, MultibodyJointSet, NarrowPhase, PhysicsPipeline, Pose,
-    QueryFilter, RigidBodySet, SoftBodySet,
+    BroadPhaseBvh, CCDSolver, ColliderBuilder, ColliderSet, ImpulseJointSet, IntegrationParameters,
+    IslandManager, MultibodyJointSet, NarrowPhase, PhysicsPipeline, Pose, QueryFilter,
+    RigidBodySet, SoftBodySet,
 };
 
 /// Height of a character's centre above the floor, m (the capsule stands on y = 0).
@@ -75,8 +75,11 @@ impl Level {
         let mut colliders = ColliderSet::new();
         for o in &list {
             colliders.insert(
-                ColliderBuilder::cuboid(o.half[0], 1.5, o.half[1])
-                    .translation(Vec3::new(o.centre[0], 1.5, o.centre[1])),
+                ColliderBuilder::cuboid(o.half[0], 1.5, o.half[1]).translation(Vec3::new(
+                    o.centre[0],
+                    1.5,
+                    o.centre[1],
+                )),
             );
         }
         let mut level = Self {

@@ -5,7 +5,7 @@
 //! The walkers are the server's own characters (NPC-like): the server simulates them, so
 //! the state it sends is the truth with no lag at the source, and they can be shown to
 //! clients either by dead reckoning ([`character`] gives their
-//! [`CharacterState`](lagless_replication::deadreckoning::CharacterState)) or through
+//! `CharacterState`) or through
 //! ordinary snapshots ([`replicate`]). Players are predicted by their own client
 //! ([`WalkerRollback`]) and reach the others through snapshots.
 //!
@@ -330,11 +330,7 @@ fn think(w: &mut Walker, rng: &mut ChaCha8Rng, dt: f32, half_size: f32) {
 fn walk(w: &mut Walker, level: &Level, dt: f32) {
     let d = turn(w.heading, w.wanted_heading);
     w.heading = (w.heading + d.clamp(-TURN_RATE * dt, TURN_RATE * dt)).rem_euclid(TAU);
-    let speed = approach(
-        w.speed.max(0.0),
-        w.wanted_speed,
-        ACCELERATION * dt,
-    );
+    let speed = approach(w.speed.max(0.0), w.wanted_speed, ACCELERATION * dt);
     if speed <= 0.0 {
         w.speed = 0.0;
         w.motion_heading = w.heading;

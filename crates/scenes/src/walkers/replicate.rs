@@ -99,9 +99,10 @@ pub fn known(client: &ReplicationClient, walkers: u32, tick: Tick) -> WalkersKno
         walkers: vec![([f32::NAN; 3], 0.0); walkers as usize],
     };
     for (id, e) in client.entities() {
-        let (Some(kind), Some(values)) =
-            (client.kind(e.kind), client.values_at(id, tick, MAX_CARRY_SECS))
-        else {
+        let (Some(kind), Some(values)) = (
+            client.kind(e.kind),
+            client.values_at(id, tick, MAX_CARRY_SECS),
+        ) else {
             continue;
         };
         let mut r = StateReader::new(kind, &values);

@@ -332,3 +332,24 @@ fn an_update_in_flight_is_not_resent() {
     client.receive(Tick(4), &resent.bytes).expect("decode");
     assert_converged(&server, &client);
 }
+
+/// `client_holds` says a spawn reached the client only once a snapshot carrying it is
+/// acknowledged: what a game sending the entity's motion some other way waits for.
+#[test]
+fn client_holds_an_entity_once_its_spawn_is_acknowledged() {
+    let mut server = ReplicationServer::new(schema(), ServerConfig::default());
+    server.add_client(1);
+    server
+        .spawn_with_id(4, 1, |w| {
+            w.vec2([1.0, 2.0]);
+            w.int(1);
+        })
+        .expect("spawn");
+    assert!(!server.client_holds(1, 4), "not sent yet");
+    server.encode(1, Tick(1), Duration::ZERO).expect("encode");
+    assert!(!server.client_holds(1, 4), "sent, not acknowledged");
+    server.acknowledge(1, Tick(1), Duration::from_millis(50));
+    assert!(server.client_holds(1, 4));
+    assert!(!server.client_holds(1, 5), "never spawned");
+    assert!(!server.client_holds(2, 4), "unknown client");
+}

@@ -108,3 +108,64 @@ fn forged_messages_are_refused_and_counted() {
     assert!(figure(r, "deadreckoning.accepted") > 0.0);
     assert!(figure(r, "deadreckoning.error_cm_mean") < 50.0);
 }
+
+/// The flags reach the run and its JSON: `--walkers`, `--walker-sync`, `--steering`,
+/// `--dr-forge`; a bad value is an error, not a panic.
+#[test]
+fn the_walker_flags_reach_the_json() {
+    let dir = std::env::temp_dir().join(format!("lagless-walkers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("w.json");
+    let lagless = || std::process::Command::new(env!("CARGO_BIN_EXE_lagless"));
+    let out = lagless()
+        .args([
+            "run",
+            "--scene",
+            "walkers",
+            "--profile",
+            "lan",
+            "--seconds",
+            "2",
+        ])
+        .args(["--walkers", "30", "--steering", "pvb", "--dr-forge", "4"])
+        .args(["--no-progress", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let dr = &v["deadreckoning"];
+    assert_eq!(dr["steering"], "pvb");
+    assert_eq!(dr["mode"], "deadreckoning");
+    assert_eq!(v["walkers"]["count"], 30);
+    assert!(dr["forged"].as_u64().unwrap() > 0);
+    assert!(dr["rejected_unknown_id"].as_u64().unwrap() > 0);
+    for bad in [
+        &["--walkers", "20000"][..],
+        &["--walker-sync", "telepathy"],
+        &["--steering", "teleport"],
+        &["--snapshot-codec", "plain"],
+    ] {
+        let out = lagless()
+            .args([
+                "run",
+                "--scene",
+                "walkers",
+                "--seconds",
+                "1",
+                "--no-progress",
+            ])
+            .args(bad)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{bad:?} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{bad:?}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -134,11 +134,6 @@ struct ClientState {
     acked: Option<InFlight>,
     in_flight: VecDeque<InFlight>,
     priority: Vec<f32>,
-    /// Per entity, the priority it gains per tick as last looked at; negative: to be
-    /// looked at in full next time (see [`LOOK_EVERY`]).
-    rate: Vec<f32>,
-    /// Encodes so far, to take turns at looking at waiting entities in full.
-    encodes: u64,
     last_tick: Option<Tick>,
     focus: Option<[f32; 3]>,
     budget: BudgetController,
@@ -263,8 +258,7 @@ pub struct ReplicationServer {
 /// A candidate entry while a snapshot is built.
 struct Candidate {
     id: u32,
-    /// `None`: not looked at in full this time.
-    change: Option<Change>,
+    change: Change,
     priority: f32,
 }
 
@@ -277,13 +271,6 @@ enum Look {
     /// Differs from what the client shows; waiting gains `rate` per tick.
     Waiting { change: Change, rate: f32 },
 }
-
-/// A waiting entity whose circumstances did not change is looked at in full every this
-/// many snapshots (taking turns by id), or when a snapshot is about to take it; in
-/// between it gains priority at the rate last seen. With a crowded world nearly every
-/// entity waits in every snapshot, and looking at each in full, for every client, was
-/// most of a server's tick.
-const LOOK_EVERY: u32 = 4;
 
 impl ReplicationServer {
     /// A server replicating `schema`'s kinds.
@@ -372,7 +359,7 @@ impl ReplicationServer {
             position,
         });
         self.live += 1;
-        self.touch_whole(id);
+        self.touch(id);
         Ok(())
     }
 
@@ -411,7 +398,7 @@ impl ReplicationServer {
             Some(slot @ Some(_)) => {
                 *slot = None;
                 self.live -= 1;
-                self.touch_whole(id);
+                self.touch(id);
                 Ok(())
             }
             _ => Err(ReplicationError::NoSuchEntity(id)),
@@ -457,8 +444,6 @@ impl ReplicationServer {
             acked: None,
             in_flight: VecDeque::new(),
             priority: Vec::new(),
-            rate: Vec::new(),
-            encodes: 0,
             last_tick: None,
             focus: None,
             budget,
@@ -480,15 +465,6 @@ impl ReplicationServer {
     fn touch(&mut self, id: u32) {
         for c in self.clients.values_mut() {
             c.pending.mark(id);
-        }
-    }
-
-    /// Like [`Self::touch`], for a change that is more than a new state (a spawn, a
-    /// despawn): every client looks at the entity in full next time.
-    fn touch_whole(&mut self, id: u32) {
-        for c in self.clients.values_mut() {
-            c.pending.mark(id);
-            look_again(&mut c.rate, id);
         }
     }
 
@@ -556,7 +532,6 @@ impl ReplicationServer {
         while let Some(f) = c.in_flight.pop_front() {
             for &id in &f.ids {
                 forget_shown(&mut c.shown, id);
-                look_again(&mut c.rate, id);
             }
             if f.tick == tick {
                 let rtt = now.saturating_sub(f.sent_at).as_secs_f64();
@@ -565,11 +540,10 @@ impl ReplicationServer {
                 // The new baseline may differ from the old one in entities nobody
                 // touched since (it was encoded against an older baseline still): they
                 // are to be looked at again.
-                let (pending, shown, rate) = (&mut c.pending, &mut c.shown, &mut c.rate);
+                let (pending, shown) = (&mut c.pending, &mut c.shown);
                 let mut changed = |id| {
                     pending.mark(id);
                     forget_shown(shown, id);
-                    look_again(rate, id);
                 };
                 match &c.acked {
                     Some(old) => old.view.diff(&f.view, |id, _, _| changed(id)),
@@ -614,7 +588,6 @@ impl ReplicationServer {
             c.lost_track = true;
             c.sent.clear();
             c.shown.clear();
-            c.rate.clear();
             c.stats.resyncs += 1;
             for (i, e) in entities.iter().enumerate() {
                 if e.is_some() {
@@ -660,7 +633,6 @@ impl ReplicationServer {
                 for (i, e) in entities.iter().enumerate() {
                     if e.is_some() {
                         c.pending.mark(i as u32);
-                        look_again(&mut c.rate, i as u32);
                     }
                 }
             }
@@ -670,9 +642,6 @@ impl ReplicationServer {
         let mut keep = Vec::new();
         if c.shown.len() < entities.len() {
             c.shown.resize(entities.len(), Shown::default());
-        }
-        if c.rate.len() < entities.len() {
-            c.rate.resize(entities.len(), -1.0);
         }
         // What the client shows of an entity against what it is now, and what waiting
         // is worth.
@@ -735,30 +704,12 @@ impl ReplicationServer {
                 rate: kind_weight * weight * (1.0 + moved),
             }
         };
-        c.encodes += 1;
-        let turn = (c.encodes % u64::from(LOOK_EVERY)) as u32;
         for id in std::mem::take(&mut c.pending.list) {
             let i = id as usize;
             if let Some(flag) = c.pending.flags.get_mut(i) {
                 *flag = false;
             }
-            if c.rate.len() <= i {
-                c.rate.resize(i + 1, -1.0);
-            }
             let owned = c.owned.binary_search(&id).is_ok();
-            if c.rate[i] >= 0.0 && !owned && id % LOOK_EVERY != turn {
-                // Still waiting, as far as anything but its own motion goes: it gains
-                // what it gained when last looked at, and is looked at in full when
-                // its turn comes or a snapshot is about to take it.
-                c.priority[i] += c.rate[i] * elapsed;
-                keep.push(id);
-                candidates.push(Candidate {
-                    id,
-                    change: None,
-                    priority: c.priority[i],
-                });
-                continue;
-            }
             match look(&mut c.sent, &mut c.shown, id) {
                 Look::Gone { shown, keep: k } => {
                     if shown {
@@ -768,22 +719,19 @@ impl ReplicationServer {
                         keep.push(id);
                     }
                     c.priority[i] = 0.0;
-                    c.rate[i] = -1.0;
                 }
                 Look::Current { keep: k } => {
                     if k {
                         keep.push(id);
                     }
                     c.priority[i] = 0.0;
-                    c.rate[i] = -1.0;
                 }
                 Look::Waiting { change, rate } => {
                     keep.push(id);
-                    c.rate[i] = rate;
                     c.priority[i] += rate * elapsed;
                     candidates.push(Candidate {
                         id,
-                        change: Some(change),
+                        change,
                         priority: if owned { f32::MAX } else { c.priority[i] },
                     });
                 }
@@ -874,21 +822,7 @@ impl ReplicationServer {
                 ordered += n;
             }
             let cand = &candidates[k];
-            let change = match cand.change {
-                Some(change) => change,
-                // Waiting on an old look: look again before it goes.
-                None => match look(&mut c.sent, &mut c.shown, cand.id) {
-                    Look::Waiting { change, rate } => {
-                        c.rate[cand.id as usize] = rate;
-                        change
-                    }
-                    // Current after all, or gone: the next snapshot settles it.
-                    Look::Current { .. } | Look::Gone { .. } => {
-                        c.rate[cand.id as usize] = -1.0;
-                        continue;
-                    }
-                },
-            };
+            let change = cand.change;
             let Some(body) = payload(cache, cand.id, change) else {
                 continue;
             };
@@ -945,8 +879,6 @@ impl ReplicationServer {
             snapshot::write_op(&mut w, ch.change);
             if let Some((key, _)) = ch.body {
                 c.priority[i] = 0.0;
-                // What the client shows of it changes with this snapshot.
-                c.rate[i] = -1.0;
                 if let Some(body) = cache.get(&key) {
                     w.append(body);
                 }
@@ -1075,13 +1007,6 @@ fn codes_hash(codes: &[i32]) -> u64 {
     codes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &c| {
         (h ^ u64::from(c as u32)).wrapping_mul(0x0000_0100_0000_01b3)
     })
-}
-
-/// Entity `id`'s rate of priority has to be worked out again.
-fn look_again(rate: &mut [f32], id: u32) {
-    if let Some(r) = rate.get_mut(id as usize) {
-        *r = -1.0;
-    }
 }
 
 /// What the client shows of entity `id` has to be worked out again.

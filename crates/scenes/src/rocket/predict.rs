@@ -177,6 +177,11 @@ impl RocketRollback {
         }
     }
 
+    /// The player whose car this world predicts.
+    pub fn player(&self) -> PlayerId {
+        self.player
+    }
+
     /// The predicted world.
     pub fn world(&self) -> &RocketScene {
         &self.world

@@ -1,0 +1,379 @@
+//! The car-and-ball scene (`lagless_scenes::rocket`) in the lab: one car per client, a
+//! ball the server owns, and the `ball.*` metrics: how the ball a client rendered
+//! compares with the server's ball at the same tick, and whether the car-ball contacts a
+//! client showed happened on the server too (docs/metrics.md, "Scene rocket").
+
+use crate::config::{RunConfig, ScriptChoice};
+use crate::metrics::{Metric, Report, percentile};
+use crate::runner::RunError;
+use crate::scene::{LabScene, PlayerId, RawEntity, RenderedFrames, Script};
+use glam::{Quat, Vec3};
+use lagless_core::Tick;
+use lagless_core::interpolation::Pose;
+use lagless_replication::{ReplicationClient, ReplicationError, ReplicationServer, Schema};
+use lagless_scenes::cubes::BodyState;
+use lagless_scenes::rocket::predict::{Policy, PredictPolicy, RocketRollback};
+use lagless_scenes::rocket::replicate::{self, BALL_ENTITY, RocketKnown, car_entity};
+use lagless_scenes::rocket::script::ChaseDriver;
+use lagless_scenes::rocket::{CarInput, RocketConfig, RocketScene, car_touches_ball};
+
+/// Script names the scene knows (`roam`, the CLI's default, selects the chase too).
+pub const ROCKET_SCRIPTS: &[&str] = &["chase", "roam"];
+
+/// A contact a client showed counts as agreed when the server had the same car touching
+/// the ball within this many ticks of it (LAB.md: "within 2 ticks").
+pub const CONTACT_WINDOW_TICKS: usize = 2;
+
+/// The car-and-ball scene, with what the lab follows of it on the server: the ball and
+/// which cars touch it, per state tick.
+pub struct Rocket {
+    /// The scene itself.
+    pub scene: RocketScene,
+    policy: PredictPolicy,
+    /// The server's ball per state tick (index = tick).
+    ball: Vec<[f32; 3]>,
+    /// Per state tick, the cars touching the ball.
+    contacts: Vec<Vec<PlayerId>>,
+}
+
+/// What both ends know before the start: the scene's configuration and the policies.
+#[derive(Debug, Clone, Copy)]
+pub struct RocketSetup {
+    /// The scene's configuration (the same on both ends).
+    pub config: RocketConfig,
+}
+
+/// What a script sees: its car and the ball, as the client shows them.
+#[derive(Debug, Clone, Copy)]
+pub struct RocketSeen {
+    /// The own car.
+    pub car: BodyState,
+    /// The ball (predicted, or as shown), once known.
+    pub ball: Option<BodyState>,
+}
+
+/// The chasing driver as the lab's [`Script`].
+pub struct Chase(pub ChaseDriver);
+
+impl Script<Rocket> for Chase {
+    fn input(&mut self, tick: u64, seen: Option<&RocketSeen>) -> CarInput {
+        self.0.input(
+            tick,
+            seen.map(|s| &s.car),
+            seen.and_then(|s| s.ball.as_ref()),
+        )
+    }
+}
+
+fn pose(b: &BodyState) -> Pose {
+    Pose::new(b.position.to_array(), b.rotation.to_array())
+        .with_velocity(b.linvel.to_array(), b.angvel.to_array())
+}
+
+fn body(p: &Pose) -> BodyState {
+    BodyState {
+        position: Vec3::from(p.position),
+        rotation: Quat::from_array(p.rotation),
+        linvel: p.linear_velocity.map_or(Vec3::ZERO, Vec3::from),
+        angvel: p.angular_velocity.map_or(Vec3::ZERO, Vec3::from),
+    }
+}
+
+fn floats(s: &BodyState) -> Vec<f32> {
+    [
+        s.position.to_array().as_slice(),
+        &s.rotation.to_array(),
+        &s.linvel.to_array(),
+        &s.angvel.to_array(),
+    ]
+    .concat()
+}
+
+fn missing() -> Pose {
+    Pose::new([f32::NAN; 3], [0.0, 0.0, 0.0, 1.0])
+}
+
+/// The players other than `own`, in the order [`LabScene::shown`] lists them.
+fn others_of(own: PlayerId, players: PlayerId) -> impl Iterator<Item = PlayerId> {
+    (1..=players).filter(move |&p| p != own)
+}
+
+impl Rocket {
+    fn server_touching(&self, player: PlayerId, tick: usize) -> bool {
+        let lo = tick.saturating_sub(CONTACT_WINDOW_TICKS);
+        let hi = (tick + CONTACT_WINDOW_TICKS).min(self.contacts.len().saturating_sub(1));
+        (lo..=hi).any(|t| self.contacts.get(t).is_some_and(|c| c.contains(&player)))
+    }
+}
+
+impl LabScene for Rocket {
+    type Input = CarInput;
+    type Known = RocketKnown;
+    type World = RocketRollback;
+    type Setup = RocketSetup;
+    type Seen = RocketSeen;
+
+    const RECORDS_FRAMES: bool = true;
+
+    fn build(config: &RunConfig) -> Result<(Self, RocketSetup), RunError> {
+        let scene_config = RocketConfig {
+            tick_hz: config.server.tick_hz,
+            ..RocketConfig::default()
+        };
+        let scene = RocketScene::new(scene_config);
+        let ball = scene.ball_state().map(|b| b.position.to_array());
+        Ok((
+            Self {
+                scene,
+                policy: config.rocket,
+                ball: vec![ball.unwrap_or([f32::NAN; 3])],
+                contacts: vec![Vec::new()],
+            },
+            RocketSetup {
+                config: scene_config,
+            },
+        ))
+    }
+
+    fn add_player(&mut self, player: PlayerId) {
+        self.scene.add_car(player);
+    }
+
+    fn step(&mut self, inputs: &[(PlayerId, CarInput)]) {
+        self.scene.step(inputs);
+    }
+
+    fn schema(setup: &RocketSetup) -> Schema {
+        replicate::schema(&setup.config.quantize)
+    }
+
+    fn capture(&self, server: &mut ReplicationServer) -> Result<(), ReplicationError> {
+        replicate::capture(&self.scene, server)
+    }
+
+    fn player_entity(_: &RocketSetup, player: PlayerId) -> Option<u32> {
+        car_entity(player)
+    }
+
+    fn player_position(&self, player: PlayerId) -> Option<[f32; 3]> {
+        self.scene.car_state(player).map(|s| s.position.to_array())
+    }
+
+    fn others(&self, out: &mut Vec<[f32; 3]>) {
+        out.push(
+            self.scene
+                .ball_state()
+                .map_or([f32::NAN; 3], |b| b.position.to_array()),
+        );
+    }
+
+    fn raw(&self, out: &mut Vec<RawEntity>) {
+        if let Some(b) = self.scene.ball_state() {
+            out.push(RawEntity {
+                id: BALL_ENTITY,
+                floats: floats(&b),
+                flags: Vec::new(),
+            });
+        }
+        for (p, s) in self.scene.car_states() {
+            if let Some(id) = car_entity(p) {
+                out.push(RawEntity {
+                    id,
+                    floats: floats(&s),
+                    flags: Vec::new(),
+                });
+            }
+        }
+    }
+
+    fn plain(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        None
+    }
+
+    fn decode_plain(_: &RocketSetup, _: &[u8]) -> Option<RocketKnown> {
+        None
+    }
+
+    fn known(_: &RocketSetup, client: &ReplicationClient, tick: Tick) -> RocketKnown {
+        replicate::known(client, tick)
+    }
+
+    fn is_whole(_: &RocketKnown) -> bool {
+        true
+    }
+
+    fn shown(_: &RocketSetup, known: &RocketKnown, own: PlayerId, players: PlayerId) -> Vec<Pose> {
+        others_of(own, players)
+            .map(|p| known.car(p).map_or_else(missing, |c| pose(&c.state)))
+            .chain(std::iter::once(
+                known.ball.as_ref().map_or_else(missing, pose),
+            ))
+            .collect()
+    }
+
+    fn seen_in(known: &RocketKnown, player: PlayerId) -> Option<RocketSeen> {
+        Some(RocketSeen {
+            car: known.car(player)?.state,
+            ball: known.ball,
+        })
+    }
+
+    fn seen_pose(seen: &RocketSeen) -> Pose {
+        pose(&seen.car)
+    }
+
+    fn world(
+        setup: &RocketSetup,
+        player: PlayerId,
+        config: &RunConfig,
+        naive: bool,
+    ) -> Option<RocketRollback> {
+        // The predicted world is already the whole scene: there is no cheaper set to time
+        // a naive baseline against.
+        (!naive).then(|| RocketRollback::new(player, setup.config, config.rocket))
+    }
+
+    fn predicted(world: &RocketRollback) -> Option<RocketSeen> {
+        Some(RocketSeen {
+            car: world.car_state()?,
+            ball: world.ball_state(),
+        })
+    }
+
+    fn predicted_entities(world: &RocketRollback) -> usize {
+        world.predicted_bodies()
+    }
+
+    fn script(
+        config: &RunConfig,
+        setup: &RocketSetup,
+        seed: u64,
+    ) -> Result<Box<dyn Script<Self>>, RunError> {
+        match &config.script {
+            ScriptChoice::Named(name) if ROCKET_SCRIPTS.contains(&name.as_str()) => {
+                Ok(Box::new(Chase(ChaseDriver::new(setup.config, seed))))
+            }
+            ScriptChoice::Named(name) => Err(RunError::UnknownScript(format!(
+                "{name} (known: {})",
+                ROCKET_SCRIPTS.join(", ")
+            ))),
+            ScriptChoice::Custom(_) => Err(RunError::UnknownScript(
+                "a custom script (those drive cubes; scene rocket knows: chase)".into(),
+            )),
+        }
+    }
+
+    fn moves(input: &CarInput) -> bool {
+        input.moves()
+    }
+
+    fn observe(&mut self) {
+        let ball = self.scene.ball_state();
+        self.ball
+            .push(ball.map_or([f32::NAN; 3], |b| b.position.to_array()));
+        let touching = self
+            .scene
+            .car_ids()
+            .filter(|&p| self.scene.car_touches_ball(p))
+            .collect();
+        self.contacts.push(touching);
+    }
+
+    fn show(world: &mut RocketRollback, tick: Tick, shown: &[Pose]) {
+        let Some((ball, cars)) = shown.split_last() else {
+            return;
+        };
+        let players = cars.len() as PlayerId + 1;
+        let me = world.player();
+        let cars: Vec<(PlayerId, BodyState)> = others_of(me, players)
+            .zip(cars)
+            .filter(|(_, p)| p.position[0].is_finite())
+            .map(|(id, p)| (id, body(p)))
+            .collect();
+        let ball = ball.position[0].is_finite().then(|| body(ball));
+        world.show(tick, &cars, ball);
+    }
+
+    fn render_predicted(
+        world: &RocketRollback,
+        own: PlayerId,
+        players: PlayerId,
+        shown: &mut [Pose],
+    ) {
+        let Some((ball, cars)) = shown.split_last_mut() else {
+            return;
+        };
+        if world.policy().ball == Policy::Predicted {
+            if let Some(b) = world.ball_state() {
+                *ball = pose(&b);
+            }
+        }
+        if world.policy().remote_cars == Policy::Predicted {
+            for (p, slot) in others_of(own, players).zip(cars) {
+                if let Some(s) = world.remote_state(p) {
+                    *slot = pose(&s);
+                }
+            }
+        }
+    }
+
+    fn report(&self, r: &mut Report) {
+        r.set("ball.policy", Metric::Text(self.policy.ball.name().into()));
+        r.set(
+            "remote_cars.policy",
+            Metric::Text(self.policy.remote_cars.name().into()),
+        );
+        // Contacts that began on the server, all cars.
+        let mut onsets = 0u64;
+        for w in self.contacts.windows(2) {
+            onsets += w[1].iter().filter(|p| !w[0].contains(p)).count() as u64;
+        }
+        r.set("ball.contacts_server", Metric::Count(onsets));
+    }
+
+    fn report_frames(&self, clients: &[&RenderedFrames], r: &mut Report) {
+        let config = self.scene.config();
+        let mut errors = Vec::new();
+        let mut jerks = Vec::new();
+        let (mut shown, mut agreed) = (0u64, 0u64);
+        for c in clients {
+            let mut prev: Option<(u32, [f32; 3], [f32; 3])> = None;
+            let mut was_touching = false;
+            for (&t, f) in &c.frames {
+                let truth = self.ball.get(t as usize).filter(|b| b[0].is_finite());
+                let rendered = f.others.last().filter(|b| b.position[0].is_finite());
+                let (Some(&truth), Some(rendered)) = (truth, rendered) else {
+                    prev = None;
+                    was_touching = false;
+                    continue;
+                };
+                let p = rendered.position;
+                errors.push(crate::remote_view::dist_cm(p, truth));
+                if let Some((pt, pp, ptruth)) = prev {
+                    if pt + 1 == t {
+                        let moved = [0, 1, 2].map(|i| p[i] - pp[i]);
+                        let actual = [0, 1, 2].map(|i| truth[i] - ptruth[i]);
+                        jerks.push(crate::remote_view::dist_cm(moved, actual));
+                    }
+                }
+                prev = Some((t, p, truth));
+                let touching = car_touches_ball(config, &body(&f.own), Vec3::from(p));
+                if touching && !was_touching {
+                    shown += 1;
+                    if self.server_touching(c.player, t as usize) {
+                        agreed += 1;
+                    }
+                }
+                was_touching = touching;
+            }
+        }
+        r.number("ball.error_cm_p99", percentile(&errors, 99.0));
+        r.number("ball.jerk_cm_p99", percentile(&jerks, 99.0));
+        r.number(
+            "ball.contacts_agreed_pct",
+            (shown > 0).then(|| 100.0 * agreed as f64 / shown as f64),
+        );
+        r.set("ball.contacts_client_only", Metric::Count(shown - agreed));
+        r.set("ball.contacts_shown", Metric::Count(shown));
+    }
+}

@@ -377,3 +377,98 @@ impl LabScene for Rocket {
         r.set("ball.contacts_shown", Metric::Count(shown));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::run;
+
+    fn rocket(profile: &str, ball: Policy, seconds: f64, clients: u32) -> Report {
+        let config = RunConfig {
+            scene: "rocket".into(),
+            profile: profile.into(),
+            seconds,
+            seed: 3,
+            clients,
+            rocket: PredictPolicy {
+                ball,
+                ..PredictPolicy::default()
+            },
+            ..RunConfig::default()
+        };
+        run(&config, &mut |_| {}).expect("runs").report
+    }
+
+    fn get(r: &Report, name: &str) -> f64 {
+        r.get_f64(name).unwrap_or_else(|| panic!("{name} missing"))
+    }
+
+    #[test]
+    fn on_lan_client_and_server_ball_agree_through_repeated_hits() {
+        let r = rocket("lan", Policy::Predicted, 20.0, 2);
+        assert!(get(&r, "ball.contacts_shown") >= 4.0, "{r:?}");
+        assert!(get(&r, "ball.contacts_server") >= 4.0);
+        assert!(get(&r, "ball.error_cm_p99") < 5.0, "{r:?}");
+        assert!(get(&r, "ball.contacts_agreed_pct") >= 90.0);
+        assert!(get(&r, "ball.jerk_cm_p99") < 5.0);
+    }
+
+    #[test]
+    fn on_mobile_the_predicted_ball_beats_the_interpolated_one() {
+        let predicted = rocket("mobile", Policy::Predicted, 15.0, 1);
+        let interpolated = rocket("mobile", Policy::Interpolated, 15.0, 1);
+        let (p, i) = (
+            get(&predicted, "ball.error_cm_p99"),
+            get(&interpolated, "ball.error_cm_p99"),
+        );
+        assert!(p * 4.0 < i, "predicted {p} cm vs interpolated {i} cm");
+        let (pa, ia) = (
+            get(&predicted, "ball.contacts_agreed_pct"),
+            get(&interpolated, "ball.contacts_agreed_pct"),
+        );
+        assert!(pa > ia, "agreed: predicted {pa}% vs interpolated {ia}%");
+        assert!(get(&predicted, "ball.contacts_shown") >= 2.0);
+        // The car hits the past ball on the client: its own prediction fails too.
+        assert!(get(&predicted, "render.error_cm_p99") < get(&interpolated, "render.error_cm_p99"));
+    }
+
+    #[test]
+    fn remote_cars_can_be_predicted_or_interpolated() {
+        for remote_cars in [Policy::Predicted, Policy::Interpolated] {
+            let config = RunConfig {
+                scene: "rocket".into(),
+                profile: "broadband".into(),
+                seconds: 6.0,
+                seed: 5,
+                clients: 2,
+                rocket: PredictPolicy {
+                    remote_cars,
+                    ..PredictPolicy::default()
+                },
+                ..RunConfig::default()
+            };
+            let r = run(&config, &mut |_| {}).expect("runs").report;
+            // The ball, plus the other car when it is predicted.
+            let bodies = get(&r, "prediction.predicted_cubes_mean");
+            let want = if remote_cars == Policy::Predicted {
+                2.0
+            } else {
+                1.0
+            };
+            assert!((bodies - want).abs() < 0.05, "{remote_cars:?}: {bodies}");
+            assert!(get(&r, "ball.error_cm_p99").is_finite());
+        }
+    }
+
+    #[test]
+    fn unknown_scripts_are_refused() {
+        let config = RunConfig {
+            scene: "rocket".into(),
+            script: ScriptChoice::Named("pattern".into()),
+            seconds: 1.0,
+            ..RunConfig::default()
+        };
+        let err = run(&config, &mut |_| {}).err().expect("refused");
+        assert!(err.to_string().contains("chase"), "{err}");
+    }
+}

@@ -623,6 +623,22 @@ mod tests {
     }
 
     #[test]
+    fn no_input_reaches_the_ball_except_through_a_car() {
+        // Every key of every car, and keys for cars that do not exist, while no car gets
+        // near the ball: the ball moves exactly as with no input at all.
+        let mut driven = scene();
+        let mut idle = scene();
+        let all = CarInput::from_bits(CarInput::VALID).unwrap();
+        for _ in 0..20 {
+            driven.step(&[(1, all), (2, all), (0, all), (7, all), (u32::MAX, all)]);
+            idle.step(&[]);
+            assert!(!driven.car_touches_ball(1) && !driven.car_touches_ball(2));
+        }
+        assert_eq!(driven.ball_state(), idle.ball_state());
+        assert!(!driven.has_car(7), "an input does not create a car");
+    }
+
+    #[test]
     fn equal_scenes_stay_identical_and_states_stay_on_the_grid() {
         let mut a = scene();
         let mut b = scene();

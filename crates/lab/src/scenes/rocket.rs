@@ -34,6 +34,8 @@ pub struct Rocket {
     ball: Vec<[f32; 3]>,
     /// Per state tick, the cars touching the ball.
     contacts: Vec<Vec<PlayerId>>,
+    /// Per state tick, every car's position, ascending by player.
+    cars: Vec<Vec<(PlayerId, [f32; 3])>>,
 }
 
 /// What both ends know before the start: the scene's configuration and the policies.
@@ -99,6 +101,12 @@ fn others_of(own: PlayerId, players: PlayerId) -> impl Iterator<Item = PlayerId>
 }
 
 impl Rocket {
+    /// Car `player`'s position on the server at state tick `tick`.
+    fn car_at(&self, player: PlayerId, tick: usize) -> Option<[f32; 3]> {
+        let cars = self.cars.get(tick)?;
+        cars.iter().find(|(p, _)| *p == player).map(|(_, x)| *x)
+    }
+
     fn server_touching(&self, player: PlayerId, tick: usize) -> bool {
         let lo = tick.saturating_sub(CONTACT_WINDOW_TICKS);
         let hi = (tick + CONTACT_WINDOW_TICKS).min(self.contacts.len().saturating_sub(1));
@@ -128,6 +136,7 @@ impl LabScene for Rocket {
                 policy: config.rocket,
                 ball: vec![ball.unwrap_or([f32::NAN; 3])],
                 contacts: vec![Vec::new()],
+                cars: vec![Vec::new()],
             },
             RocketSetup {
                 config: scene_config,
@@ -137,6 +146,9 @@ impl LabScene for Rocket {
 
     fn add_player(&mut self, player: PlayerId) {
         self.scene.add_car(player);
+        if let (Some(first), Some(s)) = (self.cars.first_mut(), self.scene.car_state(player)) {
+            first.push((player, s.position.to_array()));
+        }
     }
 
     fn step(&mut self, inputs: &[(PlayerId, CarInput)]) {
@@ -277,6 +289,12 @@ impl LabScene for Rocket {
             .filter(|&p| self.scene.car_touches_ball(p))
             .collect();
         self.contacts.push(touching);
+        let cars = self
+            .scene
+            .car_states()
+            .map(|(p, s)| (p, s.position.to_array()))
+            .collect();
+        self.cars.push(cars);
     }
 
     fn show(world: &mut RocketRollback, tick: Tick, shown: &[Pose]) {
@@ -336,6 +354,33 @@ impl LabScene for Rocket {
         let mut errors = Vec::new();
         let mut jerks = Vec::new();
         let (mut shown, mut agreed) = (0u64, 0u64);
+        let players = clients.len() as PlayerId;
+        let mut remote_errors = Vec::new();
+        let mut remote_jerks = Vec::new();
+        for c in clients {
+            let mut prev_remote: Vec<Option<(u32, [f32; 3], [f32; 3])>> = Vec::new();
+            for (&t, f) in &c.frames {
+                let remotes = others_of(c.player, players).zip(&f.others);
+                prev_remote.resize(f.others.len().saturating_sub(1), None);
+                for (k, (p, rendered)) in remotes.enumerate() {
+                    let truth = self.car_at(p, t as usize);
+                    let (Some(truth), true) = (truth, rendered.position[0].is_finite()) else {
+                        prev_remote[k] = None;
+                        continue;
+                    };
+                    let x = rendered.position;
+                    remote_errors.push(crate::remote_view::dist_cm(x, truth));
+                    if let Some((pt, px, ptruth)) = prev_remote[k] {
+                        if pt + 1 == t {
+                            let moved = [0, 1, 2].map(|i| x[i] - px[i]);
+                            let actual = [0, 1, 2].map(|i| truth[i] - ptruth[i]);
+                            remote_jerks.push(crate::remote_view::dist_cm(moved, actual));
+                        }
+                    }
+                    prev_remote[k] = Some((t, x, truth));
+                }
+            }
+        }
         for c in clients {
             let mut prev: Option<(u32, [f32; 3], [f32; 3])> = None;
             let mut was_touching = false;
@@ -375,6 +420,8 @@ impl LabScene for Rocket {
         );
         r.set("ball.contacts_client_only", Metric::Count(shown - agreed));
         r.set("ball.contacts_shown", Metric::Count(shown));
+        r.number("remote_cars.error_cm_p99", percentile(&remote_errors, 99.0));
+        r.number("remote_cars.jerk_cm_p99", percentile(&remote_jerks, 99.0));
     }
 }
 

@@ -217,6 +217,8 @@ struct Candidate {
     id: u32,
     change: Change,
     priority: f32,
+    /// The client predicts it ([`ReplicationServer::set_owned`]).
+    owned: bool,
 }
 
 impl ReplicationServer {
@@ -651,6 +653,7 @@ impl ReplicationServer {
                 id,
                 change,
                 priority: if owned { f32::MAX } else { c.priority[i] },
+                owned,
             });
         }
         for id in keep {
@@ -663,8 +666,10 @@ impl ReplicationServer {
         // One packet's overhead per snapshot; a budget too small for more sends one
         // snapshot's worth anyway, so nothing starves outright.
         let overhead = config.packet_overhead_bytes * 8;
-        let cap = budget_bits.map_or(limit_bits, |b| {
-            b.saturating_sub(overhead).max(256).min(limit_bits)
+        let mut cap = budget_bits.map_or(limit_bits, |b| {
+            b.saturating_sub(overhead)
+                .max(MIN_SNAPSHOT_BITS)
+                .min(limit_bits)
         });
         let n_candidates = candidates.len();
         if budget_bits.is_some() {
@@ -721,6 +726,20 @@ impl ReplicationServer {
         // everything else a snapshot takes.
         let mut misses = 0;
         for (k, cand) in candidates.iter().enumerate() {
+            if cand.owned {
+                // What the client predicts always goes (it reconciles against it), and
+                // on top of the least a snapshot carries, so a small budget cannot spend
+                // itself on the client's own player every time and starve everything
+                // else for good (the ball of a car-and-ball game, say). Owned entities
+                // sort first, so the room is set before anything else is chosen.
+                let Some(body) = payload(cache, cand.id, cand.change) else {
+                    continue;
+                };
+                used += body.bit_len() + ENTRY_GUESS;
+                cap = cap.max((used + MIN_SNAPSHOT_BITS - 64).min(limit_bits));
+                chosen.push((cand.id, cand.change, Some(body), 0));
+                continue;
+            }
             if misses >= MAX_MISSES || used + ENTRY_GUESS + 8 > cap {
                 deferred += candidates.len() - k;
                 break;
@@ -832,6 +851,10 @@ impl ReplicationServer {
         })
     }
 }
+
+/// Least a snapshot may carry with a budget, bits (its 64-bit header included), besides
+/// the entities the client predicts.
+const MIN_SNAPSHOT_BITS: usize = 256;
 
 /// Fewest bits an entry takes (its id gap, operation and one field's width): no more than
 /// `cap / MIN_ENTRY_BITS` entries fit a snapshot.

@@ -95,6 +95,9 @@ fn missing() -> Pose {
     Pose::new([f32::NAN; 3], [0.0, 0.0, 0.0, 1.0])
 }
 
+/// A rendered position and the server's at one tick.
+type Sample = (u32, [f32; 3], [f32; 3]);
+
 /// The players other than `own`, in the order [`LabScene::shown`] lists them.
 fn others_of(own: PlayerId, players: PlayerId) -> impl Iterator<Item = PlayerId> {
     (1..=players).filter(move |&p| p != own)
@@ -347,6 +350,7 @@ impl LabScene for Rocket {
             onsets += w[1].iter().filter(|p| !w[0].contains(p)).count() as u64;
         }
         r.set("ball.contacts_server", Metric::Count(onsets));
+        r.set("rocket.escapes", Metric::Count(self.scene.escapes()));
     }
 
     fn report_frames(&self, clients: &[&RenderedFrames], r: &mut Report) {
@@ -358,7 +362,7 @@ impl LabScene for Rocket {
         let mut remote_errors = Vec::new();
         let mut remote_jerks = Vec::new();
         for c in clients {
-            let mut prev_remote: Vec<Option<(u32, [f32; 3], [f32; 3])>> = Vec::new();
+            let mut prev_remote: Vec<Option<Sample>> = Vec::new();
             for (&t, f) in &c.frames {
                 let remotes = others_of(c.player, players).zip(&f.others);
                 prev_remote.resize(f.others.len().saturating_sub(1), None);

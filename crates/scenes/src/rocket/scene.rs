@@ -57,6 +57,7 @@ pub struct RocketScene {
     /// predict remote cars from them).
     last_inputs: BTreeMap<PlayerId, CarInput>,
     steps: u64,
+    escapes: u64,
 }
 
 impl RocketScene {
@@ -104,6 +105,7 @@ impl RocketScene {
             cars: BTreeMap::new(),
             last_inputs: BTreeMap::new(),
             steps: 0,
+            escapes: 0,
         }
     }
 
@@ -246,6 +248,7 @@ impl RocketScene {
                 || !p.is_finite()
         };
         if self.ball_state().is_some_and(|b| outside(b.position)) {
+            self.escapes += 1;
             self.set_ball_state(&ball_spawn(&c));
         }
         let escaped: Vec<PlayerId> = self
@@ -255,8 +258,14 @@ impl RocketScene {
             .filter(|&id| self.car_state(id).is_some_and(|s| outside(s.position)))
             .collect();
         for id in escaped {
+            self.escapes += 1;
             self.set_car_state(id, &car_spawn(&c, id));
         }
+    }
+
+    /// Bodies put back at their spawn point after leaving the arena (see `step`).
+    pub fn escapes(&self) -> u64 {
+        self.escapes
     }
 
     /// Snaps every dynamic body to the quantization grid (see [`RocketConfig::quantize`]).

@@ -409,9 +409,9 @@ struct RunArgs {
     #[arg(long)]
     interpolation_sweep: bool,
     /// Scene rocket: how each client shows the ball. `predicted`: simulated forward with
-    /// its own car, so the car hits the future ball (source 001); `interpolated`: shown
-    /// in the past from snapshots, what the car collides with on the client (the failure
-    /// source 001 starts from).
+    /// its own car, so the car hits the future ball (the Unity "predict the ball"
+    /// article); `interpolated`: shown in the past from snapshots, what the car collides
+    /// with on the client (the failure that article starts from).
     #[arg(long, value_enum, default_value = "predicted")]
     ball: EntityPolicyArg,
     /// Scene rocket: how each client shows the other cars. `predicted`: from the keys the

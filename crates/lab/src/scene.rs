@@ -164,6 +164,9 @@ pub trait LabScene: Sized + 'static {
     /// [`LabScene::RECORDS_FRAMES`]), against what the scene followed on the server
     /// ([`LabScene::observe`]).
     fn report_frames(&self, _clients: &[&RenderedFrames], _r: &mut Report) {}
+    /// The scene's own metrics from each client's predicted world at the end of a run
+    /// (counters it kept while predicting). The default reports nothing.
+    fn report_worlds(_worlds: &[&Self::World], _r: &mut Report) {}
     /// The scene's own metrics, at the end of a run.
     fn report(&self, _r: &mut Report) {}
 }

@@ -71,7 +71,7 @@ pub(crate) struct ClientSim<S: LabScene> {
 
 /// A client's prediction machinery and what it measured.
 pub(crate) struct Prediction<S: LabScene> {
-    game: S::World,
+    pub(crate) game: S::World,
     pub(crate) predictor: Predictor<S::World>,
     pub(crate) smoother: ErrorSmoother,
     /// Naive full-world baseline, timed on a sample of rollbacks.

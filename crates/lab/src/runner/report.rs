@@ -31,6 +31,12 @@ pub(super) fn build<S: LabScene>(
     snapshot_metrics(&mut r, config, &sim.sender, &receivers, down_kbps);
 
     sim.scene.report(&mut r);
+    let worlds: Vec<&S::World> = sim
+        .clients
+        .iter()
+        .filter_map(|c| c.prediction.as_ref().map(|p| &p.game))
+        .collect();
+    S::report_worlds(&worlds, &mut r);
     if S::RECORDS_FRAMES {
         let frames: Vec<&RenderedFrames> = sim.clients.iter().map(|c| &c.frames).collect();
         sim.scene.report_frames(&frames, &mut r);

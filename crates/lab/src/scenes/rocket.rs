@@ -353,6 +353,35 @@ impl LabScene for Rocket {
         r.set("rocket.escapes", Metric::Count(self.scene.escapes()));
     }
 
+    fn report_worlds(worlds: &[&RocketRollback], r: &mut Report) {
+        // The Unity ball article's command flags, summed over clients: every command executed once,
+        // replayed only while unverified, never after the server verified it.
+        let mut total = lagless_scenes::rocket::predict::CommandStats::default();
+        for w in worlds {
+            let s = w.command_stats();
+            total.executed += s.executed;
+            total.replayed += s.replayed;
+            total.verified += s.verified;
+            total.replayed_verified += s.replayed_verified;
+        }
+        r.set(
+            "prediction.commands_executed",
+            Metric::Count(total.executed),
+        );
+        r.set(
+            "prediction.commands_replayed",
+            Metric::Count(total.replayed),
+        );
+        r.set(
+            "prediction.commands_verified",
+            Metric::Count(total.verified),
+        );
+        r.set(
+            "prediction.commands_replayed_verified",
+            Metric::Count(total.replayed_verified),
+        );
+    }
+
     fn report_frames(&self, clients: &[&RenderedFrames], r: &mut Report) {
         let config = self.scene.config();
         let mut errors = Vec::new();
@@ -462,6 +491,11 @@ mod tests {
         assert!(get(&r, "ball.error_cm_p99") < 5.0, "{r:?}");
         assert!(get(&r, "ball.contacts_agreed_pct") >= 90.0);
         assert!(get(&r, "ball.jerk_cm_p99") < 5.0);
+        // Unverified commands are replayed after server states; verified ones never.
+        assert!(
+            get(&r, "prediction.commands_verified") > 0.9 * get(&r, "prediction.commands_executed")
+        );
+        assert_eq!(get(&r, "prediction.commands_replayed_verified"), 0.0);
     }
 
     #[test]
@@ -479,6 +513,10 @@ mod tests {
         );
         assert!(pa > ia, "agreed: predicted {pa}% vs interpolated {ia}%");
         assert!(get(&predicted, "ball.contacts_shown") >= 2.0);
+        assert!(
+            get(&predicted, "prediction.commands_replayed") > 0.0,
+            "rollbacks replay commands"
+        );
         // The car hits the past ball on the client: its own prediction fails too.
         assert!(get(&predicted, "render.error_cm_p99") < get(&interpolated, "render.error_cm_p99"));
     }

@@ -7,7 +7,7 @@ use glam::Vec3;
 /// configurations: the simulation is only reproducible between equal ones.
 ///
 /// Accelerations are given per unit mass (m/s², rad/s²) and turned into forces with
-/// each body's mass, as source 001's car does (`AddForce(dir * force * mass)`).
+/// each body's mass, as the Unity ball article's car does (`AddForce(dir * force * mass)`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RocketConfig {
     /// Simulation rate; each step advances `1 / tick_hz` s.

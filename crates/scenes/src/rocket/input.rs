@@ -2,7 +2,7 @@
 
 use lagless_wire::{Reader, WireError, Writer};
 
-/// Car input for one tick as a bitfield, one bit per key (source 001's commands:
+/// Car input for one tick as a bitfield, one bit per key (the Unity ball article's commands:
 /// forward/back force, turn torque, jump; plus boost).
 ///
 /// Inputs come from the network, so [`CarInput::from_bits`] refuses unknown bits.

@@ -1,5 +1,5 @@
-//! The car-and-ball scene (Rocket League style; source 001, "predicting server-owned
-//! physics objects").
+//! The car-and-ball scene (Rocket League style; "Unity network sync from scratch, part 8:
+//! predicting server-owned physics objects", here "the Unity ball article").
 //!
 //! A closed arena (floor, four walls, ceiling), one box car per player driven by forces
 //! (throttle, turn torque, jump, boost) and a bouncy ball the server owns, which only

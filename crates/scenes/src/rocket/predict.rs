@@ -4,10 +4,10 @@
 //! The predicted world is the whole scene (a handful of bodies in a box, cheap to
 //! replay): the own car, and per entity a policy ([`Policy`]):
 //!
-//! * The ball **predicted** (source 001, item 10; Rocket League): each server state
+//! * The ball **predicted** (the Unity ball article; Rocket League): each server state
 //!   resets the client's ball to the server's ball, and it is simulated forward in the
 //!   same physics steps as the own car, so the car hits "the future ball".
-//! * The ball **interpolated** (source 001's failure case): the ball in the client's
+//! * The ball **interpolated** (the Unity ball article's failure case): the ball in the client's
 //!   physics is a kinematic body moved to where the client shows the server's ball, in
 //!   the past; the predicted car collides with that, the server's car with the real one,
 //!   and the two disagree.
@@ -15,7 +15,7 @@
 //!   toward neutral over [`RocketConfig::input_decay_ticks`] (Rocket League), or
 //!   **interpolated** (kinematic, as shown).
 //!
-//! Item 12 of source 001: every command the car executes is remembered with two flags,
+//! As in the Unity ball article, every command the car executes is remembered with two flags,
 //! executed locally and verified by the server. A server state for tick `n` verifies the
 //! commands before `n`; after it is loaded, the predictor replays exactly the executed,
 //! unverified ones ([`RocketRollback::commands`], [`CommandStats`]).
@@ -93,7 +93,7 @@ pub struct PredictPolicy {
     pub tolerances: Tolerances,
 }
 
-/// A command's flags (source 001: `HAS_EXECUTED`, `VERIFIED`).
+/// A command's flags (the Unity ball article's `HAS_EXECUTED`, `VERIFIED`).
 pub mod flags {
     /// Executed by the client's prediction.
     pub const EXECUTED: u8 = 1;
@@ -121,7 +121,8 @@ pub struct CommandStats {
     pub replayed: u64,
     /// Commands a server state verified.
     pub verified: u64,
-    /// Replays of a verified command: always 0 (a verified command is gone).
+    /// Executions asked for a tick the server had already verified (not done; always 0
+    /// with the core's predictor, which replays from the server state's tick on).
     pub replayed_verified: u64,
 }
 
@@ -143,6 +144,9 @@ struct Shown {
     ball: Option<BodyState>,
 }
 
+/// Verified commands kept in the log for the record.
+const VERIFIED_KEPT: usize = 16;
+
 /// Ticks of shown poses kept for replays (more than any replay the predictor allows).
 const SHOWN_HISTORY: usize = 256;
 
@@ -156,6 +160,8 @@ pub struct RocketRollback {
     remote_inputs: BTreeMap<PlayerId, (CarInput, Tick)>,
     shown: BTreeMap<u32, Shown>,
     commands: VecDeque<Command>,
+    /// Commands before this tick are verified.
+    verified_before: Option<Tick>,
     stats: CommandStats,
 }
 
@@ -173,6 +179,7 @@ impl RocketRollback {
             remote_inputs: BTreeMap::new(),
             shown: BTreeMap::new(),
             commands: VecDeque::new(),
+            verified_before: None,
             stats: CommandStats::default(),
         }
     }
@@ -220,9 +227,17 @@ impl RocketRollback {
         ball + remotes
     }
 
-    /// The command log: executed commands not yet verified, oldest first.
+    /// The command log, oldest first: the newest verified commands, then the executed,
+    /// unverified ones (what the next server state may have the predictor replay).
     pub fn commands(&self) -> impl Iterator<Item = &Command> {
         self.commands.iter()
+    }
+
+    /// The executed commands the server has not verified yet.
+    pub fn unverified(&self) -> impl Iterator<Item = &Command> {
+        self.commands
+            .iter()
+            .filter(|c| c.flags & flags::VERIFIED == 0)
     }
 
     /// The command log's counters.
@@ -246,13 +261,24 @@ impl RocketRollback {
         }
     }
 
-    /// Marks every command before `tick` verified, and forgets it.
+    /// Marks every command before `tick` verified (a server state for `tick` has taken
+    /// them into account), keeping the newest [`VERIFIED_KEPT`] of those for the record.
     fn verify(&mut self, tick: Tick) {
-        while let Some(c) = self.commands.front() {
-            if c.tick >= tick {
-                break;
+        if self.verified_before.is_none_or(|v| tick > v) {
+            self.verified_before = Some(tick);
+        }
+        for c in &mut self.commands {
+            if c.tick < tick && c.flags & flags::VERIFIED == 0 {
+                c.flags |= flags::VERIFIED;
+                self.stats.verified += 1;
             }
-            self.stats.verified += 1;
+        }
+        let verified = self
+            .commands
+            .iter()
+            .filter(|c| c.flags & flags::VERIFIED != 0)
+            .count();
+        for _ in VERIFIED_KEPT..verified {
             self.commands.pop_front();
         }
     }
@@ -260,10 +286,12 @@ impl RocketRollback {
     /// Records the execution of `input` at `tick`: a first execution, or the replay of an
     /// unverified command.
     fn execute(&mut self, tick: Tick, input: CarInput) {
+        if self.verified_before.is_some_and(|v| tick < v) {
+            // A tick the server already took into account: replaying it would be a bug.
+            self.stats.replayed_verified += 1;
+            return;
+        }
         if let Some(c) = self.commands.iter_mut().find(|c| c.tick == tick) {
-            if c.flags & flags::VERIFIED != 0 {
-                self.stats.replayed_verified += 1;
-            }
             c.input = input;
             self.stats.replayed += 1;
             return;
@@ -490,8 +518,17 @@ mod tests {
         assert_eq!(stats.replayed_verified, 0);
         assert!(stats.executed >= 120);
         assert!(stats.verified > 100);
-        assert!(game.commands().count() <= 9, "only the unverified remain");
-        assert!(game.commands().all(|c| c.flags & flags::VERIFIED == 0));
+        // One server state per tick, 8 ticks behind: at most the 8 newest and the tick
+        // just predicted are unverified; the log keeps a few verified ones.
+        assert!(
+            game.unverified().count() <= 9,
+            "{}",
+            game.unverified().count()
+        );
+        assert!(game.unverified().all(|c| c.flags & flags::EXECUTED != 0));
+        let verified = game.commands().filter(|c| c.flags & flags::VERIFIED != 0);
+        assert_eq!(verified.count(), VERIFIED_KEPT);
+        assert!(game.commands().count() <= VERIFIED_KEPT + 9);
         // With the same inputs on both ends, the car hit the ball on the client as on the
         // server: the client's ball moved.
         let ball = game.ball_state().unwrap();

@@ -26,7 +26,7 @@ pub fn car_entity(player: PlayerId) -> Option<u32> {
 }
 
 /// The scene's schema on `q`'s grid: both kinds carry position, rotation and both
-/// velocities (source 001, item 11); a car also carries the keys it was last driven with,
+/// velocities (as in the Unity ball article); a car also carries the keys it was last driven with,
 /// so a client can predict a remote car from them. The ball matters most to every client
 /// (everyone plays it), so it has the highest priority when the budget is short.
 pub fn schema(q: &StateQuantization) -> Schema {

@@ -35,7 +35,7 @@ pub const CONTACT_MARGIN: f32 = 0.05;
 /// A body may be made kinematic ([`RocketScene::set_kinematic_car`],
 /// [`RocketScene::set_kinematic_ball`]): it is then moved to given poses rather than
 /// simulated, and pushes dynamic bodies without being pushed. A client uses that for
-/// what it shows interpolated (source 001's failure case: a predicted car against the
+/// what it shows interpolated (the Unity ball article's failure case: a predicted car against the
 /// server's ball as it was in the past).
 pub struct RocketScene {
     config: RocketConfig,

@@ -419,6 +419,11 @@ struct RunArgs {
     /// `interpolated`: shown in the past from snapshots.
     #[arg(long, value_enum, default_value = "predicted")]
     remote_cars: EntityPolicyArg,
+    /// Scene rocket, with `--remote-cars predicted`: over how many ms another car's last
+    /// known keys fade to neutral (0: it coasts on its velocity alone; `inf`: its keys
+    /// are held).
+    #[arg(long, default_value_t = 150.0)]
+    remote_input_decay_ms: f64,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -802,6 +807,10 @@ fn run_command(a: RunArgs) -> Result<(), String> {
     config.naive_sample = a.naive_sample;
     config.rocket.ball = a.ball.policy();
     config.rocket.remote_cars = a.remote_cars.policy();
+    if a.remote_input_decay_ms.is_nan() || a.remote_input_decay_ms < 0.0 {
+        return Err("--remote-input-decay-ms must be a non-negative number or inf".into());
+    }
+    config.rocket.remote_input_decay_secs = (a.remote_input_decay_ms / 1000.0) as f32;
     config.interpolation = a.interpolation;
     config.playback = a.playback.settings();
     if a.interpolation_sweep {

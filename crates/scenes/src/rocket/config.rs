@@ -86,9 +86,8 @@ impl RocketConfig {
         1.0 / self.tick_hz.max(1) as f32
     }
 
-    /// Ticks over which a remote car's last known input decays to neutral when a client
-    /// predicts it: about 150 ms, as Rocket League does (GDC 2018).
-    pub fn input_decay_ticks(&self) -> u32 {
-        ((self.tick_hz as f32 * 0.15).round() as u32).max(1)
+    /// Ticks in `secs` at this tick rate, at least one.
+    pub fn ticks(&self, secs: f32) -> u32 {
+        ((self.tick_hz as f32 * secs).round() as u32).max(1)
     }
 }

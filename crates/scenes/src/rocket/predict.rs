@@ -12,7 +12,8 @@
 //!   the past; the predicted car collides with that, the server's car with the real one,
 //!   and the two disagree.
 //! * Remote cars **predicted** from the keys the server last saw them drive with, decayed
-//!   toward neutral over [`RocketConfig::input_decay_ticks`] (Rocket League), or
+//!   toward neutral over [`PredictPolicy::remote_input_decay_secs`] (Rocket League: about
+//!   150 ms), or
 //!   **interpolated** (kinematic, as shown).
 //!
 //! As in the Unity ball article, every command the car executes is remembered with two flags,
@@ -83,14 +84,28 @@ impl Default for Tolerances {
 }
 
 /// Prediction settings: the per-entity policies and tolerances.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PredictPolicy {
     /// The ball.
     pub ball: Policy,
     /// The other players' cars.
     pub remote_cars: Policy,
+    /// Over how long a predicted remote car's last known keys fade linearly to neutral,
+    /// s (Rocket League, GDC 2018: about 0.15). `f32::INFINITY` holds them.
+    pub remote_input_decay_secs: f32,
     /// Mismatch tolerances.
     pub tolerances: Tolerances,
+}
+
+impl Default for PredictPolicy {
+    fn default() -> Self {
+        Self {
+            ball: Policy::default(),
+            remote_cars: Policy::default(),
+            remote_input_decay_secs: 0.15,
+            tolerances: Tolerances::default(),
+        }
+    }
 }
 
 /// A command's flags (the Unity ball article's `HAS_EXECUTED`, `VERIFIED`).
@@ -344,14 +359,19 @@ impl Rollback for RocketRollback {
     fn advance(&mut self, tick: Tick, input: CarInput) {
         self.execute(tick, input);
         self.place_shown(tick);
-        let decay = self.config.input_decay_ticks() as f32;
+        let decay = self.policy.remote_input_decay_secs * self.config.tick_hz as f32;
         let mut controls: Vec<(PlayerId, Controls)> = vec![(self.player, input.controls())];
         if self.policy.remote_cars == Policy::Predicted {
             for (&p, &(keys, since)) in &self.remote_inputs {
                 // The keys held at `since - 1` drove the step into `since`; from there on
                 // they fade: full for the first step, neutral after the decay time.
                 let age = tick.diff(since).max(0) as f32;
-                controls.push((p, keys.controls().scaled(1.0 - age / decay)));
+                // A decay of zero (or NaN) keeps nothing past the first step.
+                let left = if decay > 0.0 { 1.0 - age / decay } else { 0.0 };
+                controls.push((
+                    p,
+                    keys.controls().scaled(if age == 0.0 { 1.0 } else { left }),
+                ));
             }
         }
         self.world.step_controls(&controls);
@@ -573,13 +593,29 @@ mod tests {
         let mut game = RocketRollback::new(1, config, PredictPolicy::default());
         game.load(&known, None);
         let start = server.car_state(2).unwrap();
-        let decay = config.input_decay_ticks();
+        let decay_ticks = config.ticks(PredictPolicy::default().remote_input_decay_secs);
+        let decay = decay_ticks;
         for t in 20..20 + 4 * decay {
             game.advance(Tick(t), CarInput::NONE);
         }
         let guessed = game.remote_state(2).unwrap();
         // It kept going forward (toward +z from the -z end) on its last keys.
         assert!(guessed.position.z > start.position.z + 0.5);
+        // Keys held for good drive it further; no keys at all, less far.
+        let reach = |decay: f32| {
+            let policy = PredictPolicy {
+                remote_input_decay_secs: decay,
+                ..PredictPolicy::default()
+            };
+            let mut g = RocketRollback::new(1, config, policy);
+            g.load(&known, None);
+            for t in 20..20 + 4 * decay_ticks {
+                g.advance(Tick(t), CarInput::NONE);
+            }
+            g.remote_state(2).unwrap().position.z
+        };
+        assert!(reach(f32::INFINITY) > guessed.position.z + 0.1);
+        assert!(reach(0.0) < guessed.position.z - 0.01);
         // The keys faded: a car still driven goes further than the guess.
         for _ in 0..4 * decay {
             server.step(&[(2, CarInput::FORWARD)]);

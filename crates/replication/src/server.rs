@@ -260,6 +260,8 @@ struct Candidate {
     id: u32,
     change: Change,
     priority: f32,
+    /// The client predicts it ([`ReplicationServer::set_owned`]).
+    owned: bool,
 }
 
 /// What looking at an entity for a client found.
@@ -733,6 +735,7 @@ impl ReplicationServer {
                         id,
                         change,
                         priority: if owned { f32::MAX } else { c.priority[i] },
+                        owned,
                     });
                 }
             }
@@ -747,8 +750,10 @@ impl ReplicationServer {
         // One packet's overhead per snapshot; a budget too small for more sends one
         // snapshot's worth anyway, so nothing starves outright.
         let overhead = config.packet_overhead_bytes * 8;
-        let cap = budget_bits.map_or(limit_bits, |b| {
-            b.saturating_sub(overhead).max(256).min(limit_bits)
+        let mut cap = budget_bits.map_or(limit_bits, |b| {
+            b.saturating_sub(overhead)
+                .max(MIN_SNAPSHOT_BITS)
+                .min(limit_bits)
         });
         let n_candidates = candidates.len();
         // With a budget, the candidates are taken highest first; they are put in that
@@ -808,10 +813,6 @@ impl ReplicationServer {
         // everything else a snapshot takes.
         let mut misses = 0;
         for k in 0..candidates.len() {
-            if misses >= MAX_MISSES || used + ENTRY_GUESS + 8 > cap {
-                deferred += candidates.len() - k;
-                break;
-            }
             if k == ordered {
                 let rest = &mut candidates[k..];
                 let n = rest.len().min(ORDER_BATCH);
@@ -823,6 +824,29 @@ impl ReplicationServer {
             }
             let cand = &candidates[k];
             let change = cand.change;
+            if cand.owned {
+                // What the client predicts always goes (it reconciles against it), and
+                // on top of the least a snapshot carries, so a small budget cannot spend
+                // itself on the client's own player every time and starve everything
+                // else for good (the ball of a car-and-ball game, say). Owned entities
+                // sort first, so the room is set before anything else is chosen.
+                let Some(body) = payload(cache, cand.id, change) else {
+                    continue;
+                };
+                used += body.1 + ENTRY_GUESS;
+                cap = cap.max((used + MIN_SNAPSHOT_BITS - 64).min(limit_bits));
+                chosen.push(Chosen {
+                    id: cand.id,
+                    change,
+                    body: Some(body),
+                    rank: 0,
+                });
+                continue;
+            }
+            if misses >= MAX_MISSES || used + ENTRY_GUESS + 8 > cap {
+                deferred += candidates.len() - k;
+                break;
+            }
             let Some(body) = payload(cache, cand.id, change) else {
                 continue;
             };
@@ -952,6 +976,10 @@ impl ReplicationServer {
 /// Candidates put in priority order at a time (see [`ReplicationServer::encode`]):
 /// about what a 256 kbit/s snapshot of moving bodies takes.
 const ORDER_BATCH: usize = 48;
+
+/// Least a snapshot may carry with a budget, bits (its 64-bit header included), besides
+/// the entities the client predicts.
+const MIN_SNAPSHOT_BITS: usize = 256;
 
 /// Candidates in a row that may not fit before the rest of a snapshot's wait unencoded.
 const MAX_MISSES: usize = 8;

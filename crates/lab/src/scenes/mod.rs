@@ -3,14 +3,16 @@
 //! [`run_named`].
 
 mod cubes;
+mod rocket;
 
 pub use cubes::{CubeSetup, Cubes, Scripted};
+pub use rocket::{Chase, Rocket, RocketSeen, RocketSetup};
 
 use crate::config::RunConfig;
 use crate::runner::{RunError, RunOutcome, run_scene};
 
 /// Scene names, the default first.
-pub const SCENES: &[&str] = &["cubes"];
+pub const SCENES: &[&str] = &["cubes", "rocket"];
 
 /// Runs the scene `config.scene` names.
 pub fn run_named(
@@ -19,6 +21,7 @@ pub fn run_named(
 ) -> Result<RunOutcome, RunError> {
     match config.scene.as_str() {
         "cubes" => run_scene::<Cubes>(config, progress),
+        "rocket" => run_scene::<Rocket>(config, progress),
         other => Err(RunError::UnknownScene(other.to_owned())),
     }
 }

@@ -638,7 +638,12 @@ impl<I: Input> ClientSession<I> {
         self.last_ping = Some(now);
         let mut inputs = Vec::new();
         let mut start = Tick(0);
+        // Ticks this message sends for the first time, beyond one.
+        let mut produced_late = 0.0;
         if let Some(newest) = self.newest_input {
+            if let Some(before) = self.sent_through {
+                produced_late = (newest.diff(before) - 1).clamp(0, i64::from(u16::MAX)) as f64;
+            }
             let cap = self.config.max_inputs_per_message.max(1) as u32;
             let first_unacked = self.acked_through.map_or(Tick(0), Tick::next);
             // Always at least the newest input: a message without one tells the server
@@ -663,8 +668,13 @@ impl<I: Input> ClientSession<I> {
             if self.sent_leads.len() >= SENT_LEADS {
                 self.sent_leads.pop_front();
             }
+            // The server reports the least slack of the ticks that first arrived: with
+            // several produced at once (the clock catching up), the oldest, which left
+            // with a lead that much shorter than the newest's. A need taken against the
+            // newest's lead was too high by as many ticks (30 after a burst of queued
+            // packets at the start), and stayed in the window for minutes.
             self.sent_leads
-                .push_back((stamp, self.timestep.position() - server));
+                .push_back((stamp, self.timestep.position() - server - produced_late));
         }
         let msg = InputMessage {
             seq: self.send_seq,

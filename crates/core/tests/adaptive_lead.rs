@@ -264,3 +264,43 @@ fn a_slower_link_is_caught_up_with_within_a_second() {
         "{starved} of {ticks} ticks starved from 1 s to 1.5 s after the change"
     );
 }
+
+/// A client that is slow to start (loading a level after connecting) gets everything the
+/// server sent meanwhile in one burst: those packets must not pin its clock behind.
+#[test]
+fn a_burst_of_packets_queued_before_the_client_started_does_not_stick_its_clock() {
+    let run = |queued: bool| {
+        let mut h = Harness::new(
+            ServerConfig::default(),
+            ClientConfig::default(),
+            profile("broadband").unwrap(),
+            1,
+            5,
+        );
+        if queued {
+            h.clients[0].link.add_outage(
+                Outage {
+                    start: Duration::ZERO,
+                    duration: secs(1.5),
+                    mode: OutageMode::Hold,
+                },
+                Direction::Down,
+            );
+        }
+        h.run_until(secs(4.0), &mut |_, _| 1);
+        let before = counts(&h);
+        h.run_until(secs(20.0), &mut |_, _| 1);
+        (starved(before, counts(&h)), lead_beyond_half_rtt(&h), h)
+    };
+    let (_, clean_lead, _) = run(false);
+    let (starved, lead, h) = run(true);
+    let c = &h.clients[0].session;
+    let what = format!("{:?}", c.stats());
+    assert!(starved <= 0.01, "{what}: starved {starved}");
+    assert!(
+        (lead - clean_lead).abs() <= 2.0,
+        "{what}: lead {lead} vs {clean_lead} without the burst"
+    );
+    let rtt = c.rtt().smoothed().unwrap();
+    assert!(rtt < Duration::from_millis(60), "{what}: RTT {rtt:?}");
+}

@@ -338,7 +338,7 @@ impl Default for WalkerSettings {
 /// Everything that defines one lab run.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
-    /// Scene name (only "cubes" so far).
+    /// Scene name (`crate::scenes::SCENES`).
     pub scene: String,
     /// Network profile name (see `lagless_netem::PROFILE_NAMES`).
     pub profile: String,
@@ -396,6 +396,9 @@ pub struct RunConfig {
     /// default holds the classic three-interval buffer, reported as
     /// `interpolation.fixed3.*`.
     pub interpolation_shadows: Vec<DelayPolicy>,
+    /// Scene rocket: how a client shows the ball and the other cars (predicted or
+    /// interpolated), and its prediction tolerances.
+    pub rocket: lagless_scenes::rocket::predict::PredictPolicy,
 }
 
 impl Default for RunConfig {
@@ -426,6 +429,7 @@ impl Default for RunConfig {
             interpolation: DelayPolicy::adaptive(),
             playback: crate::playback::PlaybackSettings::default(),
             interpolation_shadows: vec![DelayPolicy::CLASSIC],
+            rocket: lagless_scenes::rocket::predict::PredictPolicy::default(),
         }
     }
 }

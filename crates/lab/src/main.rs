@@ -308,7 +308,9 @@ enum TransportArg {
 
 #[derive(Args)]
 struct RunArgs {
-    /// Scene to run.
+    /// Scene to run: `cubes` (900 cubes pushed around) or `rocket` (cars and a server-owned
+    /// ball in an arena; see `--ball`, `--remote-cars`; its metrics `ball.*` are in
+    /// docs/metrics.md).
     #[arg(long, default_value = "cubes")]
     scene: String,
     /// Network profile (see `lagless profiles`; with `--transport udp` also `loopback`).
@@ -329,7 +331,8 @@ struct RunArgs {
     /// Write the metrics as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Input script driving the players (roam, pattern).
+    /// Input script driving the players (cubes: roam, pattern; rocket: chase, which
+    /// `roam` also selects).
     #[arg(long, default_value = "roam")]
     script: String,
     /// Snapshots per second (at most the tick rate).
@@ -405,6 +408,22 @@ struct RunArgs {
     /// two or more clients).
     #[arg(long)]
     interpolation_sweep: bool,
+    /// Scene rocket: how each client shows the ball. `predicted`: simulated forward with
+    /// its own car, so the car hits the future ball (the Unity "predict the ball"
+    /// article); `interpolated`: shown in the past from snapshots, what the car collides
+    /// with on the client (the failure that article starts from).
+    #[arg(long, value_enum, default_value = "predicted")]
+    ball: EntityPolicyArg,
+    /// Scene rocket: how each client shows the other cars. `predicted`: from the keys the
+    /// server last saw them drive with, fading to neutral over 150 ms (Rocket League);
+    /// `interpolated`: shown in the past from snapshots.
+    #[arg(long, value_enum, default_value = "predicted")]
+    remote_cars: EntityPolicyArg,
+    /// Scene rocket, with `--remote-cars predicted`: over how many ms another car's last
+    /// known keys fade to neutral (0: it coasts on its velocity alone; `inf`: its keys
+    /// are held).
+    #[arg(long, default_value_t = 150.0)]
+    remote_input_decay_ms: f64,
     /// Walker scene: scripted walkers the server simulates.
     #[arg(long, default_value_t = 200)]
     walkers: u32,
@@ -440,6 +459,23 @@ enum SteeringArg {
     Arrive,
     /// Projective velocity blending.
     Pvb,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum EntityPolicyArg {
+    /// Simulated ahead with the own player.
+    Predicted,
+    /// Shown in the past, from snapshots.
+    Interpolated,
+}
+
+impl EntityPolicyArg {
+    fn policy(self) -> lagless_scenes::rocket::predict::Policy {
+        match self {
+            EntityPolicyArg::Predicted => lagless_scenes::rocket::predict::Policy::Predicted,
+            EntityPolicyArg::Interpolated => lagless_scenes::rocket::predict::Policy::Interpolated,
+        }
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -817,6 +853,12 @@ fn run_command(a: RunArgs) -> Result<(), String> {
         std::time::Duration::from_secs_f64(a.smoothing_half_life_ms / 1000.0)
     };
     config.naive_sample = a.naive_sample;
+    config.rocket.ball = a.ball.policy();
+    config.rocket.remote_cars = a.remote_cars.policy();
+    if a.remote_input_decay_ms.is_nan() || a.remote_input_decay_ms < 0.0 {
+        return Err("--remote-input-decay-ms must be a non-negative number or inf".into());
+    }
+    config.rocket.remote_input_decay_secs = (a.remote_input_decay_ms / 1000.0) as f32;
     config.interpolation = a.interpolation;
     config.playback = a.playback.settings();
     if a.interpolation_sweep {

@@ -14,6 +14,7 @@ use lagless_core::interpolation::Pose;
 use lagless_core::{Input, Rollback, Tick};
 use lagless_replication::deadreckoning::{CharacterState, DrConfig};
 use lagless_replication::{ReplicationClient, ReplicationError, ReplicationServer, Schema};
+use std::collections::BTreeMap;
 
 /// A player, as scenes number them: client `k` of a run drives player `k + 1`.
 pub type PlayerId = u32;
@@ -28,6 +29,28 @@ pub struct RawEntity {
     pub floats: Vec<f32>,
     /// Its boolean components.
     pub flags: Vec<bool>,
+}
+
+/// One frame a client rendered, for a scene's own client-side metrics
+/// ([`LabScene::report_frames`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderedFrame {
+    /// The own player as rendered (predicted and smoothed, or the newest server state).
+    pub own: Pose,
+    /// Every other entity as rendered, in [`LabScene::shown`]'s order: interpolated, or
+    /// taken from the predicted world where the scene predicts it
+    /// ([`LabScene::render_predicted`]). NaN positions where nothing was shown yet.
+    pub others: Vec<Pose>,
+}
+
+/// What one client rendered over a run, frame by frame.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RenderedFrames {
+    /// The player the client drives.
+    pub player: PlayerId,
+    /// Frames by the state tick each stands for (the frame after client tick `t` stands
+    /// for state `t + 1`, as `render.*` counts them).
+    pub frames: BTreeMap<u32, RenderedFrame>,
 }
 
 /// A scripted player: the input for a tick from what the client sees of its own player.
@@ -120,6 +143,31 @@ pub trait LabScene: Sized + 'static {
     fn moves(input: &Self::Input) -> bool;
     /// Called after every server step, to follow what the scene reports at the end.
     fn observe(&mut self) {}
+    /// Before the client predicts `tick`, what it shows interpolated at that moment
+    /// ([`LabScene::shown`]'s order), so a predicted world can collide with the
+    /// interpolated entities where they are shown. The default ignores it.
+    fn show(_world: &mut Self::World, _tick: Tick, _shown: &[Pose]) {}
+    /// Replaces, in `shown` ([`LabScene::shown`]'s order for `own` among `players`), the
+    /// entities the client renders from its predicted world rather than interpolated
+    /// (a predicted ball, predicted remote players). The runner smooths each such
+    /// entity's corrections as it does the own player's. The default predicts none.
+    fn render_predicted(
+        _world: &Self::World,
+        _own: PlayerId,
+        _players: PlayerId,
+        _shown: &mut [Pose],
+    ) {
+    }
+    /// Whether the runner keeps every client's rendered frames for
+    /// [`LabScene::report_frames`] (one pose per entity per frame: off for large scenes).
+    const RECORDS_FRAMES: bool = false;
+    /// The scene's own client-side metrics from what each client rendered (with
+    /// [`LabScene::RECORDS_FRAMES`]), against what the scene followed on the server
+    /// ([`LabScene::observe`]).
+    fn report_frames(&self, _clients: &[&RenderedFrames], _r: &mut Report) {}
+    /// The scene's own metrics from each client's predicted world at the end of a run
+    /// (counters it kept while predicting). The default reports nothing.
+    fn report_worlds(_worlds: &[&Self::World], _r: &mut Report) {}
     /// The scene's own metrics, at the end of a run.
     fn report(&self, _r: &mut Report) {}
 

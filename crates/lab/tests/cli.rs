@@ -65,6 +65,31 @@ fn run_writes_json_and_a_table() {
 }
 
 #[test]
+fn the_rocket_scene_takes_its_policies_and_reports_the_ball() {
+    let dir = std::env::temp_dir().join(format!("lagless-cli-rocket-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("m.json");
+    let table = stdout_of(
+        lagless()
+            .args(["run", "--scene", "rocket", "--profile", "broadband"])
+            .args(["--seconds", "2", "--clients", "2", "--no-progress"])
+            .args(["--ball", "interpolated", "--remote-cars", "interpolated"])
+            .arg("--json")
+            .arg(&json),
+    );
+    assert!(table.contains("ball.error_cm_p99"), "{table}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["scene"], "rocket");
+    assert_eq!(v["ball"]["policy"], "interpolated");
+    assert_eq!(v["remote_cars"]["policy"], "interpolated");
+    assert!(v["ball"]["error_cm_p99"].as_f64().unwrap() >= 0.0);
+    assert!(v["ball"]["contacts_client_only"].as_u64().is_some());
+    assert!(v["remote_cars"]["error_cm_p99"].as_f64().is_some());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn bad_arguments_fail_cleanly() {
     for args in [
         &["run", "--profile", "nope", "--seconds", "1"][..],
@@ -74,6 +99,33 @@ fn bad_arguments_fail_cleanly() {
         &["run", "--interpolation", "slow", "--seconds", "1"],
         &["run", "--interpolation", "fixed:-2", "--seconds", "1"],
         &["run", "--interpolation-sweep", "--seconds", "1"],
+        &[
+            "run",
+            "--scene",
+            "rocket",
+            "--ball",
+            "sideways",
+            "--seconds",
+            "1",
+        ],
+        &[
+            "run",
+            "--scene",
+            "rocket",
+            "--script",
+            "pattern",
+            "--seconds",
+            "1",
+        ],
+        &[
+            "run",
+            "--scene",
+            "rocket",
+            "--snapshot-codec",
+            "plain",
+            "--seconds",
+            "1",
+        ],
         &["sweep-playback", "--profile", "nope", "--seconds", "1"],
         &["sweep-playback", "--snapshot-hz", "0", "--seconds", "1"],
         &["sweep-playback", "--policies", "fixed:x", "--seconds", "1"],

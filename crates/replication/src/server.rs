@@ -134,11 +134,6 @@ struct ClientState {
     acked: Option<InFlight>,
     in_flight: VecDeque<InFlight>,
     priority: Vec<f32>,
-    /// Per entity, the priority it gains per tick as last looked at; negative: to be
-    /// looked at in full next time (see [`LOOK_EVERY`]).
-    rate: Vec<f32>,
-    /// Encodes so far, to take turns at looking at waiting entities in full.
-    encodes: u64,
     last_tick: Option<Tick>,
     focus: Option<[f32; 3]>,
     budget: BudgetController,
@@ -263,9 +258,10 @@ pub struct ReplicationServer {
 /// A candidate entry while a snapshot is built.
 struct Candidate {
     id: u32,
-    /// `None`: not looked at in full this time.
-    change: Option<Change>,
+    change: Change,
     priority: f32,
+    /// The client predicts it ([`ReplicationServer::set_owned`]).
+    owned: bool,
 }
 
 /// What looking at an entity for a client found.
@@ -277,13 +273,6 @@ enum Look {
     /// Differs from what the client shows; waiting gains `rate` per tick.
     Waiting { change: Change, rate: f32 },
 }
-
-/// A waiting entity whose circumstances did not change is looked at in full every this
-/// many snapshots (taking turns by id), or when a snapshot is about to take it; in
-/// between it gains priority at the rate last seen. With a crowded world nearly every
-/// entity waits in every snapshot, and looking at each in full, for every client, was
-/// most of a server's tick.
-const LOOK_EVERY: u32 = 4;
 
 impl ReplicationServer {
     /// A server replicating `schema`'s kinds.
@@ -372,7 +361,7 @@ impl ReplicationServer {
             position,
         });
         self.live += 1;
-        self.touch_whole(id);
+        self.touch(id);
         Ok(())
     }
 
@@ -411,7 +400,7 @@ impl ReplicationServer {
             Some(slot @ Some(_)) => {
                 *slot = None;
                 self.live -= 1;
-                self.touch_whole(id);
+                self.touch(id);
                 Ok(())
             }
             _ => Err(ReplicationError::NoSuchEntity(id)),
@@ -469,8 +458,6 @@ impl ReplicationServer {
             acked: None,
             in_flight: VecDeque::new(),
             priority: Vec::new(),
-            rate: Vec::new(),
-            encodes: 0,
             last_tick: None,
             focus: None,
             budget,
@@ -492,15 +479,6 @@ impl ReplicationServer {
     fn touch(&mut self, id: u32) {
         for c in self.clients.values_mut() {
             c.pending.mark(id);
-        }
-    }
-
-    /// Like [`Self::touch`], for a change that is more than a new state (a spawn, a
-    /// despawn): every client looks at the entity in full next time.
-    fn touch_whole(&mut self, id: u32) {
-        for c in self.clients.values_mut() {
-            c.pending.mark(id);
-            look_again(&mut c.rate, id);
         }
     }
 
@@ -568,7 +546,6 @@ impl ReplicationServer {
         while let Some(f) = c.in_flight.pop_front() {
             for &id in &f.ids {
                 forget_shown(&mut c.shown, id);
-                look_again(&mut c.rate, id);
             }
             if f.tick == tick {
                 let rtt = now.saturating_sub(f.sent_at).as_secs_f64();
@@ -577,11 +554,10 @@ impl ReplicationServer {
                 // The new baseline may differ from the old one in entities nobody
                 // touched since (it was encoded against an older baseline still): they
                 // are to be looked at again.
-                let (pending, shown, rate) = (&mut c.pending, &mut c.shown, &mut c.rate);
+                let (pending, shown) = (&mut c.pending, &mut c.shown);
                 let mut changed = |id| {
                     pending.mark(id);
                     forget_shown(shown, id);
-                    look_again(rate, id);
                 };
                 match &c.acked {
                     Some(old) => old.view.diff(&f.view, |id, _, _| changed(id)),
@@ -626,7 +602,6 @@ impl ReplicationServer {
             c.lost_track = true;
             c.sent.clear();
             c.shown.clear();
-            c.rate.clear();
             c.stats.resyncs += 1;
             for (i, e) in entities.iter().enumerate() {
                 if e.is_some() {
@@ -672,7 +647,6 @@ impl ReplicationServer {
                 for (i, e) in entities.iter().enumerate() {
                     if e.is_some() {
                         c.pending.mark(i as u32);
-                        look_again(&mut c.rate, i as u32);
                     }
                 }
             }
@@ -682,9 +656,6 @@ impl ReplicationServer {
         let mut keep = Vec::new();
         if c.shown.len() < entities.len() {
             c.shown.resize(entities.len(), Shown::default());
-        }
-        if c.rate.len() < entities.len() {
-            c.rate.resize(entities.len(), -1.0);
         }
         // What the client shows of an entity against what it is now, and what waiting
         // is worth.
@@ -747,30 +718,12 @@ impl ReplicationServer {
                 rate: kind_weight * weight * (1.0 + moved),
             }
         };
-        c.encodes += 1;
-        let turn = (c.encodes % u64::from(LOOK_EVERY)) as u32;
         for id in std::mem::take(&mut c.pending.list) {
             let i = id as usize;
             if let Some(flag) = c.pending.flags.get_mut(i) {
                 *flag = false;
             }
-            if c.rate.len() <= i {
-                c.rate.resize(i + 1, -1.0);
-            }
             let owned = c.owned.binary_search(&id).is_ok();
-            if c.rate[i] >= 0.0 && !owned && id % LOOK_EVERY != turn {
-                // Still waiting, as far as anything but its own motion goes: it gains
-                // what it gained when last looked at, and is looked at in full when
-                // its turn comes or a snapshot is about to take it.
-                c.priority[i] += c.rate[i] * elapsed;
-                keep.push(id);
-                candidates.push(Candidate {
-                    id,
-                    change: None,
-                    priority: c.priority[i],
-                });
-                continue;
-            }
             match look(&mut c.sent, &mut c.shown, id) {
                 Look::Gone { shown, keep: k } => {
                     if shown {
@@ -780,23 +733,21 @@ impl ReplicationServer {
                         keep.push(id);
                     }
                     c.priority[i] = 0.0;
-                    c.rate[i] = -1.0;
                 }
                 Look::Current { keep: k } => {
                     if k {
                         keep.push(id);
                     }
                     c.priority[i] = 0.0;
-                    c.rate[i] = -1.0;
                 }
                 Look::Waiting { change, rate } => {
                     keep.push(id);
-                    c.rate[i] = rate;
                     c.priority[i] += rate * elapsed;
                     candidates.push(Candidate {
                         id,
-                        change: Some(change),
+                        change,
                         priority: if owned { f32::MAX } else { c.priority[i] },
+                        owned,
                     });
                 }
             }
@@ -811,8 +762,10 @@ impl ReplicationServer {
         // One packet's overhead per snapshot; a budget too small for more sends one
         // snapshot's worth anyway, so nothing starves outright.
         let overhead = config.packet_overhead_bytes * 8;
-        let cap = budget_bits.map_or(limit_bits, |b| {
-            b.saturating_sub(overhead).max(256).min(limit_bits)
+        let mut cap = budget_bits.map_or(limit_bits, |b| {
+            b.saturating_sub(overhead)
+                .max(MIN_SNAPSHOT_BITS)
+                .min(limit_bits)
         });
         let n_candidates = candidates.len();
         // With a budget, the candidates are taken highest first; they are put in that
@@ -872,10 +825,6 @@ impl ReplicationServer {
         // everything else a snapshot takes.
         let mut misses = 0;
         for k in 0..candidates.len() {
-            if misses >= MAX_MISSES || used + ENTRY_GUESS + 8 > cap {
-                deferred += candidates.len() - k;
-                break;
-            }
             if k == ordered {
                 let rest = &mut candidates[k..];
                 let n = rest.len().min(ORDER_BATCH);
@@ -886,21 +835,30 @@ impl ReplicationServer {
                 ordered += n;
             }
             let cand = &candidates[k];
-            let change = match cand.change {
-                Some(change) => change,
-                // Waiting on an old look: look again before it goes.
-                None => match look(&mut c.sent, &mut c.shown, cand.id) {
-                    Look::Waiting { change, rate } => {
-                        c.rate[cand.id as usize] = rate;
-                        change
-                    }
-                    // Current after all, or gone: the next snapshot settles it.
-                    Look::Current { .. } | Look::Gone { .. } => {
-                        c.rate[cand.id as usize] = -1.0;
-                        continue;
-                    }
-                },
-            };
+            let change = cand.change;
+            if cand.owned {
+                // What the client predicts always goes (it reconciles against it), and
+                // on top of the least a snapshot carries, so a small budget cannot spend
+                // itself on the client's own player every time and starve everything
+                // else for good (the ball of a car-and-ball game, say). Owned entities
+                // sort first, so the room is set before anything else is chosen.
+                let Some(body) = payload(cache, cand.id, change) else {
+                    continue;
+                };
+                used += body.1 + ENTRY_GUESS;
+                cap = cap.max((used + MIN_SNAPSHOT_BITS - 64).min(limit_bits));
+                chosen.push(Chosen {
+                    id: cand.id,
+                    change,
+                    body: Some(body),
+                    rank: 0,
+                });
+                continue;
+            }
+            if misses >= MAX_MISSES || used + ENTRY_GUESS + 8 > cap {
+                deferred += candidates.len() - k;
+                break;
+            }
             let Some(body) = payload(cache, cand.id, change) else {
                 continue;
             };
@@ -957,8 +915,6 @@ impl ReplicationServer {
             snapshot::write_op(&mut w, ch.change);
             if let Some((key, _)) = ch.body {
                 c.priority[i] = 0.0;
-                // What the client shows of it changes with this snapshot.
-                c.rate[i] = -1.0;
                 if let Some(body) = cache.get(&key) {
                     w.append(body);
                 }
@@ -1033,6 +989,10 @@ impl ReplicationServer {
 /// about what a 256 kbit/s snapshot of moving bodies takes.
 const ORDER_BATCH: usize = 48;
 
+/// Least a snapshot may carry with a budget, bits (its 64-bit header included), besides
+/// the entities the client predicts.
+const MIN_SNAPSHOT_BITS: usize = 256;
+
 /// Candidates in a row that may not fit before the rest of a snapshot's wait unencoded.
 const MAX_MISSES: usize = 8;
 
@@ -1087,13 +1047,6 @@ fn codes_hash(codes: &[i32]) -> u64 {
     codes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &c| {
         (h ^ u64::from(c as u32)).wrapping_mul(0x0000_0100_0000_01b3)
     })
-}
-
-/// Entity `id`'s rate of priority has to be worked out again.
-fn look_again(rate: &mut [f32], id: u32) {
-    if let Some(r) = rate.get_mut(id as usize) {
-        *r = -1.0;
-    }
 }
 
 /// What the client shows of entity `id` has to be worked out again.

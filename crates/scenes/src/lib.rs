@@ -1,8 +1,10 @@
 //! Deterministic simulations ("scenes") that lagless synchronises over the network.
 //!
-//! The scenes: [`cubes`], a player cube pushing around a grid of 900 physics cubes,
-//! and [`walkers`], walking characters on a level with obstacles (issue 25). A scene steps only when told to, one fixed tick at a
-//! time, so the same starting state and inputs always give the same result.
+//! [`cubes`]: a player cube pushing around a grid of 900 physics cubes;
+//! [`rocket`]: cars and a ball in an arena, the ball owned by the server;
+//! [`walkers`]: walking characters on a level with obstacles (issue 25).
+//!
+//! A scene steps only when told to, one fixed tick at a time, so the same starting state and inputs always give the same result.
 //!
 //! ```
 //! use lagless_scenes::cubes::{CubeInput, CubeScene, CubeSceneConfig};
@@ -20,4 +22,5 @@
 #![deny(missing_docs)]
 
 pub mod cubes;
+pub mod rocket;
 pub mod walkers;

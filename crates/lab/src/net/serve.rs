@@ -141,6 +141,14 @@ impl GameServer {
             .into());
         }
         if config.scene != "cubes" {
+            // The UDP server is the cube scene's so far; the others run on the emulator.
+            if crate::scenes::SCENES.contains(&config.scene.as_str()) {
+                return Err(crate::RunError::Invalid(format!(
+                    "scene {} runs on the emulator only (over UDP: cubes)",
+                    config.scene
+                ))
+                .into());
+            }
             return Err(crate::RunError::UnknownScene(config.scene.clone()).into());
         }
         let mut server_settings =

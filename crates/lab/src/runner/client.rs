@@ -8,9 +8,11 @@ use crate::cpu::CpuTimer;
 use crate::playback::PolicyShadows;
 use crate::remote_view::RemoteView;
 use crate::replication::{SnapshotReceiver, SnapshotSender};
-use crate::scene::{LabScene, PlayerId, Script};
+use crate::scene::{LabScene, PlayerId, RenderedFrame, RenderedFrames, Script};
 use lagless_core::interpolation::{InterpolationBuffer, InterpolationConfig, Pose};
-use lagless_core::{ClientId, ClientSession, ErrorSmoother, Predictor, Reconciled, Rollback, Tick};
+use lagless_core::{
+    ClientId, ClientSession, ErrorSmoother, Predictor, Reconciled, Rollback, SmoothingConfig, Tick,
+};
 use lagless_netem::Duplex;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -62,6 +64,12 @@ pub(crate) struct ClientSim<S: LabScene> {
     pub(crate) remote_view: RemoteView,
     /// Other delay policies, fed what `remote` is fed.
     pub(super) shadows: PolicyShadows,
+    /// Every rendered frame, for the scene's own metrics (with
+    /// [`LabScene::RECORDS_FRAMES`] only).
+    pub(crate) frames: RenderedFrames,
+    /// The newest interpolated sample of the others (kept with
+    /// [`LabScene::RECORDS_FRAMES`] only).
+    last_shown: Vec<Pose>,
     /// The walking characters as shown, when the scene has any: their ids (in
     /// [`LabScene::characters`]' order), where they sit in the interpolated frame when
     /// they travel in snapshots, and how they looked.
@@ -70,7 +78,7 @@ pub(crate) struct ClientSim<S: LabScene> {
 
 /// A client's prediction machinery and what it measured.
 pub(crate) struct Prediction<S: LabScene> {
-    game: S::World,
+    pub(crate) game: S::World,
     pub(crate) predictor: Predictor<S::World>,
     pub(crate) smoother: ErrorSmoother,
     /// Naive full-world baseline, timed on a sample of rollbacks.
@@ -83,6 +91,13 @@ pub(crate) struct Prediction<S: LabScene> {
     /// An essential part (players only) held back until the next tick, in case the full
     /// snapshot of the same tick completes meanwhile: a full one corrects the cubes too.
     pending_essential: Option<(Tick, S::Known)>,
+    /// One smoother per entry of the others' list, for those rendered from the
+    /// predicted world ([`LabScene::render_predicted`]).
+    others_smoothers: Vec<ErrorSmoother>,
+    smoothing: SmoothingConfig,
+    /// The player this client drives, and how many there are.
+    own: PlayerId,
+    players: PlayerId,
 }
 
 impl<S: LabScene> ClientSim<S> {
@@ -114,6 +129,10 @@ impl<S: LabScene> ClientSim<S> {
                 paired_ms: Vec::new(),
                 predicted_cubes: Vec::new(),
                 pending_essential: None,
+                others_smoothers: Vec::new(),
+                smoothing: config.smoothing,
+                own: player,
+                players: config.clients,
             }),
             setup,
             script,
@@ -140,6 +159,11 @@ impl<S: LabScene> ClientSim<S> {
                     &[]
                 },
             ),
+            frames: RenderedFrames {
+                player,
+                frames: BTreeMap::new(),
+            },
+            last_shown: Vec::new(),
             characters: None,
         }
     }
@@ -262,6 +286,12 @@ impl<S: LabScene> ClientSim<S> {
                 .get(self.player as usize - 1)
                 .and_then(|p| p.last().copied());
             self.remote_view.record(now, &shown, &truth, period, own);
+            if let Some(pr) = &mut self.prediction {
+                S::show(&mut pr.game, tick, &shown.value);
+            }
+            if S::RECORDS_FRAMES {
+                self.last_shown.clone_from(&shown.value);
+            }
         }
         // The frame after tick t stands for state t + 1: predicted, or else the newest
         // server state the client has.
@@ -271,27 +301,51 @@ impl<S: LabScene> ClientSim<S> {
                 let inputs = |t: Tick| session.input(t);
                 pr.predictor.predict(&mut pr.game, tick, input, &inputs);
                 pr.smoother.decay(period);
+                for s in &mut pr.others_smoothers {
+                    s.decay(period);
+                }
                 pr.predicted_cubes
                     .push(S::predicted_entities(&pr.game) as f64);
                 match (pr.predictor.present(), S::predicted(&pr.game)) {
                     (Some(present), Some(state)) => {
                         let pose = S::seen_pose(&state);
-                        Some(Frame {
-                            position: pr.smoother.apply(pose.position, pose.rotation).0,
-                            shows: present.0,
-                        })
+                        let (position, rotation) = pr.smoother.apply(pose.position, pose.rotation);
+                        Some((
+                            Frame {
+                                position,
+                                shows: present.0,
+                            },
+                            Pose::new(position, rotation),
+                        ))
                     }
                     _ => None,
                 }
             }
             None => None,
         };
-        let frame = predicted.or(self.view.as_ref().map(|v| Frame {
-            position: S::seen_pose(v).position,
-            shows: self.view_tick,
+        let frame = predicted.or(self.view.as_ref().map(|v| {
+            let pose = S::seen_pose(v);
+            (
+                Frame {
+                    position: pose.position,
+                    shows: self.view_tick,
+                },
+                pose,
+            )
         }));
-        if let Some(frame) = frame {
+        if let Some((frame, own)) = frame {
             self.rendered.insert(tick.0 + 1, frame);
+            if S::RECORDS_FRAMES {
+                let mut others = self.last_shown.clone();
+                if let Some(pr) = &mut self.prediction {
+                    if pr.predictor.present().is_some() {
+                        pr.render_others(&mut others);
+                    }
+                }
+                self.frames
+                    .frames
+                    .insert(tick.0 + 1, RenderedFrame { own, others });
+            }
         }
     }
 
@@ -353,6 +407,34 @@ impl<S: LabScene> ClientSim<S> {
 }
 
 impl<S: LabScene> Prediction<S> {
+    /// The others the predicted world renders, in [`LabScene::shown`]'s order (NaN
+    /// positions for the ones it does not), as many as the others' list had last frame.
+    fn predicted_others(&self) -> Vec<Pose> {
+        let mut out =
+            vec![Pose::new([f32::NAN; 3], [0.0, 0.0, 0.0, 1.0]); self.others_smoothers.len()];
+        S::render_predicted(&self.game, self.own, self.players, &mut out);
+        out
+    }
+
+    /// Replaces in `others` (interpolated, [`LabScene::shown`]'s order) the entities
+    /// rendered from the predicted world, smoothed.
+    fn render_others(&mut self, others: &mut [Pose]) {
+        if self.others_smoothers.len() != others.len() {
+            self.others_smoothers
+                .resize(others.len(), ErrorSmoother::new(self.smoothing));
+        }
+        for (i, p) in self.predicted_others().into_iter().enumerate() {
+            if p.position[0].is_finite() {
+                let (position, rotation) = self.others_smoothers[i].apply(p.position, p.rotation);
+                others[i] = Pose {
+                    position,
+                    rotation,
+                    ..p
+                };
+            }
+        }
+    }
+
     /// Reconciles with the server's state for `tick`, timing it and smoothing the
     /// correction. On every `naive_every`th rollback (0: never) it also times the
     /// full-world baseline on the same work.
@@ -367,6 +449,7 @@ impl<S: LabScene> Prediction<S> {
         let naive =
             naive_every > 0 && self.predictor.stats().rollbacks % u64::from(naive_every) == 0;
         let before = S::predicted(&self.game).map(|s| S::seen_pose(&s));
+        let others_before = self.predicted_others();
         let started = CpuTimer::start();
         let outcome = self
             .predictor
@@ -381,6 +464,17 @@ impl<S: LabScene> Prediction<S> {
         if let (Some(old), Some(new)) = (before, after) {
             self.smoother
                 .correct(old.position, old.rotation, new.position, new.rotation);
+        }
+        let others_after = self.predicted_others();
+        for ((s, old), new) in self
+            .others_smoothers
+            .iter_mut()
+            .zip(&others_before)
+            .zip(&others_after)
+        {
+            if old.position[0].is_finite() && new.position[0].is_finite() {
+                s.correct(old.position, old.rotation, new.position, new.rotation);
+            }
         }
         if let (true, Some(shadow)) = (naive, &mut self.shadow) {
             // The naive way: load every body from the snapshot, replay the whole world.

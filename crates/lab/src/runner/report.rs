@@ -7,7 +7,7 @@ use crate::metrics::{Histogram, Metric, Report, mean, percentile};
 use crate::playback::PolicyFigures;
 use crate::remote_view::RemoteView;
 use crate::replication::{SnapshotReceiver, snapshot_metrics};
-use crate::scene::LabScene;
+use crate::scene::{LabScene, RenderedFrames};
 use lagless_core::interpolation::{DelayPolicy, InterpolationStats};
 use lagless_core::{ClientStats, PredictionStats};
 use lagless_replication::deadreckoning::DrReceiverStats;
@@ -34,6 +34,16 @@ pub(super) fn build<S: LabScene>(
 
     dead_reckoning(&mut r, sim);
     sim.scene.report(&mut r);
+    let worlds: Vec<&S::World> = sim
+        .clients
+        .iter()
+        .filter_map(|c| c.prediction.as_ref().map(|p| &p.game))
+        .collect();
+    S::report_worlds(&worlds, &mut r);
+    if S::RECORDS_FRAMES {
+        let frames: Vec<&RenderedFrames> = sim.clients.iter().map(|c| &c.frames).collect();
+        sim.scene.report_frames(&frames, &mut r);
+    }
     r.number("lab.wall_s", Some(wall.as_secs_f64()));
     r.number(
         "lab.speedup",

@@ -3,16 +3,18 @@
 //! [`run_named`].
 
 mod cubes;
+mod rocket;
 mod walkers;
 
 pub use cubes::{CubeSetup, Cubes, Scripted};
+pub use rocket::{Chase, Rocket, RocketSeen, RocketSetup};
 pub use walkers::{MAX_WALKERS, WalkerScripted, WalkerSetup, Walkers};
 
 use crate::config::RunConfig;
 use crate::runner::{RunError, RunOutcome, run_scene};
 
 /// Scene names, the default first.
-pub const SCENES: &[&str] = &["cubes", "walkers"];
+pub const SCENES: &[&str] = &["cubes", "rocket", "walkers"];
 
 /// Runs the scene `config.scene` names.
 pub fn run_named(
@@ -21,6 +23,7 @@ pub fn run_named(
 ) -> Result<RunOutcome, RunError> {
     match config.scene.as_str() {
         "cubes" => run_scene::<Cubes>(config, progress),
+        "rocket" => run_scene::<Rocket>(config, progress),
         "walkers" => run_scene::<Walkers>(config, progress),
         other => Err(RunError::UnknownScene(other.to_owned())),
     }

@@ -318,8 +318,8 @@ pub struct WalkerSettings {
     /// interval, as the character-sync article steers.
     pub steer_time: Option<Duration>,
     /// Every Nth snapshot to each client also carries a forged dead-reckoning message
-    /// (an unknown id, a speed, interval or lag beyond the limits, a stale tick, in
-    /// turn), to show they are refused and counted (`--dr-forge`; 0: never).
+    /// (an unknown id, a speed, interval or lag beyond the limits, a tick far ahead, a
+    /// stale tick, in turn), to show they are refused and counted (`--dr-forge`; 0: never).
     pub forge_every: u32,
 }
 

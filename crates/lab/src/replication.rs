@@ -113,7 +113,7 @@ pub struct DrSendStats {
     pub forged: u64,
 }
 
-/// A forged message, of the `n`th kind in turn, looking like `real` (a real character's
+/// A forged message, of the `n`th kind in turn (six kinds), looking like `real` (a real character's
 /// newest message at `tick`): each is one a receiver must refuse.
 fn forge(n: u64, real: Option<DrMessage>, tick: lagless_core::Tick) -> DrMessage {
     let base = real.unwrap_or(DrMessage {
@@ -128,7 +128,7 @@ fn forge(n: u64, real: Option<DrMessage>, tick: lagless_core::Tick) -> DrMessage
         interval: std::time::Duration::from_millis(interval_ms),
         lag: std::time::Duration::from_millis(lag_ms),
     };
-    match n % 5 {
+    match n % 6 {
         // An id nobody spawned.
         0 => DrMessage {
             id: 1 << 30,
@@ -147,6 +147,12 @@ fn forge(n: u64, real: Option<DrMessage>, tick: lagless_core::Tick) -> DrMessage
         // A sender lag beyond the 1 s limit.
         3 => DrMessage {
             motion: moving(1.0, 2000, 1_020),
+            ..base
+        },
+        // A tick 5000 ahead (78 s at 64 Hz): the 16-bit wire tick carries it, the
+        // receiver refuses it as too far from its own.
+        4 => DrMessage {
+            tick: lagless_core::Tick(tick.0.wrapping_add(5000)),
             ..base
         },
         // An old tick: stale against what the client already has.

@@ -313,6 +313,30 @@ pub(crate) fn sync<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) {
         "sync.lead_correction_ticks",
         per_client(&|c| Some(c.session.lead_correction())),
     );
+    // The adaptive lead's own state, to tell why it leads as it does.
+    let adaptive = |c: &ClientSim<S>| c.session.clock_sync().adaptive().cloned();
+    r.number(
+        "sync.lead_margin_ticks",
+        per_client(&|c| Some(adaptive(c)?.margin())),
+    );
+    r.set(
+        "sync.lead_shifts",
+        Metric::Count(
+            clients
+                .iter()
+                .filter_map(|c| Some(adaptive(c)?.shifts()))
+                .sum(),
+        ),
+    );
+    r.set(
+        "sync.lead_outliers",
+        Metric::Count(
+            clients
+                .iter()
+                .filter_map(|c| Some(adaptive(c)?.outliers()))
+                .sum(),
+        ),
+    );
     let stats: Vec<ClientStats> = clients.iter().map(|c| c.session.stats()).collect();
     let sum = |f: fn(&ClientStats) -> u64| Metric::Count(stats.iter().map(f).sum());
     r.set("sync.clock_jumps", sum(|s| s.clock_jumps));

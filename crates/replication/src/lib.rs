@@ -78,6 +78,7 @@ mod net;
 mod schema;
 mod server;
 mod snapshot;
+pub mod spawns;
 mod state;
 mod view;
 

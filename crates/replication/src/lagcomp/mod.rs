@@ -37,14 +37,15 @@
 //! use lagless_replication::{Pose, Tick};
 //!
 //! let mut lc = LagCompensator::new(LagCompConfig::default()); // 30 ticks/s, 250 ms
-//! // A target crossing the line x = 10 upwards at 3 m/s; recorded after every tick.
+//! // A target crossing the line y = 0 upwards at 3 m/s (at tick 25), recorded after
+//! // every tick.
 //! for t in 0..=30u32 {
-//!     let pose = Pose::planar([10.0, -1.5 + 0.1 * t as f32], 0.0);
-//!     lc.record(Tick(t), 1, pose, Shape::Circle { radius: 0.3 }).unwrap();
+//!     let pose = Pose::planar([10.0, -2.5 + 0.1 * t as f32], 0.0);
+//!     lc.record(Tick(t), 1, pose, Shape::Circle { radius: 0.2 }).unwrap();
 //! }
-//! // At tick 30 the client's input (tick 30) says it showed the world at 15.0 ticks
-//! // ago... too old: moved to the window's edge, 7.5 ticks back, and counted.
-//! let claim = ViewClaim::new(Tick(30), 15.0);
+//! // At tick 30 a client's input says it was showing tick 25.0 (167 ms back), and it
+//! // shot along the x axis: the rewound target is on the line.
+//! let claim = ViewClaim::new(Tick(30), 25.0);
 //! let shot = Shot {
 //!     claimed_view: claim.view(Tick(30)),
 //!     origin: [0.0, 0.0, 0.0],
@@ -53,14 +54,13 @@
 //!     shooter: Some(0),
 //! };
 //! let r = lc.rewind_query(Tick(30), &shot).unwrap();
-//! assert!(r.rewind.clamped());
-//! assert_eq!(r.rewind.used_view, 22.5);
-//! // At 22.5 the target was at y = 0.75, out of the line.
-//! assert_eq!(r.hit, None);
-//! // An honest claim of 15.0 ticks back (the target at y = 0) within the window:
-//! let honest = Shot { claimed_view: 15.0, ..shot };
-//! let r = lc.rewind_query(Tick(20), &honest).unwrap();
 //! assert_eq!(r.hit.map(|h| h.entity), Some(1));
+//! assert!(!r.rewind.clamped());
+//! // A liar claiming tick 15 gets the window's edge, 7.5 ticks back, where the target
+//! // was at y = -0.25: a miss, and a clamp counted.
+//! let lie = Shot { claimed_view: 15.0, ..shot };
+//! let r = lc.rewind_query(Tick(30), &lie).unwrap();
+//! assert_eq!((r.rewind.used_view, r.hit), (22.5, None));
 //! assert_eq!(lc.stats().clamped(), 1);
 //! ```
 

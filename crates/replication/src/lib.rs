@@ -73,6 +73,7 @@ pub mod deadreckoning;
 mod error;
 mod field;
 mod frame;
+pub mod hits;
 pub mod lagcomp;
 mod net;
 mod schema;

@@ -58,7 +58,10 @@ pub struct ServerSpawn {
     /// The claim's sequence, when the server's entity carries it (an exact match
     /// among spawns of one tick); `None` matches the earliest.
     pub seq: Option<u8>,
-    /// Where the client will show it now (its interpolated or extrapolated pose).
+    /// Where the client will show it now. For a projectile of the client's own, that
+    /// is its server state extrapolated to the client's present tick (where the
+    /// predicted one was flying), not interpolated into the past: then the offset is
+    /// only the prediction's error, not the interpolation delay times its speed.
     pub pose: Pose,
 }
 

@@ -14,9 +14,9 @@ fn world(now: u32) -> LagCompensator {
     for t in 0..=now {
         let y = 0.2 * (t as f32 - 50.0);
         lc.record(Tick(t), TARGET, Pose::planar([10.0, y], 0.0), BODY)
-            .unwrap();
+            .expect("valid");
         lc.record(Tick(t), SHOOTER, Pose::planar([0.0, 0.0], 0.0), BODY)
-            .unwrap();
+            .expect("valid");
     }
     lc
 }

@@ -33,7 +33,7 @@ impl Ray {
         }
         let scaled = direction.map(|v| v / largest);
         let len = dot3(scaled, scaled).sqrt();
-        if !(max_distance > 0.0) {
+        if max_distance <= 0.0 {
             return Err(LagCompError::BadDistance);
         }
         Ok(Ray {

@@ -49,8 +49,10 @@ impl ViewClaim {
         f64::from(self.lag) / f64::from(Self::UNITS_PER_TICK)
     }
 
-    /// The fractional tick the client claims it was showing, for an input applied at
-    /// `input_tick` (may be negative early in a session; the compensator clamps it).
+    /// The fractional tick the client claims it was showing, for the input of tick
+    /// `input_tick` (the tick the input is *for*, which the server applies stepping
+    /// from state `input_tick`, even if it applies it later). May be negative early in
+    /// a session; the compensator clamps it.
     pub fn view(self, input_tick: Tick) -> f64 {
         f64::from(input_tick.0) - self.lag_ticks()
     }

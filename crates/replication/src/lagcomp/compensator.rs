@@ -56,7 +56,9 @@ pub struct Shot {
     pub direction: [f32; 3],
     /// The weapon's range.
     pub max_distance: f32,
-    /// The shooter's own entity, never hit by its own shot.
+    /// The shooter's own entity, never hit by its own shot. The server sets it (and
+    /// the origin) from the connection's own player, never from the input: a client
+    /// acts only through its own player.
     pub shooter: Option<u32>,
 }
 

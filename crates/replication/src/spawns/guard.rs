@@ -46,7 +46,8 @@ pub struct SpawnGuardStats {
     pub refused_tick: u64,
 }
 
-/// The server's check of spawn claims ([`SpawnClaim`]): the id must lie in the
+/// The server's check of spawn claims ([`SpawnClaim`]) and shots
+/// ([`check_fire`](Self::check_fire)): a claim's id must lie in the
 /// claiming client's range of the [`IdSpace`], the tick near the server's, and the
 /// claims of one kind no faster than its fire rate. The rate is measured on claimed
 /// ticks, which must increase by at least the kind's interval and cannot run past
@@ -56,8 +57,8 @@ pub struct SpawnGuardStats {
 pub struct SpawnGuard {
     config: SpawnGuardConfig,
     intervals: HashMap<u16, u32>,
-    /// Per (slot, kind): the last accepted claim's tick and id.
-    last: BTreeMap<(u32, u16), (Tick, u32)>,
+    /// Per (slot, kind): the last accepted claim's tick and id (none for a shot).
+    last: BTreeMap<(u32, u16), (Tick, Option<u32>)>,
     stats: SpawnGuardStats,
 }
 
@@ -96,28 +97,52 @@ impl SpawnGuard {
             self.stats.refused_id += 1;
             return Err(SpawnError::IdOutOfRange(claim.id));
         }
-        let age = now.diff(claim.tick);
+        self.rate(slot, now, claim.kind, claim.tick, Some(claim.id))
+    }
+
+    /// The same tick-window and fire-rate check for a shot that spawns nothing (a
+    /// hitscan weapon's): `kind` is the weapon, `tick` the shot input's tick.
+    /// `Ok(true)`: fire.
+    pub fn check_fire(
+        &mut self,
+        slot: u32,
+        now: Tick,
+        kind: u16,
+        tick: Tick,
+    ) -> Result<bool, SpawnError> {
+        self.rate(slot, now, kind, tick, None)
+    }
+
+    fn rate(
+        &mut self,
+        slot: u32,
+        now: Tick,
+        kind: u16,
+        tick: Tick,
+        id: Option<u32>,
+    ) -> Result<bool, SpawnError> {
+        let age = now.diff(tick);
         if age > i64::from(self.config.max_age) || -age > i64::from(self.config.max_ahead) {
             self.stats.refused_tick += 1;
             return Err(SpawnError::TickOutOfWindow);
         }
-        let key = (slot, claim.kind);
+        let key = (slot, kind);
         let interval = self
             .intervals
-            .get(&claim.kind)
+            .get(&kind)
             .copied()
             .unwrap_or(self.config.default_min_interval);
-        if let Some(&(tick, id)) = self.last.get(&key) {
-            if id == claim.id {
+        if let Some(&(last_tick, last_id)) = self.last.get(&key) {
+            if id.is_some() && id == last_id {
                 self.stats.duplicates += 1;
                 return Ok(false);
             }
-            if claim.tick.diff(tick) < i64::from(interval) {
+            if tick.diff(last_tick) < i64::from(interval) {
                 self.stats.refused_rate += 1;
                 return Err(SpawnError::TooFast);
             }
         }
-        self.last.insert(key, (claim.tick, claim.id));
+        self.last.insert(key, (tick, id));
         self.stats.accepted += 1;
         Ok(true)
     }
@@ -179,10 +204,18 @@ mod tests {
         );
         // Another client, another kind: their own clocks.
         assert_eq!(g.check(1, Tick(100), &claim(&g, 1, 0, 100)), Ok(true));
+        // A hitscan weapon: the rate alone.
+        g.set_min_interval(7, 2);
+        assert_eq!(g.check_fire(1, Tick(100), 7, Tick(100)), Ok(true));
+        assert_eq!(
+            g.check_fire(1, Tick(100), 7, Tick(101)),
+            Err(SpawnError::TooFast)
+        );
+        assert_eq!(g.check_fire(1, Tick(100), 7, Tick(102)), Ok(true));
         let s = g.stats();
         assert_eq!(
             (s.accepted, s.duplicates, s.refused_rate, s.refused_tick),
-            (3, 1, 2, 2)
+            (5, 1, 3, 2)
         );
     }
 }

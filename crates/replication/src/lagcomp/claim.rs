@@ -23,8 +23,9 @@ impl ViewClaim {
     /// Units per tick.
     pub const UNITS_PER_TICK: u32 = 32;
 
-    /// The claim of a client applying `input_tick` while showing the world at
-    /// fractional tick `view`. Views after the input tick claim no lag; lags beyond
+    /// The claim of a client making the input of `input_tick` while showing the world
+    /// at fractional server tick `view` (with the high-level [`Client`](crate::Client):
+    /// `client.interpolation().render_tick()`, the tick its last render showed). Views after the input tick claim no lag; lags beyond
     /// `u16::MAX / 32` (2047 ticks) saturate; NaN claims no lag.
     pub fn new(input_tick: Tick, view: f64) -> ViewClaim {
         let lag = (f64::from(input_tick.0) - view) * f64::from(Self::UNITS_PER_TICK);

@@ -487,4 +487,55 @@ mod tests {
         assert_eq!((s.rewinds, s.clamped(), s.refused), (3, 2, 1));
         assert!((s.rewind_ms_max - 250.0).abs() < 1e-9);
     }
+
+    proptest::proptest! {
+        /// Whatever a client claims, the rewind stays in the window, and a claim is
+        /// clamped exactly when it lies outside it.
+        #[test]
+        fn rewinds_stay_in_the_window(now in 0u32..1_000_000, claim in proptest::num::f64::ANY) {
+            let mut c = comp();
+            match c.rewind(Tick(now), claim) {
+                Err(e) => proptest::prop_assert_eq!(e, LagCompError::NonFiniteView),
+                Ok(r) => {
+                    let present = f64::from(now);
+                    proptest::prop_assert!(r.used_view <= present);
+                    proptest::prop_assert!(r.used_view >= present - 7.5);
+                    proptest::prop_assert!(r.rewind_ms >= 0.0 && r.rewind_ms <= 250.0 + 1e-9);
+                    let inside = claim >= present - 7.5 && claim <= present;
+                    proptest::prop_assert_eq!(r.clamped(), !inside);
+                }
+            }
+        }
+
+        /// The rewound hit is the ray's first entry into the entity as `pose_at` places
+        /// it: the point lies on the disc's edge (or the ray starts inside).
+        #[test]
+        fn hits_lie_on_the_rewound_shape(
+            x in -20.0f32..20.0, y in -20.0f32..20.0, dx in -1.0f32..1.0, dy in -1.0f32..1.0,
+            view in 12.5f64..20.0,
+        ) {
+            let mut c = comp();
+            for t in 10..=20u32 {
+                let p = Pose::planar([t as f32 * 0.5, (t as f32 * 0.3).sin()], 0.0);
+                c.record(Tick(t), 7, p, DISC).expect("valid");
+            }
+            let shot = Shot {
+                claimed_view: view,
+                origin: [x, y, 0.0],
+                direction: [dx, dy, 0.0],
+                max_distance: 100.0,
+                shooter: None,
+            };
+            let Ok(r) = c.rewind_query(Tick(20), &shot) else {
+                return Ok(());
+            };
+            if let Some(hit) = r.hit {
+                let (pose, _) = c.pose_at(7, view).expect("present");
+                let d = ((hit.point[0] - pose.position[0]).powi(2)
+                    + (hit.point[1] - pose.position[1]).powi(2))
+                .sqrt();
+                proptest::prop_assert!(hit.distance == 0.0 || (d - 0.5).abs() < 1e-3, "{d}");
+            }
+        }
+    }
 }

@@ -20,8 +20,8 @@ mod shooter;
 mod targets;
 
 pub use deadreckoning::dead_reckoning;
-pub use shooter::{hit_reports, spawn_claims, view_claim};
 pub use netcode::{netcode_client, netcode_server, reliable_channel};
+pub use shooter::{hit_reports, spawn_claims, view_claim};
 pub use targets::{
     bit_reader, client_session, cube_snapshot, input_message, lab_control, replication_snapshot,
     server_session, snapshot_fragment, wire_reader,

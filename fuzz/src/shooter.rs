@@ -40,7 +40,7 @@ pub fn view_claim(data: &[u8]) {
     };
     let mut lc = LagCompensator::new(LagCompConfig::default());
     for t in NOW.0 - 12..=NOW.0 {
-        let y = (t - NOW.0 + 12) as f32 * 0.2 - 1.0;
+        let y = (t + 12 - NOW.0) as f32 * 0.2 - 1.0;
         let shapes = [
             Shape::Circle { radius: 0.5 },
             Shape::Capsule3 {
@@ -69,7 +69,10 @@ pub fn view_claim(data: &[u8]) {
         assert!(result.rewind.rewind_ms >= 0.0, "{result:?}");
         if let Some(hit) = result.hit {
             assert!(hit.point.iter().all(|v| v.is_finite()), "{hit:?}");
-            assert!(hit.distance >= 0.0 && hit.distance <= shot.max_distance, "{hit:?}");
+            assert!(
+                hit.distance >= 0.0 && hit.distance <= shot.max_distance,
+                "{hit:?}"
+            );
             assert_ne!(hit.entity, 1, "the shooter hit itself");
         }
     }
@@ -83,7 +86,9 @@ pub fn hit_reports(data: &[u8]) {
         return;
     };
     let mut w = BitWriter::new();
-    codec.write(&mut w, &reports).expect("decoded reports re-encode");
+    codec
+        .write(&mut w, &reports)
+        .expect("decoded reports re-encode");
     let again = w.into_bytes();
     assert_eq!(
         codec.read(&mut BitReader::new(&again)).as_ref(),
@@ -121,9 +126,15 @@ pub fn spawn_claims(data: &[u8]) {
         let Ok(claims) = codec.read(&mut BitReader::new(data), slot, NOW) else {
             continue;
         };
-        assert!(claims.iter().all(|c| codec.space.slot_of(c.id) == Some(slot)));
+        assert!(
+            claims
+                .iter()
+                .all(|c| codec.space.slot_of(c.id) == Some(slot))
+        );
         let mut w = BitWriter::new();
-        codec.write(&mut w, slot, &claims).expect("decoded claims re-encode");
+        codec
+            .write(&mut w, slot, &claims)
+            .expect("decoded claims re-encode");
         let again = w.into_bytes();
         assert_eq!(
             codec.read(&mut BitReader::new(&again), slot, NOW).as_ref(),

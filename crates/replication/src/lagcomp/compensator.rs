@@ -160,7 +160,7 @@ struct Sample<S> {
 /// after [`rewind`](Self::rewind).
 ///
 /// Memory is bounded: at most [`LagCompConfig::max_entities`] histories of
-/// [`LagCompConfig::history_ticks`] samples each; an entity not recorded for longer
+/// [`LagCompConfig::history_ticks`] + 1 samples each; an entity not recorded for longer
 /// than the history is forgotten.
 #[derive(Debug, Clone)]
 pub struct LagCompensator<S: HitShape = Shape> {
@@ -407,6 +407,11 @@ mod tests {
             c.record(Tick(100), 1, Pose::default(), bad),
             Err(LagCompError::BadShape)
         );
+    }
+
+    #[test]
+    fn a_sample_is_80_bytes() {
+        assert_eq!(std::mem::size_of::<Sample<Shape>>(), 80);
     }
 
     #[test]

@@ -16,10 +16,12 @@ mod deadreckoning;
 pub mod mutate;
 mod netcode;
 pub mod seeds;
+mod shooter;
 mod targets;
 
 pub use deadreckoning::dead_reckoning;
 pub use netcode::{netcode_client, netcode_server, reliable_channel};
+pub use shooter::{hit_reports, spawn_claims, view_claim};
 pub use targets::{
     bit_reader, client_session, cube_snapshot, input_message, lab_control, replication_snapshot,
     server_session, snapshot_fragment, wire_reader,
@@ -43,4 +45,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("reliable_channel", reliable_channel),
     ("lab_control", lab_control),
     ("dead_reckoning", dead_reckoning),
+    ("view_claim", view_claim),
+    ("hit_reports", hit_reports),
+    ("spawn_claims", spawn_claims),
 ];

@@ -100,9 +100,12 @@ smoke_tests!(
     reliable_channel,
     lab_control,
     dead_reckoning,
+    view_claim,
+    hit_reports,
+    spawn_claims,
 );
 
 #[test]
 fn every_target_has_a_smoke_test() {
-    assert_eq!(TARGETS.len(), 13);
+    assert_eq!(TARGETS.len(), 16);
 }

@@ -12,6 +12,11 @@
 //! * [`deadreckoning`]: walking characters sent only when their motion changes
 //!   ([`DrServer`]) and shown where they are now ([`DrReceiver`]), the character-sync
 //!   article's dead reckoning with Murphy's projective velocity blending.
+//! * The shooter's mechanisms (the Pixonic mobile shooter article, Valve's lag
+//!   compensation, Overwatch's GDC 2017 netcode): [`lagcomp`] (the server tests a shot
+//!   against the world the shooter was showing, within a trusted window), [`spawns`]
+//!   (projectiles predicted under client-only ids, handed over to the server's) and
+//!   [`hits`] (hits shown at once, resolved by the server's word).
 //!
 //! # The high-level API
 //!
@@ -73,10 +78,13 @@ pub mod deadreckoning;
 mod error;
 mod field;
 mod frame;
+pub mod hits;
+pub mod lagcomp;
 mod net;
 mod schema;
 mod server;
 mod snapshot;
+pub mod spawns;
 mod state;
 mod view;
 

@@ -159,24 +159,92 @@ fn update_character_needs_dead_reckoning_configured_and_plausible_states() {
     assert!(server.update_character(1, state).is_ok());
 }
 
+/// Runs `server` with one client per entry of `clients` over `lan` links for `secs`
+/// seconds, every character in `characters` walking; returns each client.
+fn run_clients(
+    server: &mut Server<u8>,
+    clients: &[ClientId],
+    characters: &[u32],
+    secs: u64,
+) -> Vec<Client<Nothing>> {
+    let mut cs: Vec<(Client<Nothing>, Duplex)> = clients
+        .iter()
+        .map(|&id| {
+            server.connect(id).unwrap();
+            let mut c = Client::new(schema(), Nothing, &config()).unwrap();
+            for &e in characters {
+                c.set_policy(e, Policy::DeadReckoned);
+            }
+            (c, Duplex::symmetric(profile("lan").unwrap(), id).unwrap())
+        })
+        .collect();
+    let mut now = Duration::ZERO;
+    while now < Duration::from_secs(secs) {
+        for (&id, (_, link)) in clients.iter().zip(&mut cs) {
+            while let Some(p) = link.up.poll(now) {
+                server.receive(id, now, &p).unwrap();
+            }
+        }
+        server.update(now);
+        while server.next_tick().is_some() {
+            let secs = server.current_tick().0 as f32 / HZ as f32;
+            for &e in characters {
+                let state = CharacterState::new([e as f32, 0.0, secs], 0.0, 1.0);
+                server.update_character(e, state).unwrap();
+            }
+            server.send_snapshots(now).unwrap();
+        }
+        while let Some((to, p)) = server.poll_transmit() {
+            if let Some(k) = clients.iter().position(|&c| c == to) {
+                cs[k].1.down.send(now, p);
+            }
+        }
+        for (client, link) in &mut cs {
+            while let Some(p) = link.down.poll(now) {
+                client.receive(now, &p).unwrap();
+            }
+            client.update(now);
+            while let Some(t) = client.next_tick() {
+                client.tick(t, 0);
+            }
+            while let Some(p) = client.poll_transmit(now) {
+                link.up.send(now, p);
+            }
+        }
+        now += Duration::from_millis(5);
+    }
+    cs.into_iter().map(|(c, _)| c).collect()
+}
+
 #[test]
 fn a_character_not_relevant_to_a_client_is_not_sent_to_it() {
     let mut server = Server::<u8>::new(schema(), &config()).unwrap();
-    server.connect(1).unwrap();
-    server.connect(2).unwrap();
     server.spawn_with_id(5, 0, |w| w.vec3([0.0; 3])).unwrap();
     server.set_character_relevance(|client, _| client == 2);
-    let mut now = Duration::ZERO;
-    while now < Duration::from_secs(1) {
-        server.update(now);
-        while server.next_tick().is_some() {
-            let state = CharacterState::new([0.0, 0.0, now.as_secs_f32()], 0.0, 1.0);
-            server.update_character(5, state).unwrap();
-            server.send_snapshots(now).unwrap();
-        }
-        while server.poll_transmit().is_some() {}
-        now += Duration::from_millis(5);
+    let clients = run_clients(&mut server, &[1, 2], &[5], 1);
+    let one = clients[0].dead_reckoning().unwrap().stats();
+    let two = clients[1].dead_reckoning().unwrap().stats();
+    assert_eq!(one.accepted, 0, "{one:?}");
+    assert!(two.accepted >= 1, "{two:?}");
+    assert_eq!(two.rejected(), two.stale, "{two:?}");
+}
+
+/// With more characters than a snapshot's budget can spawn at once, a character's first
+/// message waits for its spawn: none is refused as an unknown id, and every character is
+/// shown.
+#[test]
+fn a_first_message_waits_for_the_spawn_the_budget_held_back() {
+    let mut server = Server::<u8>::new(schema(), &config()).unwrap();
+    let characters: Vec<u32> = (0..600).collect();
+    for &e in &characters {
+        server
+            .spawn_with_id(e, 0, |w| w.vec3([e as f32, 0.0, 0.0]))
+            .unwrap();
     }
-    // Client 2 got the first message; client 1 nothing.
-    assert_eq!(server.dead_reckoning().unwrap().stats().handed_out, 1);
+    let clients = run_clients(&mut server, &[1], &characters, 3);
+    let dr = clients[0].dead_reckoning().unwrap();
+    let stats = dr.stats();
+    assert_eq!(stats.rejected(), stats.stale, "{stats:?}");
+    let shown = characters.iter().filter(|&&e| dr.is_spawned(e)).count();
+    assert_eq!(shown, characters.len(), "{stats:?}");
 }

@@ -223,9 +223,15 @@ impl<I: Input> Server<I> {
                 // The messages due first, then the snapshot from the next whole byte.
                 Some((dr, codec)) => {
                     let mut bits = BitWriter::new();
-                    let relevant = &self.relevant;
-                    let messages =
-                        dr.poll_messages(id, |c| relevant.as_ref().is_none_or(|f| f(id, c)));
+                    let (relevant, replication) = (&self.relevant, &self.replication);
+                    // Only characters the client holds: a message for one whose spawn
+                    // the budget still holds back would be refused as an unknown id, and
+                    // the character unshown until the next sync clock, seconds later.
+                    // Held back here, it goes as soon as the spawn is acknowledged.
+                    let messages = dr.poll_messages(id, |c| {
+                        relevant.as_ref().is_none_or(|f| f(id, c))
+                            && replication.client_holds(id, c)
+                    });
                     codec.write_batch(&mut bits, &messages)?;
                     bits.write_bytes_aligned(&snapshot.bytes);
                     self.session.send_snapshot(id, now, bits.as_bytes())?;

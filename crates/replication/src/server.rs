@@ -394,6 +394,23 @@ impl ReplicationServer {
         Ok(true)
     }
 
+    /// Sets entity `id`'s state, spawning it as `kind` if it does not live: what a game
+    /// calls for each entity when it copies its world into the layer every tick. Returns
+    /// whether anything changed (a spawn, or new codes). An entity living under another
+    /// kind is updated as its own kind.
+    pub fn put(
+        &mut self,
+        id: u32,
+        kind: KindId,
+        write: impl FnOnce(&mut StateWriter),
+    ) -> Result<bool, ReplicationError> {
+        if self.codes(id).is_some() {
+            self.update(id, write)
+        } else {
+            self.spawn_with_id(id, kind, write).map(|()| true)
+        }
+    }
+
     /// Removes entity `id`; clients are told.
     pub fn despawn(&mut self, id: u32) -> Result<(), ReplicationError> {
         match self.entities.get_mut(id as usize) {

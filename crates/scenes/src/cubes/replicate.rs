@@ -80,13 +80,13 @@ pub fn capture(scene: &CubeScene, server: &mut ReplicationServer) -> Result<(), 
             write_body(w, &s);
             w.bool(awake);
         };
-        put(server, i as u32, CUBE, write)?;
+        server.put(i as u32, CUBE, write)?;
     }
     let mut players = Vec::new();
     for (p, state) in scene.player_states() {
         let id = player_entity(n, p).ok_or(ReplicationError::IdOutOfRange(u64::from(p)))?;
         players.push(id);
-        put(server, id, PLAYER, |w| write_body(w, &state))?;
+        server.put(id, PLAYER, |w| write_body(w, &state))?;
     }
     let gone: Vec<u32> = server
         .ids()
@@ -96,19 +96,6 @@ pub fn capture(scene: &CubeScene, server: &mut ReplicationServer) -> Result<(), 
         server.despawn(id)?;
     }
     Ok(())
-}
-
-fn put(
-    server: &mut ReplicationServer,
-    id: u32,
-    kind: KindId,
-    write: impl Fn(&mut StateWriter),
-) -> Result<(), ReplicationError> {
-    if server.codes(id).is_some() {
-        server.update(id, write).map(|_| ())
-    } else {
-        server.spawn_with_id(id, kind, write)
-    }
 }
 
 /// How far a body whose newest state is older than the snapshot is carried forward by its

@@ -75,14 +75,14 @@ pub fn capture(
     server: &mut ReplicationServer,
 ) -> Result<(), ReplicationError> {
     if let Some(ball) = scene.ball_state() {
-        put(server, BALL_ENTITY, BALL, |w| write_body(w, &ball))?;
+        server.put(BALL_ENTITY, BALL, |w| write_body(w, &ball))?;
     }
     let mut cars = Vec::new();
     for (p, state) in scene.car_states() {
         let id = car_entity(p).ok_or(ReplicationError::IdOutOfRange(u64::from(p)))?;
         let input = scene.last_input(p).unwrap_or_default();
         cars.push(id);
-        put(server, id, CAR, |w| {
+        server.put(id, CAR, |w| {
             write_body(w, &state);
             w.int(i32::from(input.bits()));
         })?;
@@ -95,19 +95,6 @@ pub fn capture(
         server.despawn(id)?;
     }
     Ok(())
-}
-
-fn put(
-    server: &mut ReplicationServer,
-    id: u32,
-    kind: KindId,
-    write: impl Fn(&mut StateWriter),
-) -> Result<(), ReplicationError> {
-    if server.codes(id).is_some() {
-        server.update(id, write).map(|_| ())
-    } else {
-        server.spawn_with_id(id, kind, write)
-    }
 }
 
 /// One car as a client knows it.

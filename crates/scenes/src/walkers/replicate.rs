@@ -79,11 +79,7 @@ pub fn capture(
             wr.vec3(st.position);
             wr.vec3([st.velocity[0], 0.0, st.velocity[1]]);
         };
-        if server.codes(id).is_none() {
-            server.spawn_with_id(id, PLAYER, write)?;
-        } else {
-            server.update(id, write)?;
-        }
+        server.put(id, PLAYER, write)?;
     }
     Ok(())
 }

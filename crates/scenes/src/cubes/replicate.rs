@@ -22,15 +22,7 @@ pub const CUBE: KindId = 1;
 /// both velocities; cubes also whether they are awake. Players matter four times as much
 /// as a cube when the budget is short.
 pub fn schema(q: &StateQuantization) -> Schema {
-    let body = |name: &str| {
-        let step = |shift: u32| 1.0 / (1u64 << shift.min(31)) as f32;
-        Kind::new(name)
-            .vec3("position", q.position_limit as f32, step(q.position_shift))
-            .rotation("rotation", q.rotation_bits.clamp(2, 16) as u8)
-            .vec3("linvel", q.linvel_limit as f32, step(q.linvel_shift))
-            .velocity_of("position")
-            .vec3("angvel", q.angvel_limit as f32, step(q.angvel_shift))
-    };
+    let body = |name: &str| body_kind(q, name);
     let built = Schema::new()
         .kind(body("player").priority(4.0))
         .kind(body("cube").bool("awake"))
@@ -45,14 +37,28 @@ pub fn player_entity(cubes: usize, player: PlayerId) -> Option<u32> {
     u32::try_from(cubes).ok()?.checked_add(player)
 }
 
-fn write_body(w: &mut StateWriter, s: &BodyState) {
+/// A rigid body's kind on `q`'s grid: position, rotation, and both velocities (the linear
+/// one declared as the position's, for blending and the predicted-position delta).
+pub(crate) fn body_kind(q: &StateQuantization, name: &str) -> Kind {
+    let step = |shift: u32| 1.0 / (1u64 << shift.min(31)) as f32;
+    Kind::new(name)
+        .vec3("position", q.position_limit as f32, step(q.position_shift))
+        .rotation("rotation", q.rotation_bits.clamp(2, 16) as u8)
+        .vec3("linvel", q.linvel_limit as f32, step(q.linvel_shift))
+        .velocity_of("position")
+        .vec3("angvel", q.angvel_limit as f32, step(q.angvel_shift))
+}
+
+/// Writes a body's state as [`body_kind`] declares it.
+pub(crate) fn write_body(w: &mut StateWriter, s: &BodyState) {
     w.vec3(s.position.to_array());
     w.rotation(s.rotation.to_array());
     w.vec3(s.linvel.to_array());
     w.vec3(s.angvel.to_array());
 }
 
-fn read_body(r: &mut StateReader) -> BodyState {
+/// Reads what [`write_body`] wrote.
+pub(crate) fn read_body(r: &mut StateReader) -> BodyState {
     BodyState {
         position: Vec3::from(r.vec3()),
         rotation: Quat::from_array(r.rotation()),

@@ -6,11 +6,10 @@
 use super::{CarInput, PlayerId, RocketScene};
 use crate::cubes::BodyState;
 use crate::cubes::quantize::StateQuantization;
-use glam::{Quat, Vec3};
+use crate::cubes::replicate::{body_kind, read_body, write_body};
 use lagless_core::Tick;
 use lagless_replication::{
-    Kind, KindId, ReplicationClient, ReplicationError, ReplicationServer, Schema, StateReader,
-    StateWriter,
+    KindId, ReplicationClient, ReplicationError, ReplicationServer, Schema, StateReader,
 };
 
 /// The ball's kind.
@@ -30,15 +29,7 @@ pub fn car_entity(player: PlayerId) -> Option<u32> {
 /// so a client can predict a remote car from them. The ball matters most to every client
 /// (everyone plays it), so it has the highest priority when the budget is short.
 pub fn schema(q: &StateQuantization) -> Schema {
-    let body = |name: &str| {
-        let step = |shift: u32| 1.0 / (1u64 << shift.min(31)) as f32;
-        Kind::new(name)
-            .vec3("position", q.position_limit as f32, step(q.position_shift))
-            .rotation("rotation", q.rotation_bits.clamp(2, 16) as u8)
-            .vec3("linvel", q.linvel_limit as f32, step(q.linvel_shift))
-            .velocity_of("position")
-            .vec3("angvel", q.angvel_limit as f32, step(q.angvel_shift))
-    };
+    let body = |name: &str| body_kind(q, name);
     let built = Schema::new()
         .kind(body("ball").priority(8.0))
         .kind(
@@ -50,22 +41,6 @@ pub fn schema(q: &StateQuantization) -> Schema {
     // Every valid quantization builds; an invalid one gives an empty schema, which refuses
     // every entity with a typed error instead of panicking here.
     built.unwrap_or_default()
-}
-
-fn write_body(w: &mut StateWriter, s: &BodyState) {
-    w.vec3(s.position.to_array());
-    w.rotation(s.rotation.to_array());
-    w.vec3(s.linvel.to_array());
-    w.vec3(s.angvel.to_array());
-}
-
-fn read_body(r: &mut StateReader) -> BodyState {
-    BodyState {
-        position: Vec3::from(r.vec3()),
-        rotation: Quat::from_array(r.rotation()),
-        linvel: Vec3::from(r.vec3()),
-        angvel: Vec3::from(r.vec3()),
-    }
 }
 
 /// Writes the scene into `server`: spawns what it lacks, updates the rest, despawns cars

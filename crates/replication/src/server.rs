@@ -671,9 +671,6 @@ impl ReplicationServer {
         let mut candidates = Vec::new();
         let mut forced = Vec::new();
         let mut keep = Vec::new();
-        if c.shown.len() < entities.len() {
-            c.shown.resize(entities.len(), Shown::default());
-        }
         // What the client shows of an entity against what it is now, and what waiting
         // is worth.
         let look = |sent: &mut Vec<Vec<SentState>>, shown: &mut Vec<Shown>, id: u32| -> Look {
@@ -964,12 +961,11 @@ impl ReplicationServer {
                     .filter(|_| state.is_some())
                     .map(|e| Arc::clone(&e.codes)),
             });
-            if c.shown.len() <= i {
-                c.shown.resize(i + 1, Shown::default());
+            // Looked at above, so there is a slot: it now shows what this snapshot sent.
+            if let Some(s) = c.shown.get_mut(i) {
+                s.state = state;
+                s.in_flight = true;
             }
-            let s = &mut c.shown[i];
-            s.state = state;
-            s.in_flight = true;
             view.set(id, entry);
             ids.push(id);
         }

@@ -65,7 +65,11 @@ impl ViewClaim {
 
     /// Reads [`write`](Self::write)'s bytes; a value beyond 16 bits is refused.
     pub fn read(r: &mut Reader<'_>) -> Result<ViewClaim, WireError> {
-        let v = r.read_varint_u32()?;
+        Self::from_wire(r.read_varint_u32()?)
+    }
+
+    /// The claim a decoded lag stands for; a value beyond 16 bits is refused.
+    fn from_wire(v: u32) -> Result<ViewClaim, WireError> {
         let lag = u16::try_from(v).map_err(|_| WireError::TooLarge {
             what: "view claim",
             len: v as usize,
@@ -82,13 +86,7 @@ impl ViewClaim {
 
     /// Reads [`write_bits`](Self::write_bits)' bits; a value beyond 16 bits is refused.
     pub fn read_bits(r: &mut BitReader<'_>) -> Result<ViewClaim, WireError> {
-        let v = r.read_var_u32()?;
-        let lag = u16::try_from(v).map_err(|_| WireError::TooLarge {
-            what: "view claim",
-            len: v as usize,
-            max: usize::from(u16::MAX),
-        })?;
-        Ok(ViewClaim { lag })
+        Self::from_wire(r.read_var_u32()?)
     }
 }
 

@@ -122,6 +122,152 @@ pub fn bench_snapshot(
         .collect()
 }
 
+/// What encoding for many clients costs against the physics step it follows, measured in
+/// the same process ([`bench_encode_clients`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManyClientsBench {
+    /// Clients (and players).
+    pub clients: usize,
+    /// Median and 99th percentile ms of one physics step.
+    pub physics_ms: (f64, f64),
+    /// Median and 99th percentile ms of one tick's capture.
+    pub capture_ms: (f64, f64),
+    /// Median and 99th percentile ms of one tick's encodes, every client's.
+    pub encode_ms: (f64, f64),
+    /// Mean changed entities per client a snapshot had to weigh.
+    pub candidates_mean: f64,
+    /// Mean entries per snapshot.
+    pub entries_mean: f64,
+    /// Mean snapshot bytes.
+    pub bytes_mean: f64,
+}
+
+/// Bytes written between two clients' encodes with `cold` (more than this machine's
+/// caches hold).
+pub const EVICT_BYTES: usize = 8 << 20;
+
+/// Ticks the players drive before measuring: 4 s, so the grid is well stirred.
+const MANY_WARM_UP: u32 = 256;
+
+/// `clients` players drive into the grid (each on its own phase of the benchmark's
+/// driver); every tick the layer captures the scene and encodes a snapshot for each
+/// client under the default budget (256 kbit/s), focused on its player, against an
+/// acknowledgement 3 to 5 ticks old (as on `broadband`, staggered so clients do not all
+/// share one baseline). `ticks` ticks are measured. The server side of
+/// `lagless run --clients N` without the clients, so it takes seconds, not minutes.
+/// `cold` writes over [`EVICT_BYTES`] before each client's encode, so it starts with
+/// the caches cold, as in a run, where the clients' simulations run in between.
+pub fn bench_encode_clients(clients: usize, ticks: u32, cold: bool) -> ManyClientsBench {
+    let config = CubeSceneConfig::default();
+    let q = config.quantize.unwrap_or_default();
+    let mut scene = CubeScene::new(config);
+    let players: Vec<u32> = (1..=clients as u32).collect();
+    for &p in &players {
+        scene.add_player(p);
+    }
+    let mut server = ReplicationServer::new(replicate::schema(&q), ServerConfig::default());
+    for &p in &players {
+        server.add_client(u64::from(p));
+    }
+    let mut evict = vec![0u8; if cold { EVICT_BYTES } else { 0 }];
+    let cubes = scene.cube_count();
+    let (mut physics, mut capture, mut encode) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut candidates, mut entries, mut bytes, mut snapshots) = (0usize, 0usize, 0usize, 0usize);
+    for t in 0..MANY_WARM_UP + ticks {
+        let inputs: Vec<_> = players
+            .iter()
+            .map(|&p| (p, busy_input(t + p * 7)))
+            .collect();
+        let timer = CpuTimer::start();
+        scene.step(&inputs);
+        let physics_ms = timer.ms();
+        let tick = Tick(t + 1);
+        let now = Duration::from_millis(u64::from(t) * 1000 / 64);
+        let timer = CpuTimer::start();
+        let _ = replicate::capture(&scene, &mut server);
+        let capture_ms = timer.ms();
+        let mut encode_ms = 0.0;
+        for &p in &players {
+            let id = u64::from(p);
+            let age = 3 + (t + p) % 3;
+            if let Some(acked) = tick.0.checked_sub(age).filter(|a| *a > 0) {
+                server.acknowledge(id, Tick(acked), now);
+            }
+            let position = scene.player_state(p).map(|s| s.position.to_array());
+            server.set_focus(id, position);
+            if let Some(own) = replicate::player_entity(cubes, p) {
+                server.set_owned(id, &[own]);
+            }
+            if cold {
+                // What a run's client simulations do between two encodes.
+                evict
+                    .iter_mut()
+                    .step_by(64)
+                    .for_each(|b| *b = b.wrapping_add(1));
+            }
+            let timer = CpuTimer::start();
+            let encoded = server.encode(id, tick, now);
+            encode_ms += timer.ms();
+            if let (Ok(e), true) = (encoded, t >= MANY_WARM_UP) {
+                candidates += e.candidates;
+                entries += e.entries;
+                bytes += e.bytes.len();
+                snapshots += 1;
+            }
+        }
+        if t >= MANY_WARM_UP {
+            physics.push(physics_ms);
+            capture.push(capture_ms);
+            encode.push(encode_ms);
+        }
+    }
+    let spread = |v: Vec<f64>| (median(v.clone()), percentile(v, 99.0));
+    let per = |n: usize| n as f64 / snapshots.max(1) as f64;
+    ManyClientsBench {
+        clients,
+        physics_ms: spread(physics),
+        capture_ms: spread(capture),
+        encode_ms: spread(encode),
+        candidates_mean: per(candidates),
+        entries_mean: per(entries),
+        bytes_mean: per(bytes),
+    }
+}
+
+/// The `p`th percentile (nearest rank); NaN when empty.
+fn percentile(mut v: Vec<f64>, p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
+    v.get(rank.saturating_sub(1).min(v.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or(f64::NAN)
+}
+
+/// [`bench_encode_clients`]' figures as a table, encode against physics.
+pub fn format_many_clients(b: &ManyClientsBench) -> String {
+    let row = |name: &str, (m, p): (f64, f64)| {
+        format!(
+            "{name:<34} {m:>9.3} {p:>9.3} {:>9.2}x\n",
+            m / b.physics_ms.0
+        )
+    };
+    let mut out = format!(
+        "{:<34} {:>9} {:>9} {:>10}\n",
+        format!("server tick, {} clients, 900 cubes", b.clients),
+        "p50 ms",
+        "p99 ms",
+        "vs physics"
+    );
+    out.push_str(&row("physics step", b.physics_ms));
+    out.push_str(&row("capture", b.capture_ms));
+    out.push_str(&row("encode (every client)", b.encode_ms));
+    out.push_str(&format!(
+        "per snapshot: {:.0} changed entities weighed, {:.1} sent, {:.0} bytes\n",
+        b.candidates_mean, b.entries_mean, b.bytes_mean
+    ));
+    out
+}
+
 /// The median of byte (or entity) counts; 0 for none.
 fn median_count(mut counts: Vec<usize>) -> usize {
     counts.sort_unstable();
@@ -171,5 +317,18 @@ mod tests {
         // A delta is far smaller than plain floats.
         assert!(get("layer encode") * 20 < get("plain encode"));
         assert!(format_snapshot_rows(&rows).contains("layer encode"));
+    }
+
+    #[test]
+    fn many_clients_share_the_budget_and_weigh_the_stirred_grid() {
+        let b = bench_encode_clients(4, 8, false);
+        // Every client got a snapshot every tick, within the default budget's bytes
+        // (256 kbit/s at 64 snapshots/s is 500 bytes, less the packet overhead).
+        assert!(b.bytes_mean > 0.0 && b.bytes_mean <= 500.0, "{b:?}");
+        // The players stirred the grid, and what changed was weighed and sent.
+        assert!(b.entries_mean > 4.0, "{b:?}");
+        assert!(b.candidates_mean >= b.entries_mean, "{b:?}");
+        assert!(b.encode_ms.0 > 0.0 && b.physics_ms.0 > 0.0);
+        assert!(format_many_clients(&b).contains("vs physics"));
     }
 }

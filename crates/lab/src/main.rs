@@ -47,6 +47,17 @@ enum Command {
         /// Passes over 64 recorded snapshots (medians are reported).
         #[arg(long, default_value_t = 20)]
         reps: usize,
+        /// Instead: the server side of a run with this many clients (physics, capture and
+        /// every client's encode under the default budget, per tick; no clients).
+        #[arg(long)]
+        clients: Option<usize>,
+        /// With `--clients`: ticks measured.
+        #[arg(long, default_value_t = 256)]
+        ticks: u32,
+        /// With `--clients`: start each client's encode with the caches cold, as in a
+        /// run, where the clients' simulations run between two encodes.
+        #[arg(long)]
+        cold: bool,
     },
     /// Benchmark the interpolation buffer's cost per snapshot arrival and per frame, for
     /// each delay policy, on a recorded link, with the fixed classic buffer as the
@@ -509,7 +520,21 @@ fn main() -> ExitCode {
             print!("{}", lagless_lab::bench::format_rows(&rows));
             Ok(())
         }
-        Some(Command::BenchSnapshot { reps }) => {
+        Some(Command::BenchSnapshot {
+            clients: Some(clients),
+            ticks,
+            cold,
+            ..
+        }) => {
+            let b = lagless_lab::bench_snapshot::bench_encode_clients(
+                clients.max(1),
+                ticks.max(1),
+                cold,
+            );
+            print!("{}", lagless_lab::bench_snapshot::format_many_clients(&b));
+            Ok(())
+        }
+        Some(Command::BenchSnapshot { reps, .. }) => {
             let bar = ProgressBar::new(8);
             let rows = lagless_lab::bench_snapshot::bench_snapshot(reps.max(1), &mut |k, n| {
                 bar.set_length(n as u64);

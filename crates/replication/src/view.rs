@@ -1,15 +1,17 @@
 //! What one client holds after decoding one snapshot: every entity's codes, by id.
 //!
-//! The server keeps one view per snapshot in flight to each client, and the client one
-//! per snapshot it decoded, so views are copied often and changed a little each time.
-//! A view is a list of chunks of 64 ids shared between copies ([`Arc`]): a copy costs
-//! one pointer per chunk, and a change copies only the chunk it touches.
+//! The client keeps one view per snapshot it decoded (each a copy of its baseline's,
+//! changed a little), and the server one per client, changed in place. A view is a list
+//! of chunks of 32 ids shared between copies ([`Arc`]): a copy costs one pointer per
+//! chunk, and a change copies only the chunk it touches, if it is shared (32 rather than
+//! 64: a snapshot changes a few dozen entities spread over the world, so most chunks it
+//! touches are copied for one entry).
 
 use crate::schema::KindId;
 use lagless_core::Tick;
 use std::sync::Arc;
 
-const CHUNK: usize = 64;
+const CHUNK: usize = 32;
 
 /// One entity as a view holds it.
 #[derive(Debug, Clone, PartialEq)]

@@ -29,9 +29,8 @@
 //! Under a budget most changed entities wait many snapshots. The work per client per
 //! tick follows what changes, not the world: only entities marked since they last
 //! matched what the client holds are visited (in id order, so each client's arrays are
-//! read front to back), an entity far below what the last snapshot took is looked at
-//! again only when it may have climbed to it, and the acknowledged view changes in
-//! place. `lagless bench-snapshot --clients 64` measures it against the physics step.
+//! read front to back), and the acknowledged view changes in place. `lagless
+//! bench-snapshot --clients 64` measures it against the physics step.
 
 use crate::budget::{BudgetConfig, BudgetController, BudgetStats};
 use crate::error::ReplicationError;
@@ -230,12 +229,6 @@ struct ClientState {
     acked: Option<Acked>,
     in_flight: VecDeque<InFlight>,
     priority: Vec<f32>,
-    /// Per entity, when it was last looked at and when it next needs to be (ticks): see
-    /// [`Schedule`].
-    schedule: Vec<Schedule>,
-    /// The lowest priority a snapshot under the budget took last time (0 when everything
-    /// fitted): what a waiting entity has to reach to be sent.
-    threshold: f32,
     last_tick: Option<Tick>,
     focus: Option<[f32; 3]>,
     budget: BudgetController,
@@ -471,7 +464,7 @@ impl ReplicationServer {
             position,
         });
         self.live += 1;
-        self.touch_now(id);
+        self.touch(id);
         Ok(())
     }
 
@@ -527,7 +520,7 @@ impl ReplicationServer {
             Some(slot @ Some(_)) => {
                 *slot = None;
                 self.live -= 1;
-                self.touch_now(id);
+                self.touch(id);
                 Ok(())
             }
             _ => Err(ReplicationError::NoSuchEntity(id)),
@@ -585,8 +578,6 @@ impl ReplicationServer {
             acked: None,
             in_flight: VecDeque::new(),
             priority: Vec::new(),
-            schedule: Vec::new(),
-            threshold: 0.0,
             last_tick: None,
             focus: None,
             budget,
@@ -608,17 +599,6 @@ impl ReplicationServer {
     fn touch(&mut self, id: u32) {
         for c in self.clients.values_mut() {
             c.pending.mark(id);
-        }
-    }
-
-    /// [`Self::touch`], for a spawn or despawn: looked at in every client's next
-    /// snapshot, whatever its schedule said.
-    fn touch_now(&mut self, id: u32) {
-        for c in self.clients.values_mut() {
-            c.pending.mark(id);
-            if let Some(s) = c.schedule.get_mut(id as usize) {
-                s.next = 0;
-            }
         }
     }
 
@@ -685,7 +665,7 @@ impl ReplicationServer {
         }
         while let Some(f) = c.in_flight.pop_front() {
             for (id, _) in &f.changes {
-                forget_shown(&mut c.shown, &mut c.schedule, *id);
+                forget_shown(&mut c.shown, *id);
             }
             if f.tick == tick {
                 let rtt = now.saturating_sub(f.sent_at).as_secs_f64();
@@ -694,10 +674,10 @@ impl ReplicationServer {
                 // The new baseline may differ from the old one in entities nobody
                 // touched since (it was encoded against an older baseline still): they
                 // are to be looked at again.
-                let (pending, shown, schedule) = (&mut c.pending, &mut c.shown, &mut c.schedule);
+                let (pending, shown) = (&mut c.pending, &mut c.shown);
                 let mut changed = |id| {
                     pending.mark(id);
-                    forget_shown(shown, schedule, id);
+                    forget_shown(shown, id);
                 };
                 let a = c.acked.get_or_insert_with(Acked::default);
                 if !a.advance(f.tick, f.base, &f.changes, &mut changed) {
@@ -758,7 +738,6 @@ impl ReplicationServer {
             c.lost_track = true;
             c.sent.clear();
             c.shown.clear();
-            c.schedule.clear();
             c.stats.resyncs += 1;
             for (i, e) in entities.iter().enumerate() {
                 if e.is_some() {
@@ -778,10 +757,6 @@ impl ReplicationServer {
         if c.priority.len() < entities.len() {
             c.priority.resize(entities.len(), 0.0);
         }
-        if c.schedule.len() < entities.len() {
-            c.schedule.resize(entities.len(), Schedule::default());
-        }
-        let threshold = c.threshold;
 
         // What differs from the client's view, and what it is worth.
         let focus = c.focus;
@@ -876,32 +851,11 @@ impl ReplicationServer {
                 rate: kind_weight * weight * (1.0 + moved),
             }
         };
-        // Waiting entities that were far below what the last snapshot took (and cannot
-        // have climbed to it since), counted as deferred without a look.
-        let mut unlooked = 0usize;
         let mut ids = Vec::new();
         c.pending.drain_into(&mut ids);
         for id in ids {
             let i = id as usize;
             let owned = c.owned.binary_search(&id).is_ok();
-            let sched = c.schedule.get(i).copied().unwrap_or_default();
-            if sched.next > tick.0 && !owned {
-                keep.push(id);
-                unlooked += 1;
-                continue;
-            }
-            // Priority grows by the rate seen now over every tick since the last look.
-            let since = if sched.looked == 0 {
-                elapsed
-            } else {
-                tick.0.saturating_sub(sched.looked).clamp(1, 1024) as f32
-            };
-            if let Some(s) = c.schedule.get_mut(i) {
-                *s = Schedule {
-                    looked: tick.0,
-                    next: 0,
-                };
-            }
             match look(&mut c.sent, &mut c.shown, id) {
                 Look::Gone { shown, keep: k } => {
                     if shown {
@@ -920,17 +874,7 @@ impl ReplicationServer {
                 }
                 Look::Waiting { change, rate } => {
                     keep.push(id);
-                    c.priority[i] += rate * since;
-                    let short = threshold - c.priority[i];
-                    if short > 0.0 && rate > 0.0 && !owned {
-                        // Half the ticks it needs at its present rate to reach what the
-                        // last snapshot took: a rate that doubles meanwhile still finds
-                        // it looked at in time.
-                        let wait = (short / rate * 0.5).min(MAX_UNLOOKED_TICKS as f32) as u32;
-                        if let Some(s) = c.schedule.get_mut(i) {
-                            s.next = tick.0.saturating_add(wait);
-                        }
-                    }
+                    c.priority[i] += rate * elapsed;
                     candidates.push(Candidate {
                         id,
                         change,
@@ -955,7 +899,7 @@ impl ReplicationServer {
                 .max(MIN_SNAPSHOT_BITS)
                 .min(limit_bits)
         });
-        let n_candidates = candidates.len() + unlooked;
+        let n_candidates = candidates.len();
         // With a budget, the candidates are taken highest first; they are put in that
         // order a batch at a time, as far as the snapshot gets, and the rest, which waits
         // anyway, stays unordered.
@@ -1007,7 +951,7 @@ impl ReplicationServer {
                 rank: 0,
             })
             .collect();
-        let mut deferred = unlooked;
+        let mut deferred = 0usize;
         // Once a few in a row do not fit, the rest wait without being encoded: with a
         // crowded world that is most of them, and encoding them would cost more than
         // everything else a snapshot takes.
@@ -1080,18 +1024,6 @@ impl ReplicationServer {
             chosen.remove(last);
             deferred += 1;
         }
-        c.threshold = if deferred > 0 {
-            chosen
-                .iter()
-                .filter(|ch| ch.rank > 0)
-                .map(|ch| c.priority[ch.id as usize])
-                .fold(f32::INFINITY, f32::min)
-        } else {
-            0.0
-        };
-        if !c.threshold.is_finite() {
-            c.threshold = 0.0;
-        }
 
         // Write it, and the view the client holds once it decodes it.
         let mut w = BitWriter::with_capacity(used / 8 + 16);
@@ -1119,9 +1051,6 @@ impl ReplicationServer {
             snapshot::write_op(&mut w, ch.change);
             if let Some((key, _)) = ch.body {
                 c.priority[i] = 0.0;
-                if let Some(s) = c.schedule.get_mut(i) {
-                    s.next = 0;
-                }
                 if let Some(body) = cache.get(&key) {
                     w.append(body);
                 }
@@ -1194,22 +1123,6 @@ impl ReplicationServer {
     }
 }
 
-/// Most ticks a waiting entity goes without a look (see [`Schedule`]).
-const MAX_UNLOOKED_TICKS: u32 = 16;
-
-/// When a client's waiting entity was last looked at and next needs to be, in ticks (0:
-/// never / now). Under a budget most changed entities wait many snapshots; looking at
-/// each for every client every tick was most of the server's encoding work. An entity
-/// whose priority is far below the lowest the last snapshot took is looked at again
-/// after half the ticks its present rate needs to get there (at most
-/// [`MAX_UNLOOKED_TICKS`]), and credited for every tick in between then. A spawn,
-/// despawn, acknowledgement or send that concerns it brings its look forward.
-#[derive(Debug, Clone, Copy, Default)]
-struct Schedule {
-    looked: u32,
-    next: u32,
-}
-
 /// Candidates put in priority order at a time (see [`ReplicationServer::encode`]):
 /// about what a 256 kbit/s snapshot of moving bodies takes.
 const ORDER_BATCH: usize = 48;
@@ -1274,14 +1187,10 @@ fn codes_hash(codes: &[i32]) -> u64 {
     })
 }
 
-/// What the client shows of entity `id` has to be worked out again, and looked at in
-/// the next snapshot.
-fn forget_shown(shown: &mut [Shown], schedule: &mut [Schedule], id: u32) {
+/// What the client shows of entity `id` has to be worked out again.
+fn forget_shown(shown: &mut [Shown], id: u32) {
     if let Some(s) = shown.get_mut(id as usize) {
         s.known = false;
-    }
-    if let Some(s) = schedule.get_mut(id as usize) {
-        s.next = 0;
     }
 }
 

@@ -452,6 +452,10 @@ struct RunArgs {
     /// faked-ping attack; the server clamps it to the 250 ms window and counts it).
     #[arg(long, default_value_t = 0.0)]
     lie_rewind_ms: f64,
+    /// Shooter scene: the trusted window of lag compensation, ms (Overwatch's 250 by
+    /// default; Source's `sv_maxunlag` is 1000).
+    #[arg(long, default_value_t = 250.0)]
+    lagcomp_window_ms: f64,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -844,6 +848,13 @@ fn run_command(a: RunArgs) -> Result<(), String> {
     if !(a.lie_rewind_ms.is_finite() && (0.0..=60_000.0).contains(&a.lie_rewind_ms)) {
         return Err("--lie-rewind-ms must be in 0..=60000".into());
     }
+    if !(a.lagcomp_window_ms.is_finite()
+        && a.lagcomp_window_ms > 0.0
+        && a.lagcomp_window_ms <= 10_000.0)
+    {
+        return Err("--lagcomp-window-ms must be in (0, 10000]".into());
+    }
+    config.shooter.window = std::time::Duration::from_secs_f64(a.lagcomp_window_ms / 1000.0);
     config.shooter.lag_compensation = !a.no_lag_compensation;
     config.shooter.lie_rewind = std::time::Duration::from_secs_f64(a.lie_rewind_ms / 1000.0);
     if config.scene == "shooter" {

@@ -288,8 +288,10 @@ impl LabScene for Shooter {
         self.scene.reports_for(player)
     }
 
-    fn events_received(world: &mut ShooterRollback, bytes: &[u8], rtt: Option<Duration>) {
-        world.receive_reports(bytes, rtt.unwrap_or(Duration::from_millis(200)));
+    fn events_received(world: &mut ShooterRollback, bytes: &[u8], _rtt: Option<Duration>) {
+        // The tracker's deadline follows the client's own lead over the server state
+        // (set as states arrive), which the bare round trip underestimates.
+        world.receive_reports(bytes);
     }
 
     fn report_worlds(worlds: &[&ShooterRollback], r: &mut Report) {
@@ -320,6 +322,7 @@ impl LabScene for Shooter {
         );
         r.set("hits.rejected", Metric::Count(hits.rejected));
         r.set("hits.expired", Metric::Count(hits.expired));
+        r.set("hits.late", Metric::Count(hits.late));
         r.set("spawns.predicted", Metric::Count(spawns.predicted));
         r.number(
             "spawns.matched_pct",
@@ -333,8 +336,10 @@ impl LabScene for Shooter {
     fn report(&self, r: &mut Report) {
         let lc = self.scene.lagcomp().stats();
         let mut rewinds = Vec::new();
+        let mut claimed = Vec::new();
         for (p, c) in &self.scene.counters {
             rewinds.extend_from_slice(&c.rewind_ms);
+            claimed.extend_from_slice(&c.claimed_ms);
             let k = format!("hits.client{p}");
             r.set(&format!("{k}.rifle_shots"), Metric::Count(c.rifle_shots));
             r.number(
@@ -354,6 +359,8 @@ impl LabScene for Shooter {
         }
         r.number("lagcomp.rewind_ms_p99", percentile(&rewinds, 99.0));
         r.number("lagcomp.rewind_ms_p50", percentile(&rewinds, 50.0));
+        r.number("lagcomp.claimed_ms_p50", percentile(&claimed, 50.0));
+        r.number("lagcomp.claimed_ms_p99", percentile(&claimed, 99.0));
         r.set("lagcomp.clamped", Metric::Count(lc.clamped()));
         r.set("lagcomp.refused", Metric::Count(lc.refused));
         r.set("lagcomp.rewinds", Metric::Count(lc.rewinds));
@@ -382,6 +389,11 @@ impl LabScene for Shooter {
         );
         r.set("shooter.refused_tick", Metric::Count(s.refused_tick));
         r.set("shooter.kills", Metric::Count(s.kills));
+        r.set("hits.dead_target_shots", Metric::Count(s.dead_target_shots));
+        r.set(
+            "hits.dead_shooter_shots",
+            Metric::Count(s.dead_shooter_shots),
+        );
         let (shots, hits): (u64, u64) = self
             .scene
             .counters

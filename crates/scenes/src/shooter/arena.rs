@@ -197,7 +197,9 @@ impl Arena {
     /// Distance along the unit `direction` from `origin` to the first wall, if one is
     /// within `max` m.
     pub fn cast(&self, origin: [f32; 2], direction: [f32; 2], max: f32) -> Option<f32> {
-        if !origin.iter().chain(&direction).all(|v| v.is_finite()) || !(max > 0.0) {
+        // NaN fails `max > 0.0` too.
+        let positive = max > 0.0;
+        if !origin.iter().chain(&direction).all(|v| v.is_finite()) || !positive {
             return None;
         }
         let queries = self.broad_phase.as_query_pipeline(
@@ -217,7 +219,8 @@ impl Arena {
     pub fn line_of_sight(&self, a: [f32; 2], b: [f32; 2]) -> bool {
         let d = [b[0] - a[0], b[1] - a[1]];
         let len = d[0].hypot(d[1]);
-        if !(len > 1e-4) {
+        let long = len > 1e-4;
+        if !long {
             return true;
         }
         self.cast(a, [d[0] / len, d[1] / len], len).is_none()

@@ -64,11 +64,11 @@ pub const HIT_RADIUS: f32 = 0.45;
 /// Full health.
 pub const MAX_HEALTH: i32 = 100;
 /// Rifle damage per hit.
-pub const RIFLE_DAMAGE: i32 = 20;
+pub const RIFLE_DAMAGE: i32 = 10;
 /// Rifle range, m.
 pub const RIFLE_RANGE: f32 = 40.0;
 /// Projectile damage per hit.
-pub const PROJECTILE_DAMAGE: i32 = 40;
+pub const PROJECTILE_DAMAGE: i32 = 30;
 /// Projectile speed, m/s.
 pub const PROJECTILE_SPEED: f32 = 14.0;
 /// Projectile radius, m.
@@ -333,6 +333,8 @@ pub struct PlayerCounters {
     pub clamped: u64,
     /// How far back each rifle shot was tested, ms.
     pub rewind_ms: Vec<f64>,
+    /// How far back each rifle shot's claimed view lay, ms, before clamping.
+    pub claimed_ms: Vec<f64>,
     /// Projectiles fired (accepted).
     pub projectiles: u64,
     /// Projectile hits.
@@ -356,6 +358,13 @@ pub struct ServerCounters {
     pub unknown_player: u64,
     /// Kills.
     pub kills: u64,
+    /// Rifle shots that met a target in the rewound world which had died since
+    /// (misses: the dead take no damage).
+    pub dead_target_shots: u64,
+    /// Shots from players dead on the server whose clients did not know it yet
+    /// (answered with a miss; a launch from the dead spawns nothing and its predicted
+    /// projectile is orphaned).
+    pub dead_shooter_shots: u64,
 }
 
 /// The server's world: every player and projectile in one hecs world, the lag
@@ -503,6 +512,23 @@ impl ShooterScene {
             self.stats.refused_aim += u64::from(refused);
             clean.push((p, input));
         }
+        // A rifle shot from a player that is dead here (its client does not know yet)
+        // is answered with a miss at once, so the client undoes its effect without
+        // waiting for the deadline.
+        for &(p, input) in &clean {
+            let dead = self.player(p).is_some_and(|s| !s.alive);
+            self.stats.dead_shooter_shots += u64::from(dead && input.weapon().is_some());
+            if dead && input.weapon() == Some(Weapon::Rifle) {
+                self.reports.push((
+                    tick.0,
+                    p,
+                    HitReport {
+                        shot: input.shot,
+                        target: None,
+                    },
+                ));
+            }
+        }
         let tick_hz = self.config.tick_hz;
         let space = self.config.id_space();
         let guard = &mut self.guard;
@@ -581,11 +607,30 @@ impl ShooterScene {
                         max_distance: wall,
                         shooter: Some(player),
                     };
+                    let players = &self.players;
+                    let world = &self.world;
                     let target = match self.lagcomp.rewind_query(tick, &q) {
                         Ok(r) => {
                             c.rewind_ms.push(r.rewind.rewind_ms);
+                            let ms = 1000.0 / f64::from(tick_hz.max(1));
+                            c.claimed_ms
+                                .push((f64::from(tick.0) - r.rewind.claimed_view) * ms);
                             c.clamped += u64::from(r.rewind.clamped());
-                            r.hit.map(|h| h.entity)
+                            // A target that died since the view the shot was aimed at
+                            // takes no more damage: a miss, counted apart.
+                            let dead_now = |p: u32| {
+                                players
+                                    .get(&p)
+                                    .and_then(|&e| systems::player_state(world, e))
+                                    .is_some_and(|s| !s.alive)
+                            };
+                            match r.hit.map(|h| h.entity) {
+                                Some(t) if dead_now(t) => {
+                                    self.stats.dead_target_shots += 1;
+                                    None
+                                }
+                                hit => hit,
+                            }
                         }
                         Err(_) => None,
                     };
@@ -618,14 +663,20 @@ impl ShooterScene {
             if systems::damage(&mut self.world, e, amount, tick.0 + respawn) {
                 self.stats.kills += 1;
                 self.counters.entry(t).or_default().deaths += 1;
-                self.lagcomp.remove(t);
+                // Its history stays until the respawn: a shot at the world before the
+                // death still finds it there, and is refused as a shot at the dead.
             }
         }
         let arena = Arc::clone(&self.arena);
         let counters = &self.counters;
-        systems::respawn(&mut self.world, tick.0 + 1, |p| {
+        let back = systems::respawn(&mut self.world, tick.0 + 1, |p| {
             arena.spawn_point(p, counters.get(&p).map_or(0, |c| c.deaths))
         });
+        for p in back {
+            // No rewind across the teleport (as Source does not): the history starts
+            // again at the spawn point.
+            self.lagcomp.remove(p);
+        }
         let next = tick.next();
         self.record(next);
         self.tick = next;
@@ -812,10 +863,8 @@ impl ShooterRollback {
         }
     }
 
-    /// Takes the server's hit reports (the snapshot's side channel) and the current
-    /// round trip.
-    pub fn receive_reports(&mut self, bytes: &[u8], rtt: Duration) {
-        self.hits.set_rtt(rtt);
+    /// Takes the server's hit reports (the snapshot's side channel).
+    pub fn receive_reports(&mut self, bytes: &[u8]) {
         match HitReportCodec::default().read(&mut BitReader::new(bytes)) {
             Ok(reports) => {
                 for r in &reports {
@@ -830,6 +879,16 @@ impl ShooterRollback {
     /// Matches the server's projectiles with the predicted ones, and drops the handed
     /// over ones the server no longer has.
     fn adopt(&mut self, known: &ShooterKnown) {
+        // A shot's word comes back as late as this client runs ahead of the newest
+        // server state it holds: its lead (half the round trip plus the server's input
+        // buffer) and the snapshot's way down. That, not the bare round trip, is the
+        // hit tracker's wait before a shown hit is given up.
+        if let Some(newest) = self.newest {
+            let ahead = newest.0.saturating_sub(known.tick) + 1;
+            self.hits.set_rtt(Duration::from_secs_f64(
+                f64::from(ahead) * f64::from(self.config.dt()),
+            ));
+        }
         let slot = slot_of(self.player);
         for p in &known.projectiles {
             self.spawns.check_server_id(p.id);

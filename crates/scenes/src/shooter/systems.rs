@@ -347,20 +347,23 @@ pub fn damage(world: &mut hecs::World, e: hecs::Entity, amount: i32, respawn_at:
 }
 
 /// The respawn system: dead players whose time has come (`tick` is the state being
-/// made) come back with full health where `spawn_point` says.
+/// made) come back with full health where `spawn_point` says. Returns who came back.
 pub fn respawn(
     world: &mut hecs::World,
     tick: u32,
     mut spawn_point: impl FnMut(PlayerId) -> [f32; 2],
-) {
+) -> Vec<PlayerId> {
+    let mut back = Vec::new();
     for (tag, body, life) in world.query_mut::<(&PlayerTag, &mut Body, &mut Life)>() {
         if !life.alive && life.respawn_at <= tick {
             life.alive = true;
             life.health = MAX_HEALTH;
             body.position = spawn_point(tag.0);
             body.velocity = [0.0; 2];
+            back.push(tag.0);
         }
     }
+    back
 }
 
 /// The nearest of `circles` (id, centre) of `radius` that the ray from `origin` along
@@ -378,7 +381,9 @@ pub fn ray_circles(
         let along = oc[0] * direction[0] + oc[1] * direction[1];
         let perp2 = oc[0] * oc[0] + oc[1] * oc[1] - along * along;
         let r2 = radius * radius;
-        if !(perp2 <= r2) {
+        // A NaN distance misses too.
+        let within = perp2 <= r2;
+        if !within {
             continue;
         }
         let t = along - (r2 - perp2).sqrt();

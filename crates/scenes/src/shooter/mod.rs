@@ -282,6 +282,10 @@ pub struct PlayerState {
     pub health: i32,
     /// Alive (dead players wait for their respawn).
     pub alive: bool,
+    /// The tick it comes back at, if dead (the last one, if alive).
+    pub respawn_at: u32,
+    /// Deaths so far, modulo 256 (where it comes back depends on it).
+    pub deaths: u32,
 }
 
 /// A projectile as replicated.
@@ -668,10 +672,7 @@ impl ShooterScene {
             }
         }
         let arena = Arc::clone(&self.arena);
-        let counters = &self.counters;
-        let back = systems::respawn(&mut self.world, tick.0 + 1, |p| {
-            arena.spawn_point(p, counters.get(&p).map_or(0, |c| c.deaths))
-        });
+        let back = systems::respawn(&mut self.world, tick.0 + 1, |p, d| arena.spawn_point(p, d));
         for p in back {
             // No rewind across the teleport (as Source does not): the history starts
             // again at the spawn point.
@@ -947,6 +948,13 @@ impl ShooterRollback {
         }
     }
 
+    /// The server's respawn system over the own player (the step from `tick` makes
+    /// state `tick + 1`).
+    fn respawn(&mut self, tick: Tick) {
+        let arena = &self.arena;
+        systems::respawn(&mut self.world, tick.0 + 1, |p, d| arena.spawn_point(p, d));
+    }
+
     fn set_player(&mut self, s: &PlayerState, cooldowns: Option<systems::Arms>) {
         match self.me {
             Some(e) if self.world.contains(e) => {
@@ -958,6 +966,8 @@ impl ShooterRollback {
                 if let Ok(mut l) = self.world.get::<&mut Life>(e) {
                     l.health = s.health;
                     l.alive = s.alive;
+                    l.respawn_at = s.respawn_at;
+                    l.deaths = s.deaths;
                 }
                 if let (Some(c), Ok(mut a)) = (cooldowns, self.world.get::<&mut systems::Arms>(e)) {
                     *a = c;
@@ -970,7 +980,8 @@ impl ShooterRollback {
                 bundle.2 = Life {
                     health: s.health,
                     alive: s.alive,
-                    respawn_at: 0,
+                    respawn_at: s.respawn_at,
+                    deaths: s.deaths,
                 };
                 if let Some(c) = cooldowns {
                     bundle.3 = c;
@@ -1066,6 +1077,7 @@ impl Rollback for ShooterRollback {
                 }
             }
             systems::movement(&mut self.world, &self.arena, &inputs, dt);
+            self.respawn(tick);
             // Own projectiles fly once per tick, never replayed (not reconciled).
             for impact in systems::projectiles(&mut self.world, &self.arena, tick, dt) {
                 self.handed.retain(|_, e| *e != impact.entity);
@@ -1083,6 +1095,7 @@ impl Rollback for ShooterRollback {
                 }
             }
             systems::movement(&mut self.world, &self.arena, &inputs, dt);
+            self.respawn(tick);
         }
         let _ = me;
     }

@@ -36,6 +36,8 @@ pub fn schema() -> Schema {
                 .angle("aim", 10)
                 .int("health", 0, super::MAX_HEALTH)
                 .bool("alive")
+                .int("respawn_at", 0, (1 << 24) - 1)
+                .int("deaths", 0, 255)
                 .priority(4.0),
         )
         .kind(
@@ -65,6 +67,8 @@ pub fn capture(
             w.angle(s.aim);
             w.int(s.health);
             w.bool(s.alive);
+            w.int((s.respawn_at & 0x00ff_ffff) as i32);
+            w.int((s.deaths & 0xff) as i32);
         })?;
     }
     let projectiles = scene.projectiles();
@@ -110,6 +114,8 @@ pub fn known(client: &ReplicationClient, tick: Tick) -> ShooterKnown {
                 let aim = r.angle();
                 let health = r.int();
                 let alive = r.bool();
+                let respawn_at = expand_tick(r.int().max(0) as u32, tick.0);
+                let deaths = r.int().max(0) as u32;
                 out.players.push((
                     id,
                     PlayerState {
@@ -118,6 +124,8 @@ pub fn known(client: &ReplicationClient, tick: Tick) -> ShooterKnown {
                         aim,
                         health,
                         alive,
+                        respawn_at,
+                        deaths,
                     },
                 ));
             }
@@ -125,14 +133,7 @@ pub fn known(client: &ReplicationClient, tick: Tick) -> ShooterKnown {
                 let position = r.vec2();
                 let velocity = r.vec2();
                 let owner = r.int().max(0) as u32;
-                let spawn = r.int().max(0) as u32;
-                // The tick travels in 24 bits: put back the high bits of the
-                // snapshot's own tick (a projectile lives 2 s, far less than 2^24 ticks).
-                let high = tick.0 & !0x00ff_ffff;
-                let mut spawn_tick = high | spawn;
-                if spawn_tick > tick.0 {
-                    spawn_tick = spawn_tick.wrapping_sub(1 << 24);
-                }
+                let spawn_tick = expand_tick(r.int().max(0) as u32, tick.0);
                 out.projectiles.push(ProjectileState {
                     id,
                     owner,
@@ -146,4 +147,18 @@ pub fn known(client: &ReplicationClient, tick: Tick) -> ShooterKnown {
     }
     out.players.sort_by_key(|(p, _)| *p);
     out
+}
+
+/// A tick sent in its low 24 bits, put back as the one nearest `near` (the snapshot's
+/// own tick: the ticks sent lie seconds from it, far less than 2^23 ticks).
+fn expand_tick(low: u32, near: u32) -> u32 {
+    const SPAN: i64 = 1 << 24;
+    let near = i64::from(near);
+    let mut t = (near & !(SPAN - 1)) | i64::from(low & 0x00ff_ffff);
+    if t - near > SPAN / 2 {
+        t -= SPAN;
+    } else if near - t > SPAN / 2 {
+        t += SPAN;
+    }
+    t.clamp(0, i64::from(u32::MAX)) as u32
 }

@@ -34,6 +34,8 @@ pub struct Life {
     pub alive: bool,
     /// The tick a dead player comes back at.
     pub respawn_at: u32,
+    /// Deaths so far (where it comes back depends on it).
+    pub deaths: u32,
 }
 
 /// The weapons' cooldowns: the first tick each may fire again.
@@ -99,6 +101,7 @@ pub fn player_bundle(
             health: MAX_HEALTH,
             alive: true,
             respawn_at: 0,
+            deaths: 0,
         },
         Arms::default(),
     )
@@ -114,6 +117,8 @@ pub fn player_state(world: &hecs::World, e: hecs::Entity) -> Option<PlayerState>
         aim: b.aim,
         health: l.health,
         alive: l.alive,
+        respawn_at: l.respawn_at,
+        deaths: l.deaths,
     })
 }
 
@@ -342,23 +347,27 @@ pub fn damage(world: &mut hecs::World, e: hecs::Entity, amount: i32, respawn_at:
     life.health = 0;
     life.alive = false;
     life.respawn_at = respawn_at;
+    life.deaths = life.deaths.wrapping_add(1);
     body.velocity = [0.0; 2];
     true
 }
 
 /// The respawn system: dead players whose time has come (`tick` is the state being
-/// made) come back with full health where `spawn_point` says. Returns who came back.
+/// made) come back with full health where `spawn_point` says for the player and its
+/// deaths. Returns who came back. The client runs it too, for its own player: the
+/// respawn tick and the deaths are replicated, so the teleport is predicted on the
+/// tick the server makes it rather than seen a round trip late.
 pub fn respawn(
     world: &mut hecs::World,
     tick: u32,
-    mut spawn_point: impl FnMut(PlayerId) -> [f32; 2],
+    mut spawn_point: impl FnMut(PlayerId, u32) -> [f32; 2],
 ) -> Vec<PlayerId> {
     let mut back = Vec::new();
     for (tag, body, life) in world.query_mut::<(&PlayerTag, &mut Body, &mut Life)>() {
         if !life.alive && life.respawn_at <= tick {
             life.alive = true;
             life.health = MAX_HEALTH;
-            body.position = spawn_point(tag.0);
+            body.position = spawn_point(tag.0, life.deaths);
             body.velocity = [0.0; 2];
             back.push(tag.0);
         }

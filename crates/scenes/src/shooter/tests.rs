@@ -136,3 +136,46 @@ fn prediction_of_own_player_and_projectile_matches_the_server() {
         c.counters.handover_cm
     );
 }
+
+#[test]
+fn the_client_predicts_its_own_respawn() {
+    let config = ShooterConfig::default();
+    let mut s = ShooterScene::new(config);
+    s.add_player(1);
+    s.add_player(2);
+    let e1 = s.players[&1];
+    let e2 = s.players[&2];
+    s.world.get::<&mut Body>(e1).unwrap().position = [0.0, 3.0];
+    s.world.get::<&mut Body>(e2).unwrap().position = [-5.0, 3.0];
+    let mut c = ShooterRollback::new(config, Arc::clone(s.arena()), 1).unwrap();
+    let mut t = 0;
+    // Player 2 shoots player 1 dead.
+    while s.player(1).unwrap().alive {
+        let mut i = ShooterInput::default().with_aim([1.0, 0.0]);
+        i.fire = 1;
+        s.step(Tick(t), &[(2, i)]);
+        t += 1;
+        assert!(t < 1000);
+    }
+    // The client learns of it, and predicts on from there with the same systems.
+    let known = ShooterKnown {
+        tick: t,
+        players: s.players().collect(),
+        projectiles: vec![],
+    };
+    c.load(&known, None);
+    assert!(!c.player_state().unwrap().alive);
+    for _ in 0..90 {
+        let i = ShooterInput::moving(1.0, 0.0);
+        c.advance(Tick(t), i);
+        s.step(Tick(t), &[(1, i)]);
+        t += 1;
+        let known = ShooterKnown {
+            tick: t,
+            players: s.players().collect(),
+            projectiles: vec![],
+        };
+        assert!(!c.diverged(&c.save(), &known), "tick {t}");
+    }
+    assert!(c.player_state().unwrap().alive);
+}

@@ -926,6 +926,13 @@ impl ShooterRollback {
                 if let Ok(mut proj) = self.world.get::<&mut Projectile>(h.payload) {
                     proj.id = p.id;
                 }
+                let handed = systems::HandedOver {
+                    server_id: p.id,
+                    offset: [-o[0], -o[1]],
+                };
+                // A component added to a predicted entity; it may have hit a wall
+                // already here (then there is nothing to add it to).
+                let _ = self.world.insert_one(h.payload, handed);
                 self.handed.insert(p.id, h.payload);
             } else {
                 // Counted once by the registry; not offered again.

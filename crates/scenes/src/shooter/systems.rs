@@ -84,6 +84,18 @@ impl Projectile {
     }
 }
 
+/// Added to a client's predicted projectile when the server's takes it over (the
+/// article's components added to and removed from predicted entities): it then stands
+/// for the server's entity, and the offset between the two at the same tick is what a
+/// renderer blends away.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HandedOver {
+    /// The server's id.
+    pub server_id: u32,
+    /// Server pose minus predicted pose at the same tick, m.
+    pub offset: [f32; 2],
+}
+
 /// The components of a new player at `position`.
 pub fn player_bundle(
     p: PlayerId,

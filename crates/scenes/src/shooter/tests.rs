@@ -111,6 +111,7 @@ fn prediction_of_own_player_and_projectile_matches_the_server() {
         None,
     );
     let id = *config.id_space().range(0).unwrap().start();
+    let mut handed: Vec<systems::HandedOver> = Vec::new();
     for t in 0..40u32 {
         let mut i = ShooterInput::moving(1.0, 1.0).with_aim([1.0, 0.2]);
         if t == 3 {
@@ -127,9 +128,16 @@ fn prediction_of_own_player_and_projectile_matches_the_server() {
         };
         assert!(!c.diverged(&saved, &known), "tick {t}");
         c.confirmed(&known);
+        handed.extend(c.world.query::<&systems::HandedOver>().iter().copied());
     }
     let st = c.spawns().stats();
     assert_eq!((st.predicted, st.matched, st.id_collisions), (1, 1, 0));
+    // The handed-over projectile carried the server's id in a component added to it
+    // (until it hit a wall and was removed).
+    assert!(!handed.is_empty());
+    assert!(handed.iter().all(|h| h.server_id == handed[0].server_id));
+    assert!(config.id_space().is_server(handed[0].server_id));
+    assert!(c.projectiles().is_empty(), "gone with the server's");
     assert!(
         c.counters.handover_cm[0] < 0.5,
         "{:?}",

@@ -111,3 +111,18 @@ fn a_liar_is_clamped_to_the_window() {
         figure(&r, "hits.client2.hit_rate_pct").min(figure(&r, "hits.client3.hit_rate_pct"));
     assert!(liar < honest, "liar's hit rate {liar}%, honest {honest}%");
 }
+
+/// The same seed gives the same game: every player and projectile bit for bit.
+#[test]
+fn the_same_seed_replays_the_same_game() {
+    let mut c = config("mobile", 3, ShooterSettings::default());
+    c.seconds = 8.0;
+    let a = run(&c, &mut |_| {}).unwrap();
+    let b = run(&c, &mut |_| {}).unwrap();
+    assert!(!a.server_state.is_empty());
+    assert_eq!(a.server_state, b.server_state);
+    assert_eq!(
+        a.report.get_f64("hits.shown"),
+        b.report.get_f64("hits.shown")
+    );
+}

@@ -179,8 +179,8 @@ impl LabScene for Shooter {
         None
     }
 
-    fn known(_: &ShooterSetup, client: &ReplicationClient, tick: Tick) -> ShooterKnown {
-        replicate::known(client, tick)
+    fn known(setup: &ShooterSetup, client: &ReplicationClient, tick: Tick) -> ShooterKnown {
+        replicate::known(client, tick, setup.config.tick_hz)
     }
 
     fn is_whole(_: &ShooterKnown) -> bool {
@@ -298,12 +298,14 @@ impl LabScene for Shooter {
         let mut hits = HitStats::default();
         let mut spawns = SpawnStats::default();
         let mut handover = Vec::new();
+        let mut withdrawn = 0;
         for w in worlds {
             let h = w.hits().stats();
             let s = w.spawns().stats();
             add_hits(&mut hits, h);
             add_spawns(&mut spawns, s);
             handover.extend_from_slice(&w.counters.handover_cm);
+            withdrawn += w.counters.withdrawn;
             let k = format!("hits.client{}", w.player());
             r.set(&format!("{k}.shown"), Metric::Count(h.shown));
             r.number(
@@ -331,6 +333,11 @@ impl LabScene for Shooter {
         r.set("spawns.orphaned", Metric::Count(spawns.orphaned));
         r.set("spawns.id_collisions", Metric::Count(spawns.id_collisions));
         r.number("spawns.handover_cm_p99", percentile(&handover, 99.0));
+        r.set("spawns.withdrawn", Metric::Count(withdrawn));
+        r.set(
+            "spawns.unmatched_server",
+            Metric::Count(spawns.unmatched_server),
+        );
     }
 
     fn report(&self, r: &mut Report) {

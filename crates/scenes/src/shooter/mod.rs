@@ -742,6 +742,9 @@ pub struct ClientCounters {
     pub handover_cm: Vec<f64>,
     /// Hit-report batches that did not decode.
     pub bad_reports: u64,
+    /// Predicted projectiles withdrawn at once when the server's state showed the
+    /// player dead at their launch tick (the server spawned nothing for them).
+    pub withdrawn: u64,
 }
 
 /// The client's predicted world: its own player and its own projectiles, nothing
@@ -759,10 +762,11 @@ pub struct ShooterRollback {
     shown: Vec<(PlayerId, [f32; 2])>,
     spawns: SpawnRegistry<hecs::Entity>,
     /// Predicted projectiles the server's took over: server id → own entity, which
-    /// flies on until the server's is gone.
-    handed: BTreeMap<u32, hecs::Entity>,
+    /// flies on until the server's is gone (or ends on a wall first; its entry stays
+    /// until the server's is gone).
+    handed: BTreeMap<u32, (hecs::Entity, u32)>,
     /// The server's projectiles of this client that matched no prediction.
-    unmatched: std::collections::BTreeSet<u32>,
+    unmatched: std::collections::BTreeSet<(u32, u32)>,
     hits: HitTracker,
     /// Ticks of lag this client adds to its claimed view (0 unless it lies).
     lie_ticks: f64,
@@ -893,7 +897,9 @@ impl ShooterRollback {
         let slot = slot_of(self.player);
         for p in &known.projectiles {
             self.spawns.check_server_id(p.id);
-            if p.owner != slot || self.handed.contains_key(&p.id) || self.unmatched.contains(&p.id)
+            if p.owner != slot
+                || self.handed.contains_key(&p.id)
+                || self.unmatched.contains(&(p.id, p.spawn_tick))
             {
                 continue;
             }
@@ -933,24 +939,48 @@ impl ShooterRollback {
                 // A component added to a predicted entity; it may have hit a wall
                 // already here (then there is nothing to add it to).
                 let _ = self.world.insert_one(h.payload, handed);
-                self.handed.insert(p.id, h.payload);
+                self.handed.insert(p.id, (h.payload, p.spawn_tick));
             } else {
                 // Counted once by the registry; not offered again.
-                self.unmatched.insert(p.id);
+                self.unmatched.insert((p.id, p.spawn_tick));
             }
         }
         let alive: std::collections::BTreeSet<u32> =
             known.projectiles.iter().map(|p| p.id).collect();
-        let gone: Vec<u32> = self
-            .handed
-            .keys()
-            .copied()
-            .filter(|id| !alive.contains(id))
+        // A handed-over projectile missing from the server's state is gone from view:
+        // its local copy goes. The id is remembered until well past the projectile's
+        // life, since a state that merely lacked it (held back, too old to carry
+        // forward) must not offer it for matching a second time.
+        let life = self.config.ticks(PROJECTILE_LIFE) + self.config.ticks(1.0);
+        for (id, (e, _)) in &self.handed {
+            if !alive.contains(id) {
+                let _ = self.world.despawn(*e);
+            }
+        }
+        self.handed
+            .retain(|_, (_, spawn)| known.tick.saturating_sub(*spawn) <= life);
+        self.unmatched
+            .retain(|(_, spawn)| known.tick.saturating_sub(*spawn) <= life);
+    }
+
+    /// Removes the predicted projectiles launched while the server had this player
+    /// dead: it fires before it takes damage in a step, so from the step after the
+    /// fatal one (`respawn_at` minus the respawn time) until the respawn, nothing it
+    /// launched exists on the server. Removing them now rather than at the orphan
+    /// timeout shows the truth as soon as the client knows it; they are counted apart
+    /// (`withdrawn`), as the registry's `despawned`.
+    fn withdraw_dead_launches(&mut self, s: &PlayerState) {
+        let died = s.respawn_at.saturating_sub(self.config.ticks(RESPAWN_SECS));
+        let dead: Vec<u32> = self
+            .spawns
+            .iter()
+            .filter(|(_, p)| p.claim.tick.0 > died && p.claim.tick.0 < s.respawn_at)
+            .map(|(id, _)| id)
             .collect();
-        self.unmatched.retain(|id| alive.contains(id));
-        for id in gone {
-            if let Some(e) = self.handed.remove(&id) {
+        for id in dead {
+            if let Some(e) = self.spawns.despawn(id) {
                 let _ = self.world.despawn(e);
+                self.counters.withdrawn += 1;
             }
         }
     }
@@ -1085,10 +1115,10 @@ impl Rollback for ShooterRollback {
             }
             systems::movement(&mut self.world, &self.arena, &inputs, dt);
             self.respawn(tick);
-            // Own projectiles fly once per tick, never replayed (not reconciled).
-            for impact in systems::projectiles(&mut self.world, &self.arena, tick, dt) {
-                self.handed.retain(|_, e| *e != impact.entity);
-            }
+            // Own projectiles fly once per tick, never replayed (not reconciled). One
+            // that ends here stays in `handed` until the server's is gone too, so the
+            // server's is not offered for matching again.
+            let _ = systems::projectiles(&mut self.world, &self.arena, tick, dt);
             for orphan in self.spawns.expire(tick) {
                 let _ = self.world.despawn(orphan.payload);
             }
@@ -1134,6 +1164,9 @@ impl Rollback for ShooterRollback {
             Some(s) => {
                 let s = *s;
                 self.set_player(&s, arms);
+                if !s.alive {
+                    self.withdraw_dead_launches(&s);
+                }
             }
             None => {
                 if let Some(Some(p)) = predicted {

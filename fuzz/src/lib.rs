@@ -21,7 +21,7 @@ mod targets;
 
 pub use deadreckoning::dead_reckoning;
 pub use netcode::{netcode_client, netcode_server, reliable_channel};
-pub use shooter::{hit_reports, spawn_claims, view_claim};
+pub use shooter::{hit_reports, shooter_input, spawn_claims, view_claim};
 pub use targets::{
     bit_reader, client_session, cube_snapshot, input_message, lab_control, replication_snapshot,
     server_session, snapshot_fragment, wire_reader,
@@ -48,4 +48,5 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("view_claim", view_claim),
     ("hit_reports", hit_reports),
     ("spawn_claims", spawn_claims),
+    ("shooter_input", shooter_input),
 ];

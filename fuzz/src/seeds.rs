@@ -32,7 +32,9 @@ pub fn for_target(name: &str) -> Vec<Vec<u8>> {
         "reliable_channel" => vec![crate::netcode::reliable_traffic()],
         "lab_control" => lab_controls(),
         "dead_reckoning" => crate::deadreckoning::seeds(),
-        "view_claim" | "hit_reports" | "spawn_claims" => crate::shooter::seeds(name),
+        "view_claim" | "hit_reports" | "spawn_claims" | "shooter_input" => {
+            crate::shooter::seeds(name)
+        }
         _ => Vec::new(),
     }
 }

@@ -148,9 +148,66 @@ pub fn spawn_claims(data: &[u8]) {
     }
 }
 
+/// `lagless_scenes::shooter::ShooterInput::decode` (what decodes re-encodes to the
+/// bytes it consumed), then the decoded inputs (up to 32, one per tick, alternating
+/// between two players) stepped through a `ShooterScene`: NaN or infinite aims, any
+/// claimed view, any spawn id must be refused or clamped, never panic, and leave
+/// every player at a finite position.
+pub fn shooter_input(data: &[u8]) {
+    use lagless_core::Input;
+    use lagless_scenes::shooter::{ShooterConfig, ShooterInput, ShooterScene};
+    let mut r = Reader::new(data);
+    let mut inputs = Vec::new();
+    while inputs.len() < 32 {
+        let start = r.position();
+        let Ok(i) = ShooterInput::decode(&mut r) else {
+            break;
+        };
+        let mut w = Writer::new();
+        i.encode(&mut w);
+        assert_eq!(w.as_bytes(), &data[start..r.position()]);
+        inputs.push(i);
+    }
+    let mut scene = ShooterScene::new(ShooterConfig::default());
+    scene.add_player(1);
+    scene.add_player(2);
+    for (t, i) in inputs.iter().enumerate() {
+        let player = 1 + (t as u32 % 2);
+        scene.step(Tick(1000 + t as u32), &[(player, *i)]);
+    }
+    for (_, p) in scene.players() {
+        assert!(p.position.iter().all(|v| v.is_finite()));
+    }
+}
+
 /// Valid inputs for the three targets.
 pub(crate) fn seeds(name: &str) -> Vec<Vec<u8>> {
     match name {
+        "shooter_input" => {
+            use lagless_core::Input;
+            use lagless_scenes::shooter::ShooterInput;
+            let mut rifle = ShooterInput::moving(1.0, 0.0).with_aim([0.0, 1.0]);
+            rifle.fire = 1;
+            rifle.shot = 7;
+            rifle.view = ViewClaim::from_units(200);
+            let mut launch = ShooterInput::moving(-1.0, 1.0).with_aim([1.0, 1.0]);
+            launch.fire = 2;
+            launch.spawn_id = 1 << 20;
+            [
+                vec![rifle, launch],
+                vec![ShooterInput::default(); 3],
+                vec![launch],
+            ]
+            .into_iter()
+            .map(|batch| {
+                let mut w = Writer::new();
+                for i in batch {
+                    i.encode(&mut w);
+                }
+                w.into_bytes()
+            })
+            .collect()
+        }
         "view_claim" => [0u16, 144, 960, u16::MAX]
             .into_iter()
             .map(|units| {

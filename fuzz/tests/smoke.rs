@@ -103,9 +103,10 @@ smoke_tests!(
     view_claim,
     hit_reports,
     spawn_claims,
+    shooter_input,
 );
 
 #[test]
 fn every_target_has_a_smoke_test() {
-    assert_eq!(TARGETS.len(), 16);
+    assert_eq!(TARGETS.len(), 17);
 }

@@ -335,6 +335,29 @@ impl Default for WalkerSettings {
     }
 }
 
+/// The shooter scene's settings (issue 24).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ShooterSettings {
+    /// Test rifle shots in the world the shooter saw (`--no-lag-compensation` turns it
+    /// off: shots are tested in the server's present, the baseline).
+    pub lag_compensation: bool,
+    /// Client 1 claims a view this much older than it shows (`--lie-rewind-ms`; the
+    /// faked-ping attack). Zero: honest.
+    pub lie_rewind: Duration,
+    /// The trusted window of lag compensation (250 ms, Overwatch's cap).
+    pub window: Duration,
+}
+
+impl Default for ShooterSettings {
+    fn default() -> Self {
+        Self {
+            lag_compensation: true,
+            lie_rewind: Duration::ZERO,
+            window: Duration::from_millis(250),
+        }
+    }
+}
+
 /// Everything that defines one lab run.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -368,6 +391,8 @@ pub struct RunConfig {
     pub relevance_m: f32,
     /// The walker scene's settings (`--walkers`, `--walker-sync`, `--steering`).
     pub walkers: WalkerSettings,
+    /// The shooter scene's settings (`--no-lag-compensation`, `--lie-rewind-ms`).
+    pub shooter: ShooterSettings,
     /// Server settings (tick rate is taken from here).
     pub server: ServerConfig,
     /// Client settings.
@@ -418,6 +443,7 @@ impl Default for RunConfig {
             budget_kbps: lagless_replication::BudgetConfig::default().max_kbps,
             relevance_m: lagless_replication::ServerConfig::default().relevance_distance,
             walkers: WalkerSettings::default(),
+            shooter: ShooterSettings::default(),
             server: ServerConfig::default(),
             client: ClientConfig::default(),
             clock_step: Duration::from_micros(500),

@@ -346,12 +346,13 @@ struct RunArgs {
     /// `roam` also selects).
     #[arg(long, default_value = "roam")]
     script: String,
-    /// Snapshots per second (at most the tick rate).
-    #[arg(long, default_value_t = 64)]
-    snapshot_hz: u32,
-    /// Simulation ticks per second.
-    #[arg(long, default_value_t = 64)]
-    tick_hz: u32,
+    /// Snapshots per second (at most the tick rate; default the tick rate).
+    #[arg(long)]
+    snapshot_hz: Option<u32>,
+    /// Simulation ticks per second (default 64; the shooter's 30, the Pixonic shooter
+    /// article's rate).
+    #[arg(long)]
+    tick_hz: Option<u32>,
     /// How far ahead of the server the client runs (its input buffer at the server):
     /// `adaptive` (the least lead that keeps `server.input_starved_pct` at 0.5%),
     /// `adaptive:P%`, `fixed:N` (N ticks beyond RTT/2), or the peers' rules `lightyear`
@@ -454,6 +455,18 @@ struct RunArgs {
     /// dead-reckoning message, which must be refused and counted (0: never).
     #[arg(long, default_value_t = 0)]
     dr_forge: u32,
+    /// Shooter scene: test rifle shots in the server's present instead of the world the
+    /// shooter saw (the baseline without lag compensation).
+    #[arg(long)]
+    no_lag_compensation: bool,
+    /// Shooter scene: client 1 claims a view this many ms older than it shows (the
+    /// faked-ping attack; the server clamps it to the 250 ms window and counts it).
+    #[arg(long, default_value_t = 0.0)]
+    lie_rewind_ms: f64,
+    /// Shooter scene: the trusted window of lag compensation, ms (Overwatch's 250 by
+    /// default; Source's `sv_maxunlag` is 1000).
+    #[arg(long, default_value_t = 250.0)]
+    lagcomp_window_ms: f64,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -809,7 +822,13 @@ fn run_command(a: RunArgs) -> Result<(), String> {
     {
         return Err("--input-buffer-ticks must be in 0..=1000".into());
     }
-    if !(1..=1000).contains(&a.tick_hz) {
+    // The shooter runs at the article's 30 ticks/s unless told otherwise; the other
+    // scenes at 64. Snapshots go out every tick unless told otherwise.
+    let tick_hz = a
+        .tick_hz
+        .unwrap_or(if a.scene == "shooter" { 30 } else { 64 });
+    let snapshot_hz = a.snapshot_hz.unwrap_or(tick_hz);
+    if !(1..=1000).contains(&tick_hz) {
         return Err("--tick-hz must be in 1..=1000".into());
     }
     let mut config = RunConfig {
@@ -821,7 +840,7 @@ fn run_command(a: RunArgs) -> Result<(), String> {
         seed: a.seed,
         clients: a.clients,
         script: ScriptChoice::Named(a.script),
-        snapshot_hz: a.snapshot_hz,
+        snapshot_hz,
         snapshot_codec: match a.snapshot_codec {
             SnapshotCodecArg::Delta => SnapshotCodecChoice::Delta,
             SnapshotCodecArg::Plain => SnapshotCodecChoice::Plain,
@@ -849,8 +868,24 @@ fn run_command(a: RunArgs) -> Result<(), String> {
         steer_time: a.steer_ms.map(std::time::Duration::from_millis),
         forge_every: a.dr_forge,
     };
-    config.server.tick_hz = a.tick_hz;
-    config.client.tick_hz = a.tick_hz;
+    config.server.tick_hz = tick_hz;
+    config.client.tick_hz = tick_hz;
+    if !(a.lie_rewind_ms.is_finite() && (0.0..=60_000.0).contains(&a.lie_rewind_ms)) {
+        return Err("--lie-rewind-ms must be in 0..=60000".into());
+    }
+    if !(a.lagcomp_window_ms.is_finite()
+        && a.lagcomp_window_ms > 0.0
+        && a.lagcomp_window_ms <= 10_000.0)
+    {
+        return Err("--lagcomp-window-ms must be in (0, 10000]".into());
+    }
+    config.shooter.window = std::time::Duration::from_secs_f64(a.lagcomp_window_ms / 1000.0);
+    config.shooter.lag_compensation = !a.no_lag_compensation;
+    config.shooter.lie_rewind = std::time::Duration::from_secs_f64(a.lie_rewind_ms / 1000.0);
+    if config.scene == "shooter" {
+        // The article's 32 ticks of history (about 1 s); further apart, a resync.
+        config.prediction_limits.history_ticks = 32;
+    }
     config.server.missing_input = match a.missing_input {
         MissingInputArg::Hold => MissingInput::Hold,
         MissingInputArg::Repeat => MissingInput::RepeatLast,

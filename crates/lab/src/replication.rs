@@ -365,7 +365,16 @@ impl<S: LabScene> SnapshotSender<S> {
                     if let Some(kbps) = self.layer.budget_kbps(id) {
                         self.stats.budget_kbps.add(kbps);
                     }
-                    let bytes = self.frame(id, tick, &encoded.bytes)?;
+                    let mut bytes = self.frame(id, tick, &encoded.bytes)?;
+                    if S::EVENTS_DOWN {
+                        // The scene's events ride in front, length-prefixed, so the
+                        // receiver finds the snapshot after them.
+                        let mut w = lagless_wire::Writer::new();
+                        w.write_len_prefixed(&scene.events_down(player));
+                        let mut framed = w.into_bytes();
+                        framed.extend_from_slice(&bytes);
+                        bytes = framed;
+                    }
                     self.stats.fragmented += u64::from(bytes.len() > FRAGMENT_PAYLOAD_BYTES);
                     server.send_snapshot(id, now, &bytes)?;
                 }
@@ -501,6 +510,9 @@ pub struct SnapshotReceiver<S: LabScene> {
     /// Dead reckoning, when the scene sends characters so: the receiver that shows them
     /// and the codec.
     pub dr: Option<(DrReceiver, DrCodec)>,
+    /// With [`LabScene::EVENTS_DOWN`]: the events in front of each snapshot received,
+    /// for the client to take ([`LabScene::events_received`]).
+    pub events: Vec<Vec<u8>>,
     scene: PhantomData<fn() -> S>,
 }
 
@@ -515,6 +527,7 @@ impl<S: LabScene> SnapshotReceiver<S> {
             dr: sender
                 .dead_reckoning()
                 .map(|c| (DrReceiver::new(c.receiver), c.codec)),
+            events: Vec::new(),
             scene: PhantomData,
         }
     }
@@ -548,13 +561,25 @@ impl<S: LabScene> SnapshotReceiver<S> {
             }
             SnapshotCodecChoice::Delta => {
                 let timer = CpuTimer::start();
+                let mut payload = &snap.payload[..];
+                if S::EVENTS_DOWN {
+                    let mut r = lagless_wire::Reader::new(payload);
+                    let Ok(events) =
+                        r.read_len_prefixed(FRAGMENT_PAYLOAD_BYTES * 64, "scene events")
+                    else {
+                        self.stats.decode_errors += 1;
+                        return None;
+                    };
+                    self.events.push(events.to_vec());
+                    payload = r.read_rest();
+                }
                 // With dead reckoning the messages come first, then the snapshot from the
                 // next whole byte; a batch that does not decode loses the packet (the
                 // receiver counts it as malformed).
                 let (messages, payload) = match &mut self.dr {
-                    None => (Vec::new(), &snap.payload[..]),
+                    None => (Vec::new(), payload),
                     Some((dr, codec)) => {
-                        let mut bits = BitReader::new(&snap.payload);
+                        let mut bits = BitReader::new(payload);
                         let decoded = dr.decode_batch(snap.tick, codec, &mut bits);
                         let Ok(messages) = decoded.and_then(|m| {
                             bits.align().map_err(DrError::from)?;
@@ -563,7 +588,7 @@ impl<S: LabScene> SnapshotReceiver<S> {
                             self.stats.decode_errors += 1;
                             return None;
                         };
-                        (messages, &snap.payload[bits.bit_position() / 8..])
+                        (messages, &payload[bits.bit_position() / 8..])
                     }
                 };
                 let received = self.layer.receive(snap.tick, payload);

@@ -58,6 +58,11 @@ pub trait Script<S: LabScene>: Send {
     /// The input for `tick`; `seen` is the own player as the client shows it (predicted,
     /// or the newest server state), `None` before anything arrived.
     fn input(&mut self, tick: u64, seen: Option<&S::Seen>) -> S::Input;
+    /// Before [`Script::input`] for a tick: what the client shows interpolated now
+    /// ([`LabScene::shown`]'s order for `own`) and the fractional server tick it
+    /// shows, so a script can act on what *its* client sees (aim at the others where
+    /// they are drawn). The default ignores it.
+    fn view(&mut self, _own: PlayerId, _render_tick: f64, _shown: &[Pose]) {}
 }
 
 /// A scene the lab can run. See the module docs.
@@ -81,6 +86,12 @@ pub trait LabScene: Sized + 'static {
     fn add_player(&mut self, player: PlayerId);
     /// One simulation step with each player's input.
     fn step(&mut self, inputs: &[(PlayerId, Self::Input)]);
+    /// [`LabScene::step`] from state `tick` (the tick the inputs are for), for a scene
+    /// whose inputs refer to ticks (a claimed view for lag compensation). The default
+    /// ignores the tick.
+    fn step_at(&mut self, _tick: Tick, inputs: &[(PlayerId, Self::Input)]) {
+        self.step(inputs);
+    }
     /// The replication declaration (the same on both ends).
     fn schema(setup: &Self::Setup) -> Schema;
     /// Writes the world's state into the replication layer (spawn, update, despawn).
@@ -157,6 +168,30 @@ pub trait LabScene: Sized + 'static {
         _players: PlayerId,
         _shown: &mut [Pose],
     ) {
+    }
+    /// Completes a client's input for `tick` from its predicted world before it is sent
+    /// and predicted: `render_tick` is the fractional server tick the client shows
+    /// (`None` before it shows anything). A shooter puts its claimed view and the ids of
+    /// what the input spawns there. The default leaves the input as the script made it.
+    fn complete_input(
+        _world: &mut Self::World,
+        _tick: Tick,
+        _render_tick: Option<f64>,
+        _input: &mut Self::Input,
+    ) {
+    }
+    /// Whether the server sends each client events in front of every snapshot (hit
+    /// reports): [`LabScene::events_down`] on the server,
+    /// [`LabScene::events_received`] on the client. Off by default.
+    const EVENTS_DOWN: bool = false;
+    /// With [`LabScene::EVENTS_DOWN`]: the bytes for `player` to ride in front of the
+    /// snapshot being sent now (length-prefixed by the runner).
+    fn events_down(&self, _player: PlayerId) -> Vec<u8> {
+        Vec::new()
+    }
+    /// With [`LabScene::EVENTS_DOWN`]: a client took in the events of a snapshot (in
+    /// arrival order, repeats possible); `rtt` is its round-trip estimate.
+    fn events_received(_world: &mut Self::World, _bytes: &[u8], _rtt: Option<std::time::Duration>) {
     }
     /// Whether the runner keeps every client's rendered frames for
     /// [`LabScene::report_frames`] (one pose per entity per frame: off for large scenes).

@@ -90,12 +90,54 @@ fn the_rocket_scene_takes_its_policies_and_reports_the_ball() {
 }
 
 #[test]
+fn the_shooter_runs_at_30_ticks_and_takes_its_flags() {
+    let dir = std::env::temp_dir().join(format!("lagless-cli-shooter-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("m.json");
+    let table = stdout_of(
+        lagless()
+            .args(["run", "--scene", "shooter", "--profile", "broadband"])
+            .args(["--seconds", "3", "--clients", "2", "--no-progress"])
+            .args(["--lie-rewind-ms", "1000", "--lagcomp-window-ms", "200"])
+            .arg("--json")
+            .arg(&json),
+    );
+    assert!(table.contains("hits.confirmed_pct"), "{table}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["scene"], "shooter");
+    assert_eq!(v["tick_hz"], 30);
+    assert_eq!(v["lagcomp"]["enabled"], "on");
+    assert!(v["lagcomp"]["rewind_ms_p99"].as_f64().unwrap() <= 200.0 + 1e-9);
+    assert_eq!(v["spawns"]["id_collisions"], 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn bad_arguments_fail_cleanly() {
     for args in [
         &["run", "--profile", "nope", "--seconds", "1"][..],
         &["run", "--seconds", "0"],
         &["run", "--trace", "/nonexistent/trace.txt", "--seconds", "1"],
         &["run", "--snapshot-hz", "0"],
+        &[
+            "run",
+            "--scene",
+            "shooter",
+            "--lie-rewind-ms",
+            "-5",
+            "--seconds",
+            "1",
+        ],
+        &[
+            "run",
+            "--scene",
+            "shooter",
+            "--lagcomp-window-ms",
+            "0",
+            "--seconds",
+            "1",
+        ],
         &["run", "--interpolation", "slow", "--seconds", "1"],
         &["run", "--interpolation", "fixed:-2", "--seconds", "1"],
         &["run", "--interpolation-sweep", "--seconds", "1"],

@@ -2,7 +2,9 @@
 //!
 //! [`cubes`]: a player cube pushing around a grid of 900 physics cubes;
 //! [`rocket`]: cars and a ball in an arena, the ball owned by the server;
-//! [`walkers`]: walking characters on a level with obstacles (issue 25).
+//! [`walkers`]: walking characters on a level with obstacles (issue 25);
+//! [`shooter`]: a top-down 2D shooter on rapier2d and hecs (lag compensation, predicted
+//! projectiles, cosmetic-first hits, partial simulation).
 //!
 //! A scene steps only when told to, one fixed tick at a time, so the same starting state and inputs always give the same result.
 //!
@@ -23,4 +25,5 @@
 
 pub mod cubes;
 pub mod rocket;
+pub mod shooter;
 pub mod walkers;

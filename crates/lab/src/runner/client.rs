@@ -207,7 +207,16 @@ impl<S: LabScene> ClientSim<S> {
             }
         }
         while let Some(snap) = self.session.poll_snapshot() {
-            let Some(s) = self.snapshots.receive_at(&snap, &mut self.session, now) else {
+            let received = self.snapshots.receive_at(&snap, &mut self.session, now);
+            if S::EVENTS_DOWN {
+                let rtt = self.session.rtt().smoothed();
+                for events in self.snapshots.events.drain(..) {
+                    if let Some(pr) = &mut self.prediction {
+                        S::events_received(&mut pr.game, &events, rtt);
+                    }
+                }
+            }
+            let Some(s) = received else {
                 continue;
             };
             if let Some(p) = S::seen_in(&s, self.player) {
@@ -250,15 +259,23 @@ impl<S: LabScene> ClientSim<S> {
             Some(pr) if pr.predictor.present().is_some() => S::predicted(&pr.game),
             _ => None,
         };
-        let input = self
+        // Sampled before the input (the same instant): a script aims at what it shows.
+        let sampled = self.remote.sample_at(now);
+        if let Some(s) = &sampled {
+            self.script.view(self.player, s.render_tick, &s.value);
+        }
+        let mut input = self
             .script
             .input(u64::from(tick.0), predicted.as_ref().or(self.view.as_ref()));
+        if let Some(pr) = &mut self.prediction {
+            let render_tick = sampled.as_ref().map(|s| s.render_tick);
+            S::complete_input(&mut pr.game, tick, render_tick, &mut input);
+        }
         self.session.set_input(tick, input);
         self.inputs.push((tick, input));
         if config.clients > 1 {
             self.shadows.sample(now);
         }
-        let sampled = self.remote.sample_at(now);
         if let Some((ids, slot, view)) = &mut self.characters {
             let hidden = [f32::NAN; 3];
             let shown: Vec<[f32; 3]> = match (&self.snapshots.dr, slot, &sampled) {

@@ -276,7 +276,7 @@ impl<'a, S: LabScene> Sim<'a, S> {
                     Some((self.clients[*self.player_index.get(id)?].player, (*input)?))
                 })
                 .collect();
-            self.scene.step(&inputs);
+            self.scene.step_at(step.tick, &inputs);
             let physics = started.ms();
             // The characters' senders are the server's work: timed with the tick.
             self.characters.clear();

@@ -4,17 +4,19 @@
 
 mod cubes;
 mod rocket;
+mod shooter;
 mod walkers;
 
 pub use cubes::{CubeSetup, Cubes, Scripted};
 pub use rocket::{Chase, Rocket, RocketSeen, RocketSetup};
+pub use shooter::{Shooter, ShooterBot, ShooterSetup};
 pub use walkers::{MAX_WALKERS, WalkerScripted, WalkerSetup, Walkers};
 
 use crate::config::RunConfig;
 use crate::runner::{RunError, RunOutcome, run_scene};
 
 /// Scene names, the default first.
-pub const SCENES: &[&str] = &["cubes", "rocket", "walkers"];
+pub const SCENES: &[&str] = &["cubes", "rocket", "walkers", "shooter"];
 
 /// Runs the scene `config.scene` names.
 pub fn run_named(
@@ -25,6 +27,7 @@ pub fn run_named(
         "cubes" => run_scene::<Cubes>(config, progress),
         "rocket" => run_scene::<Rocket>(config, progress),
         "walkers" => run_scene::<Walkers>(config, progress),
+        "shooter" => run_scene::<Shooter>(config, progress),
         other => Err(RunError::UnknownScene(other.to_owned())),
     }
 }

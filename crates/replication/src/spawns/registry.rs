@@ -197,6 +197,16 @@ impl<T> SpawnRegistry<T> {
         self.live.get_mut(&id).map(|p| p.pose = pose).is_some()
     }
 
+    /// The id the next [`spawn`](Self::spawn) will hand out (if it is not refused), so
+    /// a game can put it in the input that fires before the prediction runs that input.
+    pub fn next_id(&self) -> Option<u32> {
+        let range = self.space.range(self.slot)?;
+        let per_slot = self.space.per_slot();
+        (0..per_slot.min(self.live.len() as u32 + 1))
+            .map(|k| range.start() + (self.next_offset + k) % per_slot)
+            .find(|id| !self.live.contains_key(id))
+    }
+
     /// Predicts a spawn of `kind` by the input of `tick`, at `pose`: returns the claim
     /// to send to the server (its `id` is the predicted entity's). Refused when
     /// [`SpawnConfig::max_live`] are alive or 256 were spawned in one tick.
@@ -329,6 +339,28 @@ impl<T> SpawnRegistry<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn next_id_is_the_id_spawn_hands_out() {
+        let space = IdSpace::new(100, 2).unwrap();
+        let mut r: SpawnRegistry<()> =
+            SpawnRegistry::new(SpawnConfig::default(), space, 1).unwrap();
+        for t in 0..200 {
+            let next = r.next_id();
+            let claim = r
+                .spawn(Tick(t), 0, Pose::planar([0.0, 0.0], 0.0), ())
+                .unwrap();
+            assert_eq!(next, Some(claim.id));
+            // Keep one alive across the wrap, so the skip over live ids is exercised.
+            if t % 3 != 0 {
+                r.despawn(claim.id);
+            }
+            if r.iter().count() > 4 {
+                let oldest = r.iter().next().map(|(id, _)| id).unwrap();
+                r.despawn(oldest);
+            }
+        }
+    }
     use proptest::prelude::*;
 
     fn registry(slot: u32) -> SpawnRegistry<&'static str> {

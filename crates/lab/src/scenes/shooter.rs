@@ -1,0 +1,444 @@
+//! The shooter scene (`lagless_scenes::shooter`, issue 24) in the lab: each client
+//! predicts its own player and projectiles only, shows the others interpolated, and a
+//! bot per client shoots at what that client shows. Hit reports ride in front of each
+//! snapshot ([`LabScene::EVENTS_DOWN`]); each input carries the client's view
+//! ([`LabScene::complete_input`]) and the ids of the projectiles it spawns.
+//!
+//! Client 1 is the one `--lie-rewind-ms` makes lie.
+
+use crate::config::{RunConfig, ScriptChoice};
+use crate::metrics::{Metric, Report, percentile};
+use crate::runner::RunError;
+use crate::scene::{LabScene, PlayerId, RawEntity, Script};
+use lagless_core::interpolation::Pose;
+use lagless_core::{Tick, TickRate};
+use lagless_replication::hits::HitStats;
+use lagless_replication::spawns::SpawnStats;
+use lagless_replication::{ReplicationClient, ReplicationError, ReplicationServer, Schema};
+use lagless_scenes::shooter::bot::Bot;
+use lagless_scenes::shooter::replicate;
+use lagless_scenes::shooter::{
+    Arena, PlayerState, ShooterConfig, ShooterInput, ShooterKnown, ShooterRollback, ShooterScene,
+};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The shooter scene.
+pub struct Shooter {
+    /// The server's world.
+    pub scene: ShooterScene,
+}
+
+/// What both ends know before the run: the arena and the settings, and client 1's lie.
+#[derive(Clone)]
+pub struct ShooterSetup {
+    config: ShooterConfig,
+    arena: Arc<Arena>,
+    lie: Duration,
+}
+
+/// The bot as the lab's [`Script`].
+pub struct ShooterBot(pub Bot);
+
+/// The id of entry `j` of [`LabScene::shown`]'s list for `own`: the players in id
+/// order, skipping `own`.
+fn shown_id(own: PlayerId, j: usize) -> PlayerId {
+    let p = j as PlayerId + 1;
+    if p < own { p } else { p + 1 }
+}
+
+fn shown_positions(
+    own: PlayerId,
+    shown: &[Pose],
+) -> impl Iterator<Item = (PlayerId, Option<[f32; 2]>)> + '_ {
+    shown.iter().enumerate().map(move |(j, p)| {
+        let x = p.planar_position();
+        (
+            shown_id(own, j),
+            x.iter().all(|v| v.is_finite()).then_some(x),
+        )
+    })
+}
+
+impl Script<Shooter> for ShooterBot {
+    fn input(&mut self, tick: u64, seen: Option<&PlayerState>) -> ShooterInput {
+        self.0.input(tick, seen)
+    }
+
+    fn view(&mut self, own: PlayerId, _render_tick: f64, shown: &[Pose]) {
+        self.0.observe(shown_positions(own, shown));
+    }
+}
+
+fn player_pose(s: &PlayerState) -> Pose {
+    Pose::planar(s.position, s.aim).with_velocity([s.velocity[0], s.velocity[1], 0.0], [0.0; 3])
+}
+
+impl LabScene for Shooter {
+    type Input = ShooterInput;
+    type Known = ShooterKnown;
+    type World = ShooterRollback;
+    type Setup = ShooterSetup;
+    type Seen = PlayerState;
+
+    fn build(config: &RunConfig) -> Result<(Self, ShooterSetup), RunError> {
+        let s = config.shooter;
+        if s.window.is_zero() {
+            return Err(RunError::Invalid(
+                "the lag compensation window must be positive".into(),
+            ));
+        }
+        let scene_config = ShooterConfig {
+            tick_hz: config.server.tick_hz,
+            lag_compensation: s.lag_compensation,
+            window: s.window,
+            ..ShooterConfig::default()
+        };
+        let scene = ShooterScene::new(scene_config);
+        let setup = ShooterSetup {
+            config: scene_config,
+            arena: Arc::clone(scene.arena()),
+            lie: s.lie_rewind,
+        };
+        Ok((Self { scene }, setup))
+    }
+
+    fn add_player(&mut self, player: PlayerId) {
+        self.scene.add_player(player);
+    }
+
+    fn step(&mut self, inputs: &[(PlayerId, ShooterInput)]) {
+        // Without a tick the scene goes on from its own count.
+        let now = self.scene.tick();
+        self.scene.step(now, inputs);
+    }
+
+    fn step_at(&mut self, tick: Tick, inputs: &[(PlayerId, ShooterInput)]) {
+        self.scene.step(tick, inputs);
+    }
+
+    fn schema(_: &ShooterSetup) -> Schema {
+        replicate::schema()
+    }
+
+    fn capture(&self, server: &mut ReplicationServer) -> Result<(), ReplicationError> {
+        replicate::capture(&self.scene, server)
+    }
+
+    fn player_entity(_: &ShooterSetup, player: PlayerId) -> Option<u32> {
+        Some(player)
+    }
+
+    fn player_position(&self, player: PlayerId) -> Option<[f32; 3]> {
+        self.scene
+            .player(player)
+            .map(|s| [s.position[0], s.position[1], 0.0])
+    }
+
+    fn others(&self, _out: &mut Vec<[f32; 3]>) {
+        // Projectiles come and go: they are not in the interpolated frame's fixed
+        // list, which holds the other players only.
+    }
+
+    fn raw(&self, out: &mut Vec<RawEntity>) {
+        for (p, s) in self.scene.players() {
+            out.push(RawEntity {
+                id: p,
+                floats: vec![
+                    s.position[0],
+                    s.position[1],
+                    s.velocity[0],
+                    s.velocity[1],
+                    s.aim,
+                    s.health as f32,
+                ],
+                flags: vec![s.alive],
+            });
+        }
+        for p in self.scene.projectiles() {
+            out.push(RawEntity {
+                id: p.id,
+                floats: vec![
+                    p.position[0],
+                    p.position[1],
+                    p.velocity[0],
+                    p.velocity[1],
+                    p.owner as f32,
+                    p.spawn_tick as f32,
+                ],
+                flags: Vec::new(),
+            });
+        }
+    }
+
+    fn plain(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        None
+    }
+
+    fn decode_plain(_: &ShooterSetup, _: &[u8]) -> Option<ShooterKnown> {
+        None
+    }
+
+    fn known(setup: &ShooterSetup, client: &ReplicationClient, tick: Tick) -> ShooterKnown {
+        replicate::known(client, tick, setup.config.tick_hz)
+    }
+
+    fn is_whole(_: &ShooterKnown) -> bool {
+        true
+    }
+
+    fn shown(
+        _: &ShooterSetup,
+        known: &ShooterKnown,
+        own: PlayerId,
+        players: PlayerId,
+    ) -> Vec<Pose> {
+        // A dead player is not drawn (NaN), so nobody aims at or hits it on screen.
+        let missing = Pose::new([f32::NAN; 3], [0.0, 0.0, 0.0, 1.0]);
+        (1..=players)
+            .filter(|&p| p != own)
+            .map(|p| {
+                known
+                    .player(p)
+                    .filter(|s| s.alive)
+                    .map_or(missing, player_pose)
+            })
+            .collect()
+    }
+
+    fn seen_in(known: &ShooterKnown, player: PlayerId) -> Option<PlayerState> {
+        known.player(player).copied()
+    }
+
+    fn seen_pose(seen: &PlayerState) -> Pose {
+        player_pose(seen)
+    }
+
+    fn world(
+        setup: &ShooterSetup,
+        player: PlayerId,
+        _config: &RunConfig,
+        naive: bool,
+    ) -> Option<ShooterRollback> {
+        // Partial simulation: the own player and its projectiles; there is no bigger
+        // naive world to time against.
+        if naive {
+            return None;
+        }
+        let mut w = ShooterRollback::new(setup.config, Arc::clone(&setup.arena), player)?;
+        if player == 1 && !setup.lie.is_zero() {
+            let rate = TickRate::new(setup.config.tick_hz.max(1));
+            w.set_lie(rate.ticks_in(setup.lie));
+        }
+        Some(w)
+    }
+
+    fn predicted(world: &ShooterRollback) -> Option<PlayerState> {
+        world.player_state()
+    }
+
+    fn predicted_entities(world: &ShooterRollback) -> usize {
+        world.predicted_entities()
+    }
+
+    fn script(
+        config: &RunConfig,
+        setup: &ShooterSetup,
+        seed: u64,
+    ) -> Result<Box<dyn Script<Self>>, RunError> {
+        match &config.script {
+            ScriptChoice::Named(name) if name == "roam" || name == "duel" => {}
+            ScriptChoice::Named(name) => {
+                return Err(RunError::UnknownScript(format!("{name} (known: duel)")));
+            }
+            ScriptChoice::Custom(_) => {
+                return Err(RunError::UnknownScript(
+                    "custom scripts drive cubes; the shooter has duel".into(),
+                ));
+            }
+        }
+        Ok(Box::new(ShooterBot(Bot::new(
+            Arc::clone(&setup.arena),
+            seed,
+            setup.config.tick_hz,
+        ))))
+    }
+
+    fn moves(input: &ShooterInput) -> bool {
+        input.keys != 0
+    }
+
+    fn show(world: &mut ShooterRollback, _tick: Tick, shown: &[Pose]) {
+        let own = world.player();
+        world.show(shown_positions(own, shown));
+    }
+
+    fn complete_input(
+        world: &mut ShooterRollback,
+        tick: Tick,
+        render_tick: Option<f64>,
+        input: &mut ShooterInput,
+    ) {
+        world.complete_input(tick, render_tick, input);
+    }
+
+    const EVENTS_DOWN: bool = true;
+
+    fn events_down(&self, player: PlayerId) -> Vec<u8> {
+        self.scene.reports_for(player)
+    }
+
+    fn events_received(world: &mut ShooterRollback, bytes: &[u8], _rtt: Option<Duration>) {
+        // The tracker's deadline follows the client's own lead over the server state
+        // (set as states arrive), which the bare round trip underestimates.
+        world.receive_reports(bytes);
+    }
+
+    fn report_worlds(worlds: &[&ShooterRollback], r: &mut Report) {
+        let mut hits = HitStats::default();
+        let mut spawns = SpawnStats::default();
+        let mut handover = Vec::new();
+        let mut withdrawn = 0;
+        for w in worlds {
+            let h = w.hits().stats();
+            let s = w.spawns().stats();
+            add_hits(&mut hits, h);
+            add_spawns(&mut spawns, s);
+            handover.extend_from_slice(&w.counters.handover_cm);
+            withdrawn += w.counters.withdrawn;
+            let k = format!("hits.client{}", w.player());
+            r.set(&format!("{k}.shown"), Metric::Count(h.shown));
+            r.number(
+                &format!("{k}.confirmed_pct"),
+                resolved(h).then(|| h.confirmed_pct()),
+            );
+        }
+        r.set("hits.shown", Metric::Count(hits.shown));
+        r.number(
+            "hits.confirmed_pct",
+            resolved(&hits).then(|| hits.confirmed_pct()),
+        );
+        r.number(
+            "hits.server_only_pct",
+            (hits.confirmed + hits.server_only > 0).then(|| hits.server_only_pct()),
+        );
+        r.set("hits.rejected", Metric::Count(hits.rejected));
+        r.set("hits.expired", Metric::Count(hits.expired));
+        r.set("hits.late", Metric::Count(hits.late));
+        r.set("spawns.predicted", Metric::Count(spawns.predicted));
+        r.number(
+            "spawns.matched_pct",
+            (spawns.matched + spawns.orphaned > 0).then(|| spawns.matched_pct()),
+        );
+        r.set("spawns.orphaned", Metric::Count(spawns.orphaned));
+        r.set("spawns.id_collisions", Metric::Count(spawns.id_collisions));
+        r.number("spawns.handover_cm_p99", percentile(&handover, 99.0));
+        r.set("spawns.withdrawn", Metric::Count(withdrawn));
+        r.set(
+            "spawns.unmatched_server",
+            Metric::Count(spawns.unmatched_server),
+        );
+    }
+
+    fn report(&self, r: &mut Report) {
+        let lc = self.scene.lagcomp().stats();
+        let mut rewinds = Vec::new();
+        let mut claimed = Vec::new();
+        for (p, c) in &self.scene.counters {
+            rewinds.extend_from_slice(&c.rewind_ms);
+            claimed.extend_from_slice(&c.claimed_ms);
+            let k = format!("hits.client{p}");
+            r.set(&format!("{k}.rifle_shots"), Metric::Count(c.rifle_shots));
+            r.number(
+                &format!("{k}.hit_rate_pct"),
+                (c.rifle_shots > 0).then(|| 100.0 * c.rifle_hits as f64 / c.rifle_shots as f64),
+            );
+            let k = format!("lagcomp.client{p}");
+            r.set(&format!("{k}.clamped"), Metric::Count(c.clamped));
+            r.number(
+                &format!("{k}.rewind_ms_p99"),
+                percentile(&c.rewind_ms, 99.0),
+            );
+            r.number(
+                &format!("{k}.rewind_ms_p50"),
+                percentile(&c.rewind_ms, 50.0),
+            );
+        }
+        r.number("lagcomp.rewind_ms_p99", percentile(&rewinds, 99.0));
+        r.number("lagcomp.rewind_ms_p50", percentile(&rewinds, 50.0));
+        r.number("lagcomp.claimed_ms_p50", percentile(&claimed, 50.0));
+        r.number("lagcomp.claimed_ms_p99", percentile(&claimed, 99.0));
+        r.set("lagcomp.clamped", Metric::Count(lc.clamped()));
+        r.set("lagcomp.refused", Metric::Count(lc.refused));
+        r.set("lagcomp.rewinds", Metric::Count(lc.rewinds));
+        r.set(
+            "lagcomp.enabled",
+            Metric::Text(
+                if self.scene.config().lag_compensation {
+                    "on"
+                } else {
+                    "off"
+                }
+                .into(),
+            ),
+        );
+        let g = self.scene.guard().stats();
+        r.set(
+            "spawns.refused",
+            Metric::Count(g.refused_id + g.refused_rate + g.refused_tick),
+        );
+        let s = &self.scene.stats;
+        r.set("shooter.refused_aim", Metric::Count(s.refused_aim));
+        r.set("shooter.refused_rate", Metric::Count(s.refused_rate));
+        r.set(
+            "shooter.refused_spawn_id",
+            Metric::Count(s.refused_spawn_id),
+        );
+        r.set("shooter.refused_tick", Metric::Count(s.refused_tick));
+        r.set("shooter.kills", Metric::Count(s.kills));
+        r.set("hits.dead_target_shots", Metric::Count(s.dead_target_shots));
+        r.set(
+            "hits.dead_shooter_shots",
+            Metric::Count(s.dead_shooter_shots),
+        );
+        let (shots, hits): (u64, u64) = self
+            .scene
+            .counters
+            .values()
+            .fold((0, 0), |(a, b), c| (a + c.rifle_shots, b + c.rifle_hits));
+        r.set("shooter.rifle_shots", Metric::Count(shots));
+        r.number(
+            "shooter.rifle_hit_rate_pct",
+            (shots > 0).then(|| 100.0 * hits as f64 / shots as f64),
+        );
+        let (fired, landed): (u64, u64) = self.scene.counters.values().fold((0, 0), |(a, b), c| {
+            (a + c.projectiles, b + c.projectile_hits)
+        });
+        r.set("shooter.projectiles", Metric::Count(fired));
+        r.set("shooter.projectile_hits", Metric::Count(landed));
+    }
+}
+
+fn resolved(h: &HitStats) -> bool {
+    h.confirmed + h.rejected + h.expired > 0
+}
+
+fn add_hits(a: &mut HitStats, b: &HitStats) {
+    a.shown += b.shown;
+    a.confirmed += b.confirmed;
+    a.rejected += b.rejected;
+    a.expired += b.expired;
+    a.server_only += b.server_only;
+    a.late += b.late;
+    a.duplicates += b.duplicates;
+}
+
+fn add_spawns(a: &mut SpawnStats, b: &SpawnStats) {
+    a.predicted += b.predicted;
+    a.matched += b.matched;
+    a.orphaned += b.orphaned;
+    a.despawned += b.despawned;
+    a.unmatched_server += b.unmatched_server;
+    a.id_collisions += b.id_collisions;
+    a.refused += b.refused;
+}

@@ -1,0 +1,268 @@
+//! The arena: a walled square with cover, as a static rapier2d world that both ends
+//! build the same and query (the players' kinematic controller, line of sight, the
+//! rifle's ray and the projectiles' flight).
+
+use rapier2d::control::{CharacterLength, KinematicCharacterController};
+use rapier2d::math::{Pose, Vector};
+use rapier2d::parry::query::Ray;
+use rapier2d::parry::shape::Ball;
+use rapier2d::prelude::{
+    BroadPhaseBvh, CCDSolver, ColliderBuilder, ColliderSet, ImpulseJointSet, IntegrationParameters,
+    IslandManager, MultibodyJointSet, NarrowPhase, PhysicsPipeline, QueryFilter, RigidBodySet,
+    SoftBodySet,
+};
+
+/// A player's body radius for movement, m.
+pub const BODY_RADIUS: f32 = 0.4;
+
+/// One box of wall or cover: centre and half extents, m.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Block {
+    /// Centre, m.
+    pub centre: [f32; 2],
+    /// Half extents along x and y, m.
+    pub half: [f32; 2],
+}
+
+/// The static arena. No rigid bodies move in it: players are kinematic (moved by the
+/// character controller), projectiles are rays, so the same queries give the same
+/// answers on the client and the server.
+pub struct Arena {
+    half_size: f32,
+    blocks: Vec<Block>,
+    spawns: Vec<[f32; 2]>,
+    bodies: RigidBodySet,
+    colliders: ColliderSet,
+    broad_phase: BroadPhaseBvh,
+    narrow_phase: NarrowPhase,
+    controller: KinematicCharacterController,
+    shape: Ball,
+}
+
+impl std::fmt::Debug for Arena {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Arena")
+            .field("half_size", &self.half_size)
+            .field("blocks", &self.blocks.len())
+            .finish()
+    }
+}
+
+impl Arena {
+    /// The standard arena: 32 m square, four outer walls, and cover laid out
+    /// symmetrically (a centre block, four L-ish pairs, two long low walls), so every
+    /// spawn has some cover and some open ground.
+    pub fn new() -> Self {
+        let h = 16.0;
+        let t = 0.5;
+        let mut blocks = vec![
+            // Outer walls, inside faces at ±h.
+            Block {
+                centre: [0.0, h + t],
+                half: [h + 2.0 * t, t],
+            },
+            Block {
+                centre: [0.0, -h - t],
+                half: [h + 2.0 * t, t],
+            },
+            Block {
+                centre: [h + t, 0.0],
+                half: [t, h + 2.0 * t],
+            },
+            Block {
+                centre: [-h - t, 0.0],
+                half: [t, h + 2.0 * t],
+            },
+            // Centre block.
+            Block {
+                centre: [0.0, 0.0],
+                half: [1.5, 1.5],
+            },
+        ];
+        for (sx, sy) in [(1.0, 1.0), (-1.0, 1.0), (1.0, -1.0), (-1.0, -1.0)] {
+            blocks.push(Block {
+                centre: [sx * 7.0, sy * 6.0],
+                half: [2.5, 0.5],
+            });
+            blocks.push(Block {
+                centre: [sx * 10.0, sy * 9.0],
+                half: [0.5, 2.0],
+            });
+        }
+        for sy in [1.0, -1.0] {
+            blocks.push(Block {
+                centre: [0.0, sy * 11.0],
+                half: [3.0, 0.5],
+            });
+        }
+        let spawns = vec![
+            [-13.0, -13.0],
+            [13.0, 13.0],
+            [-13.0, 13.0],
+            [13.0, -13.0],
+            [0.0, -13.5],
+            [0.0, 13.5],
+            [-13.5, 0.0],
+            [13.5, 0.0],
+        ];
+        let mut colliders = ColliderSet::new();
+        for b in &blocks {
+            colliders.insert(
+                ColliderBuilder::cuboid(b.half[0], b.half[1])
+                    .translation(Vector::new(b.centre[0], b.centre[1])),
+            );
+        }
+        let mut arena = Self {
+            half_size: h,
+            blocks,
+            spawns,
+            bodies: RigidBodySet::new(),
+            colliders,
+            broad_phase: BroadPhaseBvh::new(),
+            narrow_phase: NarrowPhase::new(),
+            controller: KinematicCharacterController {
+                // Top-down: no ground to snap to, no steps to climb.
+                snap_to_ground: None,
+                autostep: None,
+                offset: CharacterLength::Absolute(0.02),
+                ..KinematicCharacterController::default()
+            },
+            shape: Ball::new(BODY_RADIUS),
+        };
+        // One step builds the broad phase's tree over the static colliders; nothing
+        // moves in this world afterwards.
+        PhysicsPipeline::new().step(
+            Vector::ZERO,
+            &IntegrationParameters::default(),
+            &mut IslandManager::new(),
+            &mut arena.broad_phase,
+            &mut arena.narrow_phase,
+            &mut arena.bodies,
+            &mut arena.colliders,
+            &mut ImpulseJointSet::new(),
+            &mut MultibodyJointSet::new(),
+            &mut SoftBodySet::new(),
+            &mut CCDSolver::new(),
+            &(),
+            &(),
+        );
+        arena
+    }
+
+    /// Half the side of the open square, m.
+    pub fn half_size(&self) -> f32 {
+        self.half_size
+    }
+
+    /// Walls and cover.
+    pub fn blocks(&self) -> &[Block] {
+        &self.blocks
+    }
+
+    /// Where player `n` (any number) respawns after death number `deaths`: the spawn
+    /// points are visited in turn, offset by the player, so two players rarely share one.
+    pub fn spawn_point(&self, player: u32, deaths: u32) -> [f32; 2] {
+        let n = self.spawns.len();
+        self.spawns[(player as usize + deaths as usize * 3) % n]
+    }
+
+    /// Where a body at `position` ends up trying to move by `wanted` in `dt` seconds:
+    /// rapier's kinematic character controller slides it along the walls.
+    pub fn move_body(&self, position: [f32; 2], wanted: [f32; 2], dt: f32) -> [f32; 2] {
+        if wanted == [0.0, 0.0] || !wanted.iter().chain(&position).all(|v| v.is_finite()) {
+            return position;
+        }
+        let queries = self.broad_phase.as_query_pipeline(
+            self.narrow_phase.query_dispatcher(),
+            &self.bodies,
+            &self.colliders,
+            QueryFilter::default(),
+        );
+        let pose = Pose::from_translation(Vector::new(position[0], position[1]));
+        let moved = self.controller.move_shape(
+            dt,
+            &queries,
+            &self.shape,
+            &pose,
+            Vector::new(wanted[0], wanted[1]),
+            |_| {},
+        );
+        let limit = self.half_size - BODY_RADIUS;
+        [
+            (position[0] + moved.translation.x).clamp(-limit, limit),
+            (position[1] + moved.translation.y).clamp(-limit, limit),
+        ]
+    }
+
+    /// Distance along the unit `direction` from `origin` to the first wall, if one is
+    /// within `max` m.
+    pub fn cast(&self, origin: [f32; 2], direction: [f32; 2], max: f32) -> Option<f32> {
+        // NaN fails `max > 0.0` too.
+        let positive = max > 0.0;
+        if !origin.iter().chain(&direction).all(|v| v.is_finite()) || !positive {
+            return None;
+        }
+        let queries = self.broad_phase.as_query_pipeline(
+            self.narrow_phase.query_dispatcher(),
+            &self.bodies,
+            &self.colliders,
+            QueryFilter::default(),
+        );
+        let ray = Ray::new(
+            Vector::new(origin[0], origin[1]),
+            Vector::new(direction[0], direction[1]),
+        );
+        queries.cast_ray(&ray, max, true).map(|(_, toi)| toi)
+    }
+
+    /// True if nothing blocks the segment from `a` to `b`.
+    pub fn line_of_sight(&self, a: [f32; 2], b: [f32; 2]) -> bool {
+        let d = [b[0] - a[0], b[1] - a[1]];
+        let len = d[0].hypot(d[1]);
+        let long = len > 1e-4;
+        if !long {
+            return true;
+        }
+        self.cast(a, [d[0] / len, d[1] / len], len).is_none()
+    }
+
+    /// True if a body centred at `p` would overlap a block.
+    pub fn blocked(&self, p: [f32; 2]) -> bool {
+        self.blocks.iter().any(|b| {
+            (p[0] - b.centre[0]).abs() < b.half[0] + BODY_RADIUS
+                && (p[1] - b.centre[1]).abs() < b.half[1] + BODY_RADIUS
+        })
+    }
+}
+
+impl Default for Arena {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn walls_stop_bodies_and_rays() {
+        let a = Arena::new();
+        // Walking into the centre block from the left stops at its face.
+        let mut p = [-4.0, 0.0];
+        for _ in 0..60 {
+            p = a.move_body(p, [0.15, 0.0], 1.0 / 30.0);
+        }
+        assert!(p[0] < -1.5 - BODY_RADIUS + 0.05 && p[0] > -2.5, "{p:?}");
+        // A ray through the centre hits the block 2.5 m away.
+        let d = a
+            .cast([-4.0, 0.0], [1.0, 0.0], 50.0)
+            .expect("hits the block");
+        assert!((d - 2.5).abs() < 1e-3, "{d}");
+        assert!(!a.line_of_sight([-4.0, 0.0], [4.0, 0.0]));
+        assert!(a.line_of_sight([-4.0, 3.0], [4.0, 3.0]));
+        for i in 0..8 {
+            assert!(!a.blocked(a.spawn_point(i, 0)));
+        }
+    }
+}

@@ -353,3 +353,79 @@ fn client_holds_an_entity_once_its_spawn_is_acknowledged() {
     assert!(!server.client_holds(1, 5), "never spawned");
     assert!(!server.client_holds(2, 4), "unknown client");
 }
+
+/// Projectiles: short-lived entities under ids reused as soon as they are free, changing
+/// every tick they live, over a lossy, reordering link with a budget. After the world
+/// goes quiet, the client holds exactly what the server does: no despawn is lost for good.
+fn short_lived(seed: u64, budget_kbps: f64, loss: f32) -> (ReplicationServer, ReplicationClient) {
+    let config = ServerConfig {
+        budget: BudgetConfig {
+            max_kbps: budget_kbps,
+            ..BudgetConfig::default()
+        },
+        ..ServerConfig::default()
+    };
+    let mut server = ReplicationServer::new(schema(), config);
+    let mut client = ReplicationClient::new(schema(), ClientConfig::default());
+    let mut rng = Rng(seed);
+    server.add_client(1);
+    server.set_focus(1, Some([0.0; 3]));
+    // Live projectiles: id -> tick it ends.
+    let mut live: std::collections::BTreeMap<u32, u32> = Default::default();
+    let mut down: Vec<(u32, Tick, Vec<u8>)> = Vec::new();
+    let mut up: Vec<(u32, Tick)> = Vec::new();
+    for t in 1..1500u32 {
+        let now = Duration::from_millis(u64::from(t) * 1000 / 30);
+        if t < 1200 {
+            live.retain(|&id, end| {
+                if *end <= t {
+                    server.despawn(id).expect("live");
+                    false
+                } else {
+                    true
+                }
+            });
+            if rng.chance(0.3) {
+                if let Some(id) = (1024..1040).find(|id| !live.contains_key(id)) {
+                    live.insert(id, t + 5 + (rng.next() % 40) as u32);
+                }
+            }
+            for &id in live.keys() {
+                server
+                    .put(id, 0, |w| write_body(w, t as f32 / 30.0, id))
+                    .expect("put");
+            }
+        }
+        for (at, tick) in std::mem::take(&mut up) {
+            if at <= t {
+                server.acknowledge(1, tick, now);
+            } else {
+                up.push((at, tick));
+            }
+        }
+        let snap = server.encode(1, Tick(t), now).expect("encode");
+        if !rng.chance(loss) {
+            down.push((t + 3 + (rng.next() % 5) as u32, Tick(t), snap.bytes));
+        }
+        down.sort_by_key(|d| d.0);
+        while down.first().is_some_and(|d| d.0 <= t) {
+            let (_, tick, bytes) = down.remove(0);
+            if let Ok(Some(applied)) = client.receive(tick, &bytes) {
+                if !rng.chance(loss) {
+                    up.push((t + 3 + (rng.next() % 3) as u32, applied.tick));
+                }
+            }
+        }
+    }
+    (server, client)
+}
+
+#[test]
+fn short_lived_entities_under_reused_ids_converge() {
+    for seed in 1..=8 {
+        let (server, client) = short_lived(seed, 24.0, 0.15);
+        assert_converged(&server, &client);
+        let (server, client) = short_lived(seed, 0.0, 0.15);
+        assert_converged(&server, &client);
+    }
+}

@@ -9,7 +9,7 @@ use crate::playback::PolicyShadows;
 use crate::remote_view::RemoteView;
 use crate::replication::{SnapshotReceiver, SnapshotSender};
 use crate::scene::{LabScene, PlayerId, RenderedFrame, RenderedFrames, Script};
-use lagless_core::interpolation::{InterpolationBuffer, InterpolationConfig, Pose};
+use lagless_core::interpolation::{DelayPolicy, InterpolationBuffer, InterpolationConfig, Pose};
 use lagless_core::{
     ClientId, ClientSession, ErrorSmoother, Predictor, Reconciled, Rollback, SmoothingConfig, Tick,
 };
@@ -42,7 +42,12 @@ pub(crate) struct ClientSim<S: LabScene> {
     pub(crate) link: Duplex,
     setup: S::Setup,
     script: Box<dyn Script<S>>,
-    view: Option<S::Seen>,
+    /// When set, the input of every tick instead of the script's (`lagless view`'s
+    /// keyboard); the script is not asked meanwhile.
+    pub(crate) manual: Option<S::Input>,
+    /// The own player as the newest server state has it: what the client shows with
+    /// prediction off.
+    pub(crate) view: Option<S::Seen>,
     /// Server tick of the state `view` came from.
     view_tick: u32,
     /// Per rendered frame, keyed by the state tick it stands for: the own player's
@@ -68,8 +73,11 @@ pub(crate) struct ClientSim<S: LabScene> {
     /// [`LabScene::RECORDS_FRAMES`] only).
     pub(crate) frames: RenderedFrames,
     /// The newest interpolated sample of the others (kept with
-    /// [`LabScene::RECORDS_FRAMES`] only).
-    last_shown: Vec<Pose>,
+    /// [`LabScene::RECORDS_FRAMES`] or [`ClientSim::keep_shown`] only).
+    pub(crate) last_shown: Vec<Pose>,
+    /// Keep [`ClientSim::last_shown`] even when the scene records no frames (`lagless
+    /// view` draws it).
+    pub(crate) keep_shown: bool,
     /// The walking characters as shown, when the scene has any: their ids (in
     /// [`LabScene::characters`]' order), where they sit in the interpolated frame when
     /// they travel in snapshots, and how they looked.
@@ -116,26 +124,12 @@ impl<S: LabScene> ClientSim<S> {
             player,
             session: ClientSession::new(config.client.clone()),
             link,
-            prediction: config.prediction.then(|| Prediction {
-                game: S::world(&setup, player, config, false)
-                    .expect("every scene predicts its own player"),
-                predictor: Predictor::new(config.prediction_limits),
-                smoother: ErrorSmoother::new(config.smoothing),
-                shadow: (config.naive_sample > 0)
-                    .then(|| S::world(&setup, player, config, true))
-                    .flatten(),
-                reconcile_ms: Vec::new(),
-                naive_ms: Vec::new(),
-                paired_ms: Vec::new(),
-                predicted_cubes: Vec::new(),
-                pending_essential: None,
-                others_smoothers: Vec::new(),
-                smoothing: config.smoothing,
-                own: player,
-                players: config.clients,
-            }),
+            prediction: config
+                .prediction
+                .then(|| Prediction::new(config, &setup, player, config.smoothing)),
             setup,
             script,
+            manual: None,
             view: None,
             view_tick: 0,
             rendered: BTreeMap::new(),
@@ -164,8 +158,44 @@ impl<S: LabScene> ClientSim<S> {
                 frames: BTreeMap::new(),
             },
             last_shown: Vec::new(),
+            keep_shown: false,
             characters: None,
         }
+    }
+
+    /// Turns prediction on or off from now on (`lagless view`'s knob). Turned on, it
+    /// starts afresh with `smoothing` and catches up at the next snapshot, as a client
+    /// that has just joined; what the old one measured is dropped with it.
+    pub(crate) fn set_prediction(
+        &mut self,
+        config: &RunConfig,
+        on: bool,
+        smoothing: SmoothingConfig,
+    ) {
+        if on != self.prediction.is_some() {
+            self.prediction =
+                on.then(|| Prediction::new(config, &self.setup, self.player, smoothing));
+        }
+    }
+
+    /// Smooths corrections with `smoothing` from now on (a zero half-life: off). The
+    /// offsets being hidden now are dropped, so the next frame may jump by them.
+    pub(crate) fn set_smoothing(&mut self, smoothing: SmoothingConfig) {
+        if let Some(pr) = &mut self.prediction {
+            pr.smoothing = smoothing;
+            pr.smoother = ErrorSmoother::new(smoothing);
+            pr.others_smoothers.clear();
+        }
+    }
+
+    /// Shows the others with delay policy `policy` from now on. The buffer starts empty
+    /// (its estimates belong to the old policy), so playback waits for two snapshots.
+    pub(crate) fn set_interpolation(&mut self, config: &RunConfig, policy: DelayPolicy) {
+        let remote_config = config.playback.buffer_config(config.server.tick_hz);
+        self.remote = InterpolationBuffer::new(InterpolationConfig {
+            policy,
+            ..remote_config
+        });
     }
 
     /// Measures how the characters `ids` are shown (`deadreckoning.*`): through the
@@ -250,9 +280,12 @@ impl<S: LabScene> ClientSim<S> {
             Some(pr) if pr.predictor.present().is_some() => S::predicted(&pr.game),
             _ => None,
         };
-        let input = self
-            .script
-            .input(u64::from(tick.0), predicted.as_ref().or(self.view.as_ref()));
+        let input = match self.manual {
+            Some(input) => input,
+            None => self
+                .script
+                .input(u64::from(tick.0), predicted.as_ref().or(self.view.as_ref())),
+        };
         self.session.set_input(tick, input);
         self.inputs.push((tick, input));
         if config.clients > 1 {
@@ -289,7 +322,7 @@ impl<S: LabScene> ClientSim<S> {
             if let Some(pr) = &mut self.prediction {
                 S::show(&mut pr.game, tick, &shown.value);
             }
-            if S::RECORDS_FRAMES {
+            if S::RECORDS_FRAMES || self.keep_shown {
                 self.last_shown.clone_from(&shown.value);
             }
         }
@@ -407,6 +440,33 @@ impl<S: LabScene> ClientSim<S> {
 }
 
 impl<S: LabScene> Prediction<S> {
+    /// A client's prediction of `player`, smoothing corrections with `smoothing`.
+    fn new(
+        config: &RunConfig,
+        setup: &S::Setup,
+        player: PlayerId,
+        smoothing: SmoothingConfig,
+    ) -> Self {
+        Self {
+            game: S::world(setup, player, config, false)
+                .expect("every scene predicts its own player"),
+            predictor: Predictor::new(config.prediction_limits),
+            smoother: ErrorSmoother::new(smoothing),
+            shadow: (config.naive_sample > 0)
+                .then(|| S::world(setup, player, config, true))
+                .flatten(),
+            reconcile_ms: Vec::new(),
+            naive_ms: Vec::new(),
+            paired_ms: Vec::new(),
+            predicted_cubes: Vec::new(),
+            pending_essential: None,
+            others_smoothers: Vec::new(),
+            smoothing,
+            own: player,
+            players: config.clients,
+        }
+    }
+
     /// The others the predicted world renders, in [`LabScene::shown`]'s order (NaN
     /// positions for the ones it does not), as many as the others' list had last frame.
     fn predicted_others(&self) -> Vec<Pose> {
@@ -418,7 +478,7 @@ impl<S: LabScene> Prediction<S> {
 
     /// Replaces in `others` (interpolated, [`LabScene::shown`]'s order) the entities
     /// rendered from the predicted world, smoothed.
-    fn render_others(&mut self, others: &mut [Pose]) {
+    pub(crate) fn render_others(&mut self, others: &mut [Pose]) {
         if self.others_smoothers.len() != others.len() {
             self.others_smoothers
                 .resize(others.len(), ErrorSmoother::new(self.smoothing));

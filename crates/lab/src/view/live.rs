@@ -116,6 +116,8 @@ struct Live<S: LabScene> {
     changes: Vec<String>,
     scratch: Vec<u8>,
     predicted: Vec<[f32; 3]>,
+    dr: Vec<lagless_replication::deadreckoning::Shown>,
+    characters: Vec<(u32, lagless_replication::deadreckoning::CharacterState)>,
 }
 
 impl<S: LabScene> Live<S> {
@@ -150,6 +152,8 @@ impl<S: LabScene> Live<S> {
             changes: Vec::new(),
             scratch: Vec::new(),
             predicted: Vec::new(),
+            dr: Vec::new(),
+            characters: Vec::new(),
         }
     }
 
@@ -479,6 +483,18 @@ impl<S: LabScene> Live<S> {
         // the own player, everything else interpolated.
         w.xz(c.view.as_ref().map_or(nan, |v| S::seen_pose(v).position));
         w.points(c.last_shown.iter().map(|p| p.position));
+        // Characters shown by dead reckoning (walkers), where they are drawn and the
+        // point each is steered through; the same in both client panels.
+        self.dr.clear();
+        if let Some((dr, _)) = &c.snapshots.dr {
+            self.dr.extend(dr.shown_all(now).map(|(_, s)| s));
+        }
+        w.points(self.dr.iter().map(|s| s.position));
+        w.points(self.dr.iter().map(|s| s.predicted_point));
+        // Walking characters on the server (they are not among the others).
+        self.characters.clear();
+        sim.scene.characters(&mut self.characters);
+        w.points(self.characters.iter().map(|(_, s)| s.position));
         let bytes = w.finish();
         self.scratch = Vec::with_capacity(bytes.len());
         bytes

@@ -292,7 +292,7 @@ mod tests {
         assert!(!h.websocket);
         let h = parse_head(b"GET /ws HTTP/1.1\r\nUpgrade: WebSocket\r\n\r\nextra").expect("head");
         assert!(h.websocket);
-        assert_eq!(h.len, 38);
+        assert_eq!(h.len, 40);
         assert_eq!(parse_head(b"GET / HTTP/1.1\r\nHost:"), None);
         assert_eq!(parse_head(b"\xff\xfe\r\n\r\n"), None);
     }

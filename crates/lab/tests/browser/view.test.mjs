@@ -37,6 +37,9 @@ const cpuSeconds = () => {
   return (Number(fields[11]) + Number(fields[12])) / 100; // clock ticks; USER_HZ is 100 on Linux
 };
 
+// Resident memory of the server process, MB.
+const rssMb = () => Number(readFileSync(`/proc/${server.pid}/status`, "utf8").match(/VmRSS:\s+(\d+)/)[1]) / 1024;
+
 const profile = mkdtempSync(join(tmpdir(), "lagless-view-chromium-"));
 let context;
 try {
@@ -73,6 +76,15 @@ try {
     if (gone > 0.5) break;
   }
   check(moves.some((m) => Number(m.split(" ")[1]) > 0.5), `a held key moves the player on the server its way (${moves.join(", ")})`);
+  // Key latency: taps of D, each timed from keydown to the first frame that took it in,
+  // and to that frame drawn.
+  for (let n = 0; n < 10; n++) {
+    await page.keyboard.down("d");
+    await sleep(120);
+    await page.keyboard.up("d");
+    await sleep(180);
+  }
+  await sleep(300);
   const m1 = await metrics();
   const latencies = await page.evaluate(() => window.viewStats.keyLatencies.filter((k) => k.pressed));
   const ticks = m1.render?.input_to_motion_ticks;
@@ -97,9 +109,11 @@ try {
 
   // Measure: frame times and the server's CPU over the same window, page open.
   await page.evaluate(() => { window.viewStats.frameTimes.length = 0; });
-  const cpu0 = cpuSeconds(), t0 = performance.now();
+  const cpu0 = cpuSeconds(), t0 = performance.now(), rss0 = rssMb();
   await sleep(seconds * 1000);
-  const cores = (cpuSeconds() - cpu0) / ((performance.now() - t0) / 1000);
+  const wall = (performance.now() - t0) / 1000;
+  const cores = (cpuSeconds() - cpu0) / wall;
+  const rssGrowth = (rssMb() - rss0) / wall * 60;
   const times = (await page.evaluate(() => window.viewStats.frameTimes)).sort((a, b) => a - b);
   const q = (p) => times[Math.min(times.length - 1, Math.floor(p * times.length))];
   const m2 = await metrics();
@@ -112,9 +126,11 @@ try {
   const med = (v) => { const s = [...v].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
   const figures = {
     frame_ms_median: q(0.5), frame_ms_p99: q(0.99), frames_measured: times.length,
-    server_cores: cores, measured_s: seconds,
+    server_cores: cores, measured_s: seconds, server_rss_mb: rssMb(), server_rss_mb_per_min: rssGrowth,
     key_to_frame_ms_median: med(latencies.map((k) => k.toFrameMs)),
+    key_to_frame_ms_max: Math.max(...latencies.map((k) => k.toFrameMs)),
     key_to_drawn_ms_median: med(latencies.map((k) => k.toDrawMs)),
+    key_to_drawn_ms_max: Math.max(...latencies.map((k) => k.toDrawMs)),
     key_presses: latencies.length,
     input_to_motion_ticks: ticks,
   };

@@ -193,6 +193,19 @@ fn frames_arrive_keys_move_the_player_and_knobs_show_in_the_metrics() {
             "{knob} taken"
         );
     }
+    // Longer than any command: refused with a reason.
+    ws.send(Message::text(format!(
+        r#"{{"keys":"{}"}}"#,
+        " ".repeat(4000)
+    )))
+    .expect("send");
+    assert!(read_until(&mut ws, Duration::from_secs(5), |_, t| t
+        .is_some_and(|t| t["type"] == "error")));
+    // Far too long: that connection is dropped before it is buffered; the next one works.
+    let mut big = socket(addr);
+    let _ = big.send(Message::binary(vec![0; 1 << 20]));
+    let dropped = (0..100).any(|_| big.read().is_err());
+    assert!(dropped, "an oversized message ends its connection");
     // Frames go on after all of it.
     let mut more = 0;
     assert!(read_until(&mut ws, Duration::from_secs(5), |f, _| {

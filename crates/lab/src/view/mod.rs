@@ -22,6 +22,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::mpsc::{Receiver, Sender, SyncSender, sync_channel};
 use std::time::Duration;
+use tungstenite::protocol::WebSocketConfig;
 use tungstenite::{Message, WebSocket};
 
 /// The page, built into the binary so there is nothing to install or build.
@@ -29,6 +30,9 @@ pub const PAGE: &str = include_str!("page.html");
 
 /// The longest request head the server reads.
 const MAX_HEAD_BYTES: usize = 8 * 1024;
+/// The largest WebSocket message a page may send (commands are under
+/// [`protocol::MAX_COMMAND_BYTES`]; this only bounds what is buffered before that check).
+const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// Frames queued for one page before it starts losing them (it is behind).
 const PAGE_QUEUE: usize = 8;
 /// How long a connection waits for the page to send something before it looks for frames
@@ -229,8 +233,13 @@ fn error_text(message: &str) -> Message {
 /// The WebSocket: commands in, frames and texts out, on one thread (reads wait at most
 /// [`WS_POLL`], then whatever the run sent goes out).
 fn websocket(stream: TcpStream, requests: &Sender<Request>, tick_hz: u32) -> std::io::Result<()> {
-    let mut ws: WebSocket<TcpStream> =
-        tungstenite::accept(stream).map_err(|e| std::io::Error::other(e.to_string()))?;
+    // Nothing the page sends is near this size: a larger message is refused before it
+    // is buffered, not after.
+    let limits = WebSocketConfig::default()
+        .max_message_size(Some(MAX_MESSAGE_BYTES))
+        .max_frame_size(Some(MAX_MESSAGE_BYTES));
+    let mut ws: WebSocket<TcpStream> = tungstenite::accept_with_config(stream, Some(limits))
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
     ws.get_mut().set_read_timeout(Some(WS_POLL))?;
     let (tx, rx) = sync_channel(PAGE_QUEUE);
     if requests.send(Request::Subscribe(tx)).is_err() {

@@ -1,6 +1,6 @@
-//! The run behind `lagless view`: the lab's [`Sim`] stepped from a real clock on a thread
-//! of its own, turning knobs and taking keys between steps, and sending every client
-//! frame to the pages watching.
+//! The run behind `lagless view`: the runner's `Sim` stepped from a real clock on a
+//! thread of its own, turning knobs and taking keys between steps, and sending every
+//! client frame to the pages watching.
 
 use super::protocol::{Command, FRAME_VERSION, FrameWriter, Knob, policy_name};
 use crate::config::{NetOverrides, RunConfig};

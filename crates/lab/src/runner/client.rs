@@ -6,7 +6,7 @@ use crate::character_view::{CharacterTruth, CharacterView};
 use crate::config::RunConfig;
 use crate::cpu::CpuTimer;
 use crate::playback::PolicyShadows;
-use crate::remote_view::RemoteView;
+use crate::remote_view::{RemoteView, Track};
 use crate::replication::{SnapshotReceiver, SnapshotSender};
 use crate::scene::{LabScene, PlayerId, RenderedFrame, RenderedFrames, Script};
 use lagless_core::interpolation::{DelayPolicy, InterpolationBuffer, InterpolationConfig, Pose};
@@ -21,8 +21,8 @@ use std::time::Duration;
 /// player `k + 1`, at index `k`) and every other entity's ([`LabScene::others`]).
 #[derive(Default)]
 pub(crate) struct Truth {
-    pub(crate) players: Vec<Vec<[f32; 3]>>,
-    pub(crate) others: Vec<Vec<[f32; 3]>>,
+    pub(crate) players: Vec<Track>,
+    pub(crate) others: Vec<Track>,
     /// The walking characters ([`LabScene::characters`]), with the time of each record.
     pub(crate) characters: CharacterTruth,
 }
@@ -310,10 +310,10 @@ impl<S: LabScene> ClientSim<S> {
         if let Some(shown) = sampled {
             // Client k drives player k + 1: the others, in id order, then the cubes.
             let players = &auth.players;
-            let truth: Vec<&[[f32; 3]]> = (0..players.len())
+            let truth: Vec<&Track> = (0..players.len())
                 .filter(|&j| j as u32 + 1 != self.player)
-                .map(|j| players[j].as_slice())
-                .chain(auth.others.iter().map(Vec::as_slice))
+                .map(|j| &players[j])
+                .chain(&auth.others)
                 .collect();
             let own = players
                 .get(self.player as usize - 1)
@@ -386,12 +386,7 @@ impl<S: LabScene> ClientSim<S> {
     /// player per state tick (NaN where it had none): each frame's distance from the
     /// truth of the tick it stands for, and each frame's motion against the true motion
     /// since the previous tick's frame, in cm.
-    pub(crate) fn render_errors(
-        &self,
-        track: &[[f32; 3]],
-        errors: &mut Vec<f64>,
-        jerks: &mut Vec<f64>,
-    ) {
+    pub(crate) fn render_errors(&self, track: &Track, errors: &mut Vec<f64>, jerks: &mut Vec<f64>) {
         let mut prev: Option<(u32, [f32; 3], [f32; 3])> = None;
         for (&t, frame) in &self.rendered {
             let p = frame.position;

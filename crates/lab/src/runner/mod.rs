@@ -13,6 +13,7 @@ use crate::cpu::CpuTimer;
 use crate::input_buffer::SyncProbe;
 use crate::metrics::Report;
 use crate::playback::{PolicyFigures, PolicyShadows};
+use crate::remote_view::Track;
 use crate::replication::SnapshotSender;
 use crate::scene::{LabScene, PlayerId, RawEntity};
 use client::{ClientSim, Truth, pos};
@@ -231,9 +232,9 @@ impl<'a, S: LabScene> Sim<'a, S> {
         let auth = Truth {
             players: clients
                 .iter()
-                .map(|c| vec![pos(scene.player_position(c.player))])
+                .map(|c| Track::from(vec![pos(scene.player_position(c.player))]))
                 .collect(),
-            others: others.into_iter().map(|p| vec![p]).collect(),
+            others: others.into_iter().map(|p| Track::from(vec![p])).collect(),
             characters: Default::default(),
         };
         let mut auth = auth;

@@ -18,6 +18,10 @@ use std::time::{Duration, Instant};
 pub const IDLE_AFTER: Duration = Duration::from_secs(2);
 /// How often the plots get a point.
 const STATS_EVERY: Duration = Duration::from_millis(250);
+/// How much of the server's record of the bodies other than players the run keeps: the
+/// interpolated frames look up the last half second or so; the rest would only grow
+/// (900 cubes: 40 MB a minute). The players' record is kept whole for `render.*`.
+const KEEP_OTHERS: Duration = Duration::from_secs(10);
 /// The longest the loop sleeps between steps: packet delivery is this precise.
 const STEP_SLEEP: Duration = Duration::from_millis(1);
 
@@ -354,8 +358,21 @@ impl<S: LabScene> Live<S> {
         }
         if now >= self.next_stats {
             self.next_stats = now + STATS_EVERY;
+            self.forget_old_truth();
             let stats = self.stats(now);
             self.broadcast_text(stats);
+        }
+    }
+
+    /// Forgets the bodies' positions older than [`KEEP_OTHERS`].
+    fn forget_old_truth(&mut self) {
+        let keep = KEEP_OTHERS.as_secs() as usize * self.config.server.tick_hz as usize;
+        let tick = self.sim.server.current_tick().0 as usize;
+        // Once twice as much is held, so each position is moved at most once.
+        for track in &mut self.sim.auth.others {
+            if track.len() - track.first() > 2 * keep {
+                track.forget_before(tick.saturating_sub(keep));
+            }
         }
     }
 

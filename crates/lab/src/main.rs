@@ -99,6 +99,10 @@ struct ViewArgs {
     /// Seed for every random choice (network fates, scripts).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Clients: the first is yours, the others play their script and are the remote
+    /// players your client shows.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
+    clients: u32,
 }
 
 /// `lagless view`: serves the page until the process is stopped.
@@ -113,6 +117,10 @@ fn view_command(args: ViewArgs) -> Result<(), String> {
         scene: args.scene,
         profile: args.profile,
         seed: args.seed,
+        clients: args.clients,
+        // Timing the naive full-world rollback is a benchmark; in real time it only
+        // costs frames.
+        naive_sample: 0,
         // The longest run the lab allows; the view runs until it is stopped.
         seconds: 24.0 * 3600.0,
         ..RunConfig::default()

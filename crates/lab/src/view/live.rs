@@ -437,7 +437,6 @@ impl<S: LabScene> Live<S> {
             "underruns": underruns.saturating_sub(w.underruns),
             "starved_pct": starved_pct,
             "manual": c.manual.is_some(),
-            "input_to_motion_ticks": c.input_to_motion().last(),
         });
         w.errors.clear();
         w.jerks.clear();

@@ -369,6 +369,13 @@ impl<I: Input> ServerSession<I> {
         Some(TickInputs { tick, inputs })
     }
 
+    /// Sends a snapshot every `interval` ticks from now on (a live snapshot-rate change:
+    /// clients measure the send interval from the ticks that arrive, so nothing else has
+    /// to be told). Zero is taken as 1, since every tick is the most there can be.
+    pub fn set_snapshot_interval(&mut self, interval: u32) {
+        self.config.snapshot_interval = interval.max(1);
+    }
+
     /// True when a snapshot should be sent for the current state (every
     /// `snapshot_interval` ticks).
     pub fn snapshot_due(&self) -> bool {

@@ -460,9 +460,45 @@ impl Default for RunConfig {
     }
 }
 
+impl RunConfig {
+    /// The defaults for scene `scene`: the shooter runs at the Pixonic shooter article's
+    /// 30 ticks/s with snapshots every tick and 32 ticks of prediction history; the
+    /// other scenes at 64. What `lagless run` and `lagless view` start from.
+    pub fn for_scene(scene: &str) -> Self {
+        let mut config = Self {
+            scene: scene.to_owned(),
+            ..Self::default()
+        };
+        if scene == "shooter" {
+            config.set_tick_hz(30);
+            config.snapshot_hz = 30;
+            config.prediction_limits.history_ticks = 32;
+        }
+        config
+    }
+
+    /// Sets the simulation rate on both ends.
+    pub fn set_tick_hz(&mut self, hz: u32) {
+        self.server.tick_hz = hz;
+        self.client.tick_hz = hz;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shooter_defaults_to_its_articles_rates() {
+        let c = RunConfig::for_scene("shooter");
+        assert_eq!(
+            (c.server.tick_hz, c.client.tick_hz, c.snapshot_hz),
+            (30, 30, 30)
+        );
+        assert_eq!(c.prediction_limits.history_ticks, 32);
+        let c = RunConfig::for_scene("cubes");
+        assert_eq!((c.server.tick_hz, c.snapshot_hz), (64, 64));
+    }
 
     #[test]
     fn link_changes_parse_as_seconds_and_profile() {

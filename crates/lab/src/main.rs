@@ -87,6 +87,61 @@ enum Command {
     Connect(Box<net_commands::ConnectArgs>),
     /// A UDP proxy applying a network profile between real clients and a real server.
     Proxy(Box<net_commands::ProxyArgs>),
+    /// Run a scene's server and a client in real time over the emulated network and
+    /// show them in a browser page: drive the player with W/A/S/D and space, and turn
+    /// the network, prediction, smoothing and interpolation knobs live.
+    View(ViewArgs),
+}
+
+#[derive(Args)]
+struct ViewArgs {
+    /// Scene to show: `cubes`, `rocket` or `walkers`.
+    #[arg(long, default_value = "cubes")]
+    scene: String,
+    /// Network profile to start with (see `lagless profiles`).
+    #[arg(long, default_value = "mobile")]
+    profile: String,
+    /// Port of the page (0: any free one).
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Address to listen on. Anything but loopback lets other machines drive the run.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: std::net::IpAddr,
+    /// Seed for every random choice (network fates, scripts).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Clients: the first is yours, the others play their script and are the remote
+    /// players your client shows.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
+    clients: u32,
+}
+
+/// `lagless view`: serves the page until the process is stopped.
+fn view_command(args: ViewArgs) -> Result<(), String> {
+    if !args.bind.is_loopback() {
+        eprintln!(
+            "warning: listening on {}: anyone who can reach it can drive the run and read its metrics",
+            args.bind
+        );
+    }
+    let defaults = RunConfig::for_scene(&args.scene);
+    let config = RunConfig {
+        scene: args.scene,
+        profile: args.profile,
+        seed: args.seed,
+        clients: args.clients,
+        // Timing the naive full-world rollback is a benchmark; in real time it only
+        // costs frames.
+        naive_sample: 0,
+        // The longest run the lab allows; the view runs until it is stopped.
+        seconds: 24.0 * 3600.0,
+        ..defaults
+    };
+    let viewer = lagless_lab::view::Viewer::start(config, (args.bind, args.port).into())?;
+    let addr = viewer.local_addr().map_err(|e| e.to_string())?;
+    println!("lagless view: http://{addr}/");
+    viewer.serve();
+    Ok(())
 }
 
 #[derive(Args)]
@@ -568,6 +623,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => net_commands::serve(&args),
         Some(Command::Connect(args)) => net_commands::connect(&args),
         Some(Command::Proxy(args)) => net_commands::proxy(&args),
+        Some(Command::View(args)) => view_command(args),
         None => run_command(RunArgs::parse_from(["run"])),
     };
     match result {
@@ -822,11 +878,10 @@ fn run_command(a: RunArgs) -> Result<(), String> {
     {
         return Err("--input-buffer-ticks must be in 0..=1000".into());
     }
-    // The shooter runs at the article's 30 ticks/s unless told otherwise; the other
-    // scenes at 64. Snapshots go out every tick unless told otherwise.
-    let tick_hz = a
-        .tick_hz
-        .unwrap_or(if a.scene == "shooter" { 30 } else { 64 });
+    // Each scene's own rates unless told otherwise (RunConfig::for_scene); snapshots go
+    // out every tick unless told otherwise.
+    let defaults = RunConfig::for_scene(&a.scene);
+    let tick_hz = a.tick_hz.unwrap_or(defaults.server.tick_hz);
     let snapshot_hz = a.snapshot_hz.unwrap_or(tick_hz);
     if !(1..=1000).contains(&tick_hz) {
         return Err("--tick-hz must be in 1..=1000".into());
@@ -845,7 +900,7 @@ fn run_command(a: RunArgs) -> Result<(), String> {
             SnapshotCodecArg::Delta => SnapshotCodecChoice::Delta,
             SnapshotCodecArg::Plain => SnapshotCodecChoice::Plain,
         },
-        ..RunConfig::default()
+        ..defaults
     };
     if !(a.budget_kbps.is_finite() && a.budget_kbps >= 0.0) {
         return Err("--budget-kbps must be a non-negative number (0: no budget)".into());
@@ -868,8 +923,7 @@ fn run_command(a: RunArgs) -> Result<(), String> {
         steer_time: a.steer_ms.map(std::time::Duration::from_millis),
         forge_every: a.dr_forge,
     };
-    config.server.tick_hz = tick_hz;
-    config.client.tick_hz = tick_hz;
+    config.set_tick_hz(tick_hz);
     if !(a.lie_rewind_ms.is_finite() && (0.0..=60_000.0).contains(&a.lie_rewind_ms)) {
         return Err("--lie-rewind-ms must be in 0..=60000".into());
     }
@@ -882,10 +936,6 @@ fn run_command(a: RunArgs) -> Result<(), String> {
     config.shooter.window = std::time::Duration::from_secs_f64(a.lagcomp_window_ms / 1000.0);
     config.shooter.lag_compensation = !a.no_lag_compensation;
     config.shooter.lie_rewind = std::time::Duration::from_secs_f64(a.lie_rewind_ms / 1000.0);
-    if config.scene == "shooter" {
-        // The article's 32 ticks of history (about 1 s); further apart, a resync.
-        config.prediction_limits.history_ticks = 32;
-    }
     config.server.missing_input = match a.missing_input {
         MissingInputArg::Hold => MissingInput::Hold,
         MissingInputArg::Repeat => MissingInput::RepeatLast,

@@ -39,6 +39,55 @@ pub struct RemoteView {
     last: Option<(Duration, f64, Vec<[f32; 3]>)>,
 }
 
+/// The server's record of one entity's position, one per state tick, indexed by tick.
+/// A run that lasts (`lagless view`) forgets the oldest ticks ([`Track::forget_before`]),
+/// which only the frames of that time looked up.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Track {
+    /// The tick of `values[0]`.
+    first: usize,
+    values: Vec<[f32; 3]>,
+}
+
+impl Track {
+    /// The position at `tick`, `None` if not recorded (yet, or any more).
+    pub fn get(&self, tick: usize) -> Option<&[f32; 3]> {
+        self.values.get(tick.checked_sub(self.first)?)
+    }
+    /// The newest position.
+    pub fn last(&self) -> Option<&[f32; 3]> {
+        self.values.last()
+    }
+    /// Records the next tick's position.
+    pub fn push(&mut self, position: [f32; 3]) {
+        self.values.push(position);
+    }
+    /// Ticks recorded, forgotten ones included.
+    pub fn len(&self) -> usize {
+        self.first + self.values.len()
+    }
+    /// The oldest tick still recorded.
+    pub fn first(&self) -> usize {
+        self.first
+    }
+    /// True before anything was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Forgets the positions before `tick`.
+    pub fn forget_before(&mut self, tick: usize) {
+        let n = tick.saturating_sub(self.first).min(self.values.len());
+        self.values.drain(..n);
+        self.first += n;
+    }
+}
+
+impl From<Vec<[f32; 3]>> for Track {
+    fn from(values: Vec<[f32; 3]>) -> Self {
+        Self { first: 0, values }
+    }
+}
+
 /// How near an entity must be to the client's player to count as near, m.
 pub const NEAR_M: f32 = 5.0;
 
@@ -50,7 +99,7 @@ impl RemoteView {
         &mut self,
         now: Duration,
         shown: &Sampled<Vec<Pose>>,
-        truth: &[&[[f32; 3]]],
+        truth: &[&Track],
         period: Duration,
         own: Option<[f32; 3]>,
     ) {
@@ -101,7 +150,7 @@ fn sub(a: [f32; 3], b: [f32; 3]) -> [f32; 3] {
 
 /// The server's recorded position at a fractional tick, interpolated between the two
 /// recorded ticks around it; `None` outside the record.
-pub(crate) fn truth_at(record: &[[f32; 3]], tick: f64) -> Option<[f32; 3]> {
+pub(crate) fn truth_at(record: &Track, tick: f64) -> Option<[f32; 3]> {
     if tick.is_nan() || tick < 0.0 {
         return None;
     }
@@ -127,8 +176,12 @@ mod tests {
     const TICK: Duration = Duration::from_millis(10);
 
     /// A player moving 1 cm per tick along x.
-    fn truth() -> Vec<[f32; 3]> {
-        (0..100).map(|t| [t as f32 * 0.01, 0.0, 0.0]).collect()
+    fn truth() -> Track {
+        Track::from(
+            (0..100)
+                .map(|t| [t as f32 * 0.01, 0.0, 0.0])
+                .collect::<Vec<_>>(),
+        )
     }
 
     fn frame(render_tick: f64, x: f32) -> Sampled<Vec<Pose>> {
@@ -203,6 +256,19 @@ mod tests {
         );
         assert_eq!(view.error_cm.count(), 2);
         assert_eq!(view.near_error_cm.count(), 1);
+    }
+
+    #[test]
+    fn a_track_forgets_its_oldest_ticks_and_keeps_their_numbers() {
+        let mut track = truth();
+        track.forget_before(40);
+        assert_eq!((track.first(), track.len()), (40, 100));
+        assert_eq!(track.get(39), None);
+        assert_eq!(track.get(40), Some(&[40.0 * 0.01, 0.0, 0.0]));
+        track.push([1.0, 0.0, 0.0]);
+        assert_eq!(track.get(100), Some(&[1.0, 0.0, 0.0]));
+        track.forget_before(1000);
+        assert_eq!((track.first(), track.len(), track.last()), (101, 101, None));
     }
 
     #[test]

@@ -65,6 +65,21 @@ pub trait Script<S: LabScene>: Send {
     fn view(&mut self, _own: PlayerId, _render_tick: f64, _shown: &[Pose]) {}
 }
 
+/// The keys `lagless view`'s page holds down, for [`LabScene::input_from_keys`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Keys {
+    /// W: forward (toward -Z, up on the page).
+    pub forward: bool,
+    /// S: back (toward +Z).
+    pub back: bool,
+    /// A: left (toward -X).
+    pub left: bool,
+    /// D: right (toward +X).
+    pub right: bool,
+    /// Space: jump, or the scene's action.
+    pub jump: bool,
+}
+
 /// A scene the lab can run. See the module docs.
 pub trait LabScene: Sized + 'static {
     /// A player's input.
@@ -225,4 +240,17 @@ pub trait LabScene: Sized + 'static {
     fn character_slot(_setup: &Self::Setup, _players: PlayerId) -> Option<usize> {
         None
     }
+
+    /// The axes of the ground plane, as `lagless view` draws the scene from above: x and z
+    /// (y up) by default, `[0, 1]` for a 2D scene.
+    const GROUND_AXES: [usize; 2] = [0, 2];
+
+    /// The input a person holding `keys` gives (`lagless view`'s keyboard); `None` (the
+    /// default) when the scene cannot be driven by hand, so the script keeps driving.
+    fn input_from_keys(_keys: Keys) -> Option<Self::Input> {
+        None
+    }
+    /// Where the entities the predicted world simulates besides the player are (the
+    /// predicted set `lagless view` highlights). The default lists none.
+    fn predicted_positions(_world: &Self::World, _out: &mut Vec<[f32; 3]>) {}
 }

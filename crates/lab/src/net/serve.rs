@@ -11,6 +11,7 @@ use super::{Control, NetError, SeqCounter, rss_mb};
 use crate::config::{RunConfig, SnapshotCodecChoice};
 use crate::cpu::CpuTimer;
 use crate::metrics::{Metric, Report, percentile};
+use crate::remote_view::Track;
 use crate::replication::SnapshotSender;
 use crate::runner::UDP_IP_HEADER_BYTES;
 use crate::runner::client::{Truth, pos};
@@ -176,19 +177,19 @@ impl GameServer {
         });
         let sender = SnapshotSender::<Cubes>::new(config.snapshot_codec, setup, config);
         let truth = track_players.map(|n| {
-            let players: Vec<Vec<[f32; 3]>> = (1..=n)
+            let players: Vec<Track> = (1..=n)
                 .map(|p| {
-                    vec![pos(scene
+                    Track::from(vec![pos(scene
                         .scene
                         .player_state(p as PlayerId)
-                        .map(|s| s.position.to_array()))]
+                        .map(|s| s.position.to_array()))])
                 })
                 .collect();
             let others = scene
                 .scene
                 .cube_states()
                 .iter()
-                .map(|s| vec![s.position.to_array()])
+                .map(|s| Track::from(vec![s.position.to_array()]))
                 .collect();
             Arc::new(RwLock::new(Truth {
                 players,

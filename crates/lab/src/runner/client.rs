@@ -6,10 +6,10 @@ use crate::character_view::{CharacterTruth, CharacterView};
 use crate::config::RunConfig;
 use crate::cpu::CpuTimer;
 use crate::playback::PolicyShadows;
-use crate::remote_view::RemoteView;
+use crate::remote_view::{RemoteView, Track};
 use crate::replication::{SnapshotReceiver, SnapshotSender};
 use crate::scene::{LabScene, PlayerId, RenderedFrame, RenderedFrames, Script};
-use lagless_core::interpolation::{InterpolationBuffer, InterpolationConfig, Pose};
+use lagless_core::interpolation::{DelayPolicy, InterpolationBuffer, InterpolationConfig, Pose};
 use lagless_core::{
     ClientId, ClientSession, ErrorSmoother, Predictor, Reconciled, Rollback, SmoothingConfig, Tick,
 };
@@ -21,8 +21,8 @@ use std::time::Duration;
 /// player `k + 1`, at index `k`) and every other entity's ([`LabScene::others`]).
 #[derive(Default)]
 pub(crate) struct Truth {
-    pub(crate) players: Vec<Vec<[f32; 3]>>,
-    pub(crate) others: Vec<Vec<[f32; 3]>>,
+    pub(crate) players: Vec<Track>,
+    pub(crate) others: Vec<Track>,
     /// The walking characters ([`LabScene::characters`]), with the time of each record.
     pub(crate) characters: CharacterTruth,
 }
@@ -42,7 +42,12 @@ pub(crate) struct ClientSim<S: LabScene> {
     pub(crate) link: Duplex,
     setup: S::Setup,
     script: Box<dyn Script<S>>,
-    view: Option<S::Seen>,
+    /// When set, the input of every tick instead of the script's (`lagless view`'s
+    /// keyboard); the script is not asked meanwhile.
+    pub(crate) manual: Option<S::Input>,
+    /// The own player as the newest server state has it: what the client shows with
+    /// prediction off.
+    pub(crate) view: Option<S::Seen>,
     /// Server tick of the state `view` came from.
     view_tick: u32,
     /// Per rendered frame, keyed by the state tick it stands for: the own player's
@@ -68,8 +73,11 @@ pub(crate) struct ClientSim<S: LabScene> {
     /// [`LabScene::RECORDS_FRAMES`] only).
     pub(crate) frames: RenderedFrames,
     /// The newest interpolated sample of the others (kept with
-    /// [`LabScene::RECORDS_FRAMES`] only).
-    last_shown: Vec<Pose>,
+    /// [`LabScene::RECORDS_FRAMES`] or [`ClientSim::keep_shown`] only).
+    pub(crate) last_shown: Vec<Pose>,
+    /// Keep [`ClientSim::last_shown`] even when the scene records no frames (`lagless
+    /// view` draws it).
+    pub(crate) keep_shown: bool,
     /// The walking characters as shown, when the scene has any: their ids (in
     /// [`LabScene::characters`]' order), where they sit in the interpolated frame when
     /// they travel in snapshots, and how they looked.
@@ -116,26 +124,12 @@ impl<S: LabScene> ClientSim<S> {
             player,
             session: ClientSession::new(config.client.clone()),
             link,
-            prediction: config.prediction.then(|| Prediction {
-                game: S::world(&setup, player, config, false)
-                    .expect("every scene predicts its own player"),
-                predictor: Predictor::new(config.prediction_limits),
-                smoother: ErrorSmoother::new(config.smoothing),
-                shadow: (config.naive_sample > 0)
-                    .then(|| S::world(&setup, player, config, true))
-                    .flatten(),
-                reconcile_ms: Vec::new(),
-                naive_ms: Vec::new(),
-                paired_ms: Vec::new(),
-                predicted_cubes: Vec::new(),
-                pending_essential: None,
-                others_smoothers: Vec::new(),
-                smoothing: config.smoothing,
-                own: player,
-                players: config.clients,
-            }),
+            prediction: config
+                .prediction
+                .then(|| Prediction::new(config, &setup, player, config.smoothing)),
             setup,
             script,
+            manual: None,
             view: None,
             view_tick: 0,
             rendered: BTreeMap::new(),
@@ -164,8 +158,44 @@ impl<S: LabScene> ClientSim<S> {
                 frames: BTreeMap::new(),
             },
             last_shown: Vec::new(),
+            keep_shown: false,
             characters: None,
         }
+    }
+
+    /// Turns prediction on or off from now on (`lagless view`'s knob). Turned on, it
+    /// starts afresh with `smoothing` and catches up at the next snapshot, as a client
+    /// that has just joined; what the old one measured is dropped with it.
+    pub(crate) fn set_prediction(
+        &mut self,
+        config: &RunConfig,
+        on: bool,
+        smoothing: SmoothingConfig,
+    ) {
+        if on != self.prediction.is_some() {
+            self.prediction =
+                on.then(|| Prediction::new(config, &self.setup, self.player, smoothing));
+        }
+    }
+
+    /// Smooths corrections with `smoothing` from now on (a zero half-life: off). The
+    /// offsets being hidden now are dropped, so the next frame may jump by them.
+    pub(crate) fn set_smoothing(&mut self, smoothing: SmoothingConfig) {
+        if let Some(pr) = &mut self.prediction {
+            pr.smoothing = smoothing;
+            pr.smoother = ErrorSmoother::new(smoothing);
+            pr.others_smoothers.clear();
+        }
+    }
+
+    /// Shows the others with delay policy `policy` from now on. The buffer starts empty
+    /// (its estimates belong to the old policy), so playback waits for two snapshots.
+    pub(crate) fn set_interpolation(&mut self, config: &RunConfig, policy: DelayPolicy) {
+        let remote_config = config.playback.buffer_config(config.server.tick_hz);
+        self.remote = InterpolationBuffer::new(InterpolationConfig {
+            policy,
+            ..remote_config
+        });
     }
 
     /// Measures how the characters `ids` are shown (`deadreckoning.*`): through the
@@ -264,9 +294,12 @@ impl<S: LabScene> ClientSim<S> {
         if let Some(s) = &sampled {
             self.script.view(self.player, s.render_tick, &s.value);
         }
-        let mut input = self
-            .script
-            .input(u64::from(tick.0), predicted.as_ref().or(self.view.as_ref()));
+        let mut input = match self.manual {
+            Some(input) => input,
+            None => self
+                .script
+                .input(u64::from(tick.0), predicted.as_ref().or(self.view.as_ref())),
+        };
         if let Some(pr) = &mut self.prediction {
             let render_tick = sampled.as_ref().map(|s| s.render_tick);
             S::complete_input(&mut pr.game, tick, render_tick, &mut input);
@@ -294,10 +327,10 @@ impl<S: LabScene> ClientSim<S> {
         if let Some(shown) = sampled {
             // Client k drives player k + 1: the others, in id order, then the cubes.
             let players = &auth.players;
-            let truth: Vec<&[[f32; 3]]> = (0..players.len())
+            let truth: Vec<&Track> = (0..players.len())
                 .filter(|&j| j as u32 + 1 != self.player)
-                .map(|j| players[j].as_slice())
-                .chain(auth.others.iter().map(Vec::as_slice))
+                .map(|j| &players[j])
+                .chain(&auth.others)
                 .collect();
             let own = players
                 .get(self.player as usize - 1)
@@ -306,7 +339,7 @@ impl<S: LabScene> ClientSim<S> {
             if let Some(pr) = &mut self.prediction {
                 S::show(&mut pr.game, tick, &shown.value);
             }
-            if S::RECORDS_FRAMES {
+            if S::RECORDS_FRAMES || self.keep_shown {
                 self.last_shown.clone_from(&shown.value);
             }
         }
@@ -370,12 +403,7 @@ impl<S: LabScene> ClientSim<S> {
     /// player per state tick (NaN where it had none): each frame's distance from the
     /// truth of the tick it stands for, and each frame's motion against the true motion
     /// since the previous tick's frame, in cm.
-    pub(crate) fn render_errors(
-        &self,
-        track: &[[f32; 3]],
-        errors: &mut Vec<f64>,
-        jerks: &mut Vec<f64>,
-    ) {
+    pub(crate) fn render_errors(&self, track: &Track, errors: &mut Vec<f64>, jerks: &mut Vec<f64>) {
         let mut prev: Option<(u32, [f32; 3], [f32; 3])> = None;
         for (&t, frame) in &self.rendered {
             let p = frame.position;
@@ -424,6 +452,33 @@ impl<S: LabScene> ClientSim<S> {
 }
 
 impl<S: LabScene> Prediction<S> {
+    /// A client's prediction of `player`, smoothing corrections with `smoothing`.
+    fn new(
+        config: &RunConfig,
+        setup: &S::Setup,
+        player: PlayerId,
+        smoothing: SmoothingConfig,
+    ) -> Self {
+        Self {
+            game: S::world(setup, player, config, false)
+                .expect("every scene predicts its own player"),
+            predictor: Predictor::new(config.prediction_limits),
+            smoother: ErrorSmoother::new(smoothing),
+            shadow: (config.naive_sample > 0)
+                .then(|| S::world(setup, player, config, true))
+                .flatten(),
+            reconcile_ms: Vec::new(),
+            naive_ms: Vec::new(),
+            paired_ms: Vec::new(),
+            predicted_cubes: Vec::new(),
+            pending_essential: None,
+            others_smoothers: Vec::new(),
+            smoothing,
+            own: player,
+            players: config.clients,
+        }
+    }
+
     /// The others the predicted world renders, in [`LabScene::shown`]'s order (NaN
     /// positions for the ones it does not), as many as the others' list had last frame.
     fn predicted_others(&self) -> Vec<Pose> {
@@ -435,7 +490,7 @@ impl<S: LabScene> Prediction<S> {
 
     /// Replaces in `others` (interpolated, [`LabScene::shown`]'s order) the entities
     /// rendered from the predicted world, smoothed.
-    fn render_others(&mut self, others: &mut [Pose]) {
+    pub(crate) fn render_others(&mut self, others: &mut [Pose]) {
         if self.others_smoothers.len() != others.len() {
             self.others_smoothers
                 .resize(others.len(), ErrorSmoother::new(self.smoothing));

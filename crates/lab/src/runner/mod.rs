@@ -13,6 +13,7 @@ use crate::cpu::CpuTimer;
 use crate::input_buffer::SyncProbe;
 use crate::metrics::Report;
 use crate::playback::{PolicyFigures, PolicyShadows};
+use crate::remote_view::Track;
 use crate::replication::SnapshotSender;
 use crate::scene::{LabScene, PlayerId, RawEntity};
 use client::{ClientSim, Truth, pos};
@@ -97,13 +98,7 @@ pub fn run_scene<S: LabScene>(
     }
     progress(config.seconds);
     let wall = wall_start.elapsed();
-    let shadows = sim.shadow_figures();
-    let mut report = report::build(&sim, wall, &shadows);
-    sim.probe.fill(&mut report);
-    report.set(
-        "sync.lead_policy",
-        crate::metrics::Metric::Text(crate::input_buffer::lead_label(&config.client.sync.lead)),
-    );
+    let (report, shadows) = sim.report(wall);
     Ok(sim.outcome(report, wall, shadows))
 }
 
@@ -149,17 +144,20 @@ fn check(config: &RunConfig) -> Result<LinkConfig, RunError> {
 }
 
 /// Everything a run simulates, and what it measured on the server side.
-struct Sim<'a, S: LabScene> {
-    config: &'a RunConfig,
-    scene: S,
-    server: ServerSession<S::Input>,
+///
+/// `lagless view` (`crate::view`) drives it too, one [`Sim::step`] at a time from a real
+/// clock, which is why it and the fields the view reads are visible to the crate.
+pub(crate) struct Sim<'a, S: LabScene> {
+    pub(crate) config: &'a RunConfig,
+    pub(crate) scene: S,
+    pub(crate) server: ServerSession<S::Input>,
     sender: SnapshotSender<S>,
-    clients: Vec<ClientSim<S>>,
+    pub(crate) clients: Vec<ClientSim<S>>,
     /// Each client with the player it drives.
     client_players: Vec<(ClientId, PlayerId)>,
     player_index: BTreeMap<ClientId, usize>,
     /// Authoritative positions of every player and entity, indexed by state tick.
-    auth: Truth,
+    pub(crate) auth: Truth,
     /// Scratch for the other entities' positions.
     others: Vec<[f32; 3]>,
     /// Server CPU per tick: all of it, the physics step, and capture plus encoding.
@@ -170,11 +168,14 @@ struct Sim<'a, S: LabScene> {
     probe: SyncProbe,
     /// Scratch for the walking characters' states.
     characters: Vec<(u32, lagless_replication::deadreckoning::CharacterState)>,
+    /// Simulated seconds the report covers: the configured length, or as far as
+    /// `lagless view`, which runs until stopped, has got.
+    pub(crate) seconds: f64,
 }
 
 impl<'a, S: LabScene> Sim<'a, S> {
     /// Builds the scene, the server and one client (with its link) per player.
-    fn new(config: &'a RunConfig) -> Result<Self, RunError> {
+    pub(crate) fn new(config: &'a RunConfig) -> Result<Self, RunError> {
         let base = check(config)?;
         let (up_cfg, down_cfg) = config.net.apply(&base);
         let tick_hz = config.server.tick_hz;
@@ -231,9 +232,9 @@ impl<'a, S: LabScene> Sim<'a, S> {
         let auth = Truth {
             players: clients
                 .iter()
-                .map(|c| vec![pos(scene.player_position(c.player))])
+                .map(|c| Track::from(vec![pos(scene.player_position(c.player))]))
                 .collect(),
-            others: others.into_iter().map(|p| vec![p]).collect(),
+            others: others.into_iter().map(|p| Track::from(vec![p])).collect(),
             characters: Default::default(),
         };
         let mut auth = auth;
@@ -254,11 +255,12 @@ impl<'a, S: LabScene> Sim<'a, S> {
             encode_ms: Vec::new(),
             probe: SyncProbe::new(config.clients as usize, tick_hz, recovery_events(config)),
             characters,
+            seconds: config.seconds,
         })
     }
 
     /// One step of the virtual clock: inputs up, server ticks, snapshots down, clients.
-    fn step(&mut self, now: Duration) -> Result<(), RunError> {
+    pub(crate) fn step(&mut self, now: Duration) -> Result<(), RunError> {
         for c in &mut self.clients {
             while let Some(p) = c.link.up.poll(now) {
                 // Rejected packets are counted by the session; nothing else to do.
@@ -347,6 +349,27 @@ impl<'a, S: LabScene> Sim<'a, S> {
                 .client_ticks(i, now, ticks, (position, s.rtt().smoothed(), tracking));
         }
         Ok(())
+    }
+
+    /// The report of the run so far, `wall` of real time into it, with the shadow
+    /// policies' figures it holds.
+    pub(crate) fn report(&self, wall: Duration) -> (Report, Vec<PolicyFigures>) {
+        let shadows = self.shadow_figures();
+        let mut report = report::build(self, wall, &shadows);
+        self.probe.fill(&mut report);
+        report.set(
+            "sync.lead_policy",
+            crate::metrics::Metric::Text(crate::input_buffer::lead_label(
+                &self.config.client.sync.lead,
+            )),
+        );
+        (report, shadows)
+    }
+
+    /// Sends a snapshot every `interval` server ticks from now on (`lagless view`'s
+    /// snapshot-rate knob); clients learn the new rate from the ticks that arrive.
+    pub(crate) fn set_snapshot_interval(&mut self, interval: u32) {
+        self.server.set_snapshot_interval(interval);
     }
 
     /// Each shadow policy's figures, averaged over clients.

@@ -30,7 +30,11 @@ pub(super) fn build<S: LabScene>(
     server(&mut r, sim);
     sync(&mut r, &sim.clients);
     let receivers: Vec<&SnapshotReceiver<S>> = sim.clients.iter().map(|c| &c.snapshots).collect();
-    snapshot_metrics(&mut r, config, &sim.sender, &receivers, down_kbps);
+    let ran = crate::config::RunConfig {
+        seconds: sim.seconds,
+        ..config.clone()
+    };
+    snapshot_metrics(&mut r, &ran, &sim.sender, &receivers, down_kbps);
 
     dead_reckoning(&mut r, sim);
     sim.scene.report(&mut r);
@@ -47,7 +51,7 @@ pub(super) fn build<S: LabScene>(
     r.number("lab.wall_s", Some(wall.as_secs_f64()));
     r.number(
         "lab.speedup",
-        Some(config.seconds / wall.as_secs_f64().max(1e-9)),
+        Some(sim.seconds / wall.as_secs_f64().max(1e-9)),
     );
     r
 }
@@ -69,7 +73,7 @@ fn what_ran<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
         let outages: Vec<String> = config.outages.iter().map(|o| o.label()).collect();
         r.set("outages", Metric::Text(outages.join(", ")));
     }
-    r.number("seconds", Some(config.seconds));
+    r.number("seconds", Some(sim.seconds));
     r.set("tick_hz", Metric::Count(u64::from(config.server.tick_hz)));
     r.set("snapshot_hz", Metric::Count(u64::from(config.snapshot_hz)));
     r.set("clients", Metric::Count(u64::from(config.clients)));
@@ -81,7 +85,7 @@ fn what_ran<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
 
 /// `net.*`; returns the mean downlink rate per client, kbit/s.
 fn net<S: LabScene>(r: &mut Report, sim: &Sim<S>) -> Option<f64> {
-    let secs = sim.config.seconds;
+    let secs = sim.seconds;
     let clients = &sim.clients;
     let kbps = |bytes: u64| bytes as f64 * 8.0 / 1000.0 / secs;
     let down: Vec<f64> = clients.iter().map(|c| kbps(c.down_bytes)).collect();
@@ -397,7 +401,7 @@ fn dead_reckoning<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
         r.set("deadreckoning.steering", Metric::Text(steering));
     }
     let clients = sim.clients.len().max(1) as f64;
-    let secs = sim.config.seconds;
+    let secs = sim.seconds;
     r.number(
         "deadreckoning.messages_per_s",
         Some(sent.messages as f64 / secs / clients),

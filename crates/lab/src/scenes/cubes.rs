@@ -4,7 +4,7 @@
 use crate::config::{RunConfig, ScriptChoice};
 use crate::metrics::{Metric, Report};
 use crate::runner::RunError;
-use crate::scene::{LabScene, PlayerId, RawEntity, Script};
+use crate::scene::{Keys, LabScene, PlayerId, RawEntity, Script};
 use lagless_core::Tick;
 use lagless_core::interpolation::Pose;
 use lagless_replication::{ReplicationClient, ReplicationError, ReplicationServer, Schema};
@@ -58,6 +58,21 @@ impl Script<Cubes> for Scripted {
     fn input(&mut self, tick: u64, seen: Option<&BodyState>) -> CubeInput {
         self.0.input(tick, seen)
     }
+}
+
+/// The cube-scene input of the keys held: W/A/S/D push, space jumps (the walkers take the
+/// same input).
+pub(crate) fn keys_input(keys: Keys) -> CubeInput {
+    let held = [
+        (keys.forward, CubeInput::FORWARD),
+        (keys.back, CubeInput::BACK),
+        (keys.left, CubeInput::LEFT),
+        (keys.right, CubeInput::RIGHT),
+        (keys.jump, CubeInput::JUMP),
+    ];
+    held.into_iter()
+        .filter(|(down, _)| *down)
+        .fold(CubeInput::NONE, |input, (_, key)| input.with(key))
 }
 
 fn pose(b: &BodyState) -> Pose {
@@ -234,6 +249,21 @@ impl LabScene for Cubes {
 
     fn moves(input: &CubeInput) -> bool {
         input.moves()
+    }
+
+    fn input_from_keys(keys: Keys) -> Option<CubeInput> {
+        Some(keys_input(keys))
+    }
+
+    fn predicted_positions(world: &CubeRollback, out: &mut Vec<[f32; 3]>) {
+        let scene = world.world();
+        out.extend(
+            scene
+                .present_cubes()
+                .into_iter()
+                .filter_map(|i| scene.cube_state(i))
+                .map(|s| s.position.to_array()),
+        );
     }
 
     fn observe(&mut self) {

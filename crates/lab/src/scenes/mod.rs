@@ -1,6 +1,6 @@
 //! The scenes `lagless run --scene` knows, each a [`LabScene`](crate::scene::LabScene) in
 //! its own file. A new scene is one file here and one line in [`SCENES`] and
-//! [`run_named`].
+//! [`run_named`], and one in `crate::view::Viewer::start` to be viewable in the browser.
 
 mod cubes;
 mod rocket;

@@ -282,6 +282,22 @@ impl LabScene for Rocket {
         input.moves()
     }
 
+    fn input_from_keys(keys: crate::scene::Keys) -> Option<CarInput> {
+        // W/S throttle and reverse, A/D steer, space jumps.
+        let held = [
+            (keys.forward, CarInput::FORWARD),
+            (keys.back, CarInput::BACK),
+            (keys.left, CarInput::LEFT),
+            (keys.right, CarInput::RIGHT),
+            (keys.jump, CarInput::JUMP),
+        ];
+        Some(
+            held.into_iter()
+                .filter(|(down, _)| *down)
+                .fold(CarInput::NONE, |input, (_, key)| input.with(key)),
+        )
+    }
+
     fn observe(&mut self) {
         let ball = self.scene.ball_state();
         self.ball

@@ -264,6 +264,21 @@ impl LabScene for Shooter {
         ))))
     }
 
+    const GROUND_AXES: [usize; 2] = [0, 1];
+
+    /// W/A/S/D move (W toward -y, up on `lagless view`'s page), aiming where the player
+    /// moves. Firing stays the bot's: the page has no mouse to aim with yet.
+    fn input_from_keys(keys: crate::scene::Keys) -> Option<ShooterInput> {
+        let x = f32::from(u8::from(keys.right)) - f32::from(u8::from(keys.left));
+        let y = f32::from(u8::from(keys.back)) - f32::from(u8::from(keys.forward));
+        let input = ShooterInput::moving(x, y);
+        Some(if x != 0.0 || y != 0.0 {
+            input.with_aim([x, y])
+        } else {
+            input
+        })
+    }
+
     fn moves(input: &ShooterInput) -> bool {
         input.keys != 0
     }

@@ -255,6 +255,10 @@ impl LabScene for Walkers {
         input.moves()
     }
 
+    fn input_from_keys(keys: crate::scene::Keys) -> Option<CubeInput> {
+        Some(super::cubes::keys_input(keys))
+    }
+
     fn report(&self, r: &mut Report) {
         r.set(
             "walkers.count",

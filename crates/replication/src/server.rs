@@ -238,6 +238,14 @@ struct ClientState {
     lost_track: bool,
     /// Entities that may differ from what the client holds.
     pending: Pending,
+    /// Entities the client may hold: sent to it alive, and no acknowledged snapshot has
+    /// carried their despawn since. A despawn goes again in every snapshot until one
+    /// that carried it is acknowledged. What the client shows of an entity a snapshot
+    /// leaves out can come from a snapshot newer than that one's baseline (see
+    /// `ReplicationClient`), which acknowledgements do not always reveal: the server's
+    /// idea of what the client shows can say "nothing" while it shows a projectile that
+    /// ended long ago (seen with four clients on `mobile`).
+    may_hold: Pending,
     /// Per entity, what was sent since the acknowledged view, oldest first.
     sent: Vec<Vec<SentState>>,
     /// Per entity, what the client shows of it as `sent` and the acknowledged view say,
@@ -307,6 +315,18 @@ impl Pending {
             self.words.resize(w + 1, 0);
         }
         self.words[w] |= 1 << (id % 64);
+    }
+
+    fn contains(&self, id: u32) -> bool {
+        self.words
+            .get(id as usize / 64)
+            .is_some_and(|w| w & (1 << (id % 64)) != 0)
+    }
+
+    fn remove(&mut self, id: u32) {
+        if let Some(w) = self.words.get_mut(id as usize / 64) {
+            *w &= !(1 << (id % 64));
+        }
     }
 
     /// Empties the set into `out`, ascending.
@@ -584,6 +604,7 @@ impl ReplicationServer {
             limited: false,
             lost_track: false,
             pending: Pending::default(),
+            may_hold: Pending::default(),
             sent: Vec::new(),
             shown: Vec::new(),
             scan_countdown: 1,
@@ -671,6 +692,19 @@ impl ReplicationServer {
                 let rtt = now.saturating_sub(f.sent_at).as_secs_f64();
                 c.budget.on_rtt(now, rtt);
                 c.budget.on_outcome(true);
+                // Its despawns arrived: those entities are gone from the client for good,
+                // unless a later snapshot brings them back.
+                for (id, entry) in &f.changes {
+                    let back = c.in_flight.iter().any(|later| {
+                        later
+                            .changes
+                            .binary_search_by_key(id, |(i, _)| *i)
+                            .is_ok_and(|k| later.changes[k].1.is_some())
+                    });
+                    if entry.is_none() && !back {
+                        c.may_hold.remove(*id);
+                    }
+                }
                 // The new baseline may differ from the old one in entities nobody
                 // touched since (it was encoded against an older baseline still): they
                 // are to be looked at again.
@@ -792,7 +826,11 @@ impl ReplicationServer {
         let mut keep = Vec::new();
         // What the client shows of an entity against what it is now, and what waiting
         // is worth.
-        let look = |sent: &mut Vec<Vec<SentState>>, shown: &mut Vec<Shown>, id: u32| -> Look {
+        let look = |sent: &mut Vec<Vec<SentState>>,
+                    shown: &mut Vec<Shown>,
+                    may_hold: &Pending,
+                    id: u32|
+         -> Look {
             let i = id as usize;
             if shown.len() <= i {
                 shown.resize(i + 1, Shown::default());
@@ -807,20 +845,21 @@ impl ReplicationServer {
                 ..
             } = shown[i];
             let keep = state.is_some() || in_flight;
+            // Gone: tell the client if it may show it, until it is known not to.
+            let gone = || {
+                let held = state.is_some() || may_hold.contains(id);
+                Look::Gone {
+                    shown: held,
+                    keep: keep || held,
+                }
+            };
             let Some(e) = entities.get(i).and_then(Option::as_ref) else {
-                // Gone: tell the client if it may show it.
-                return Look::Gone {
-                    shown: state.is_some(),
-                    keep,
-                };
+                return gone();
             };
             let weight = relevant(id, e);
             // NaN counts as irrelevant too.
             if weight.is_nan() || weight <= 0.0 {
-                return Look::Gone {
-                    shown: state.is_some(),
-                    keep,
-                };
+                return gone();
             }
             let current = state.is_some_and(|s| {
                 s.generation == e.generation
@@ -856,7 +895,7 @@ impl ReplicationServer {
         for id in ids {
             let i = id as usize;
             let owned = c.owned.binary_search(&id).is_ok();
-            match look(&mut c.sent, &mut c.shown, id) {
+            match look(&mut c.sent, &mut c.shown, &c.may_hold, id) {
                 Look::Gone { shown, keep: k } => {
                     if shown {
                         forced.push((id, Change::Despawned));
@@ -1090,6 +1129,9 @@ impl ReplicationServer {
             }
             #[cfg(test)]
             shadow.set(id, entry.clone());
+            if entry.is_some() {
+                c.may_hold.mark(id);
+            }
             changes.push((id, entry));
         }
         c.in_flight.push_back(InFlight {

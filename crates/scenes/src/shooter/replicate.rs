@@ -130,10 +130,8 @@ pub fn known(client: &ReplicationClient, tick: Tick, tick_hz: u32) -> ShooterKno
                 ));
             }
             // A projectile changes every tick it lives: one whose newest state is older
-            // than the carry limit is not shown (nobody knows where it is). This also
-            // hides projectiles the server despawned whose despawn the client never got:
-            // on `mobile` (seed 1) the layer kept some for seconds after their end, a
-            // fault of the replication layer's despawns under loss still to be found.
+            // than the carry limit is not shown (nobody knows where it is), while the
+            // budget holds its updates back or a despawn is on its way again.
             PROJECTILE
                 if (tick.0.saturating_sub(e.tick.0) as f32) <= MAX_CARRY_SECS * tick_hz as f32 =>
             {

@@ -28,6 +28,10 @@ pub struct ServerLatency {
     pub input_slack: Option<std::time::Duration>,
     /// The time between two snapshots the server sends.
     pub snapshot_interval: std::time::Duration,
+    /// The server's tick period. The input slack runs until the server steps the
+    /// input's tick `N`, one tick after the state `N` that step starts from was made
+    /// (and stamped): a rewind counted from state `N` is a tick shorter.
+    pub tick: std::time::Duration,
 }
 
 /// A player, as scenes number them: client `k` of a run drives player `k + 1`.

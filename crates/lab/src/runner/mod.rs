@@ -293,6 +293,7 @@ impl<'a, S: LabScene> Sim<'a, S> {
                     rtt: self.sender.rtt(c.id),
                     input_slack,
                     snapshot_interval,
+                    tick: Duration::from_secs_f64(tick_secs),
                 };
                 self.scene.server_latency(c.player, latency);
             }

@@ -18,7 +18,8 @@
 //! * the snapshot round trip (sent to acknowledged: both ways, plus the client's wait
 //!   until its next input packet carries the acknowledgement);
 //! * the input slack (how early the input arrived before its tick: the wait in the
-//!   buffer, i.e. the input lead beyond the way up);
+//!   buffer, i.e. the input lead beyond the way up), less one tick: the slack runs to
+//!   the step of tick `N`, while the rewind counts from state `N`, made a tick earlier;
 //! * [`INTERPOLATION_SNAPSHOTS`] snapshot intervals for interpolation: the least any
 //!   interpolating client needs (a pair to interpolate between, and one interval for
 //!   arrival jitter). A client's adaptive buffer may hold more on a jittery link; the
@@ -53,14 +54,17 @@ use std::time::Duration;
 pub const INTERPOLATION_SNAPSHOTS: u32 = 2;
 
 /// The allowance for a client whose latency the server measured as `l`: round trip,
-/// input slack and [`INTERPOLATION_SNAPSHOTS`] snapshot intervals. Zero before any round
-/// trip is measured (the absolute window until then).
+/// input slack and [`INTERPOLATION_SNAPSHOTS`] snapshot intervals, less one tick (the
+/// slack runs to the step of the input's tick, the rewind from the state that step
+/// starts from, stamped a tick earlier). Zero before any round trip is measured (the
+/// absolute window until then).
 pub fn allowance(l: &ServerLatency) -> Duration {
     let Some(rtt) = l.rtt else {
         return Duration::ZERO;
     };
     rtt.saturating_add(l.input_slack.unwrap_or_default())
         .saturating_add(l.snapshot_interval.saturating_mul(INTERPOLATION_SNAPSHOTS))
+        .saturating_sub(l.tick)
 }
 
 /// The shooter scene.

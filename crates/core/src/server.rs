@@ -181,6 +181,14 @@ impl<I: Input> ServerSession<I> {
         self.clients.get(&id).map(|c| &c.stats)
     }
 
+    /// How early the client's newest input message arrived, in ticks before the server
+    /// needed it (negative: late). What the server itself sees of the client's input
+    /// lead, whatever the client says; a game can add it to the round trip to tell how
+    /// old the client's view is when its input is applied (lag compensation).
+    pub fn input_slack(&self, id: ClientId) -> Option<f64> {
+        self.clients.get(&id)?.slack
+    }
+
     /// Newest complete snapshot tick the client reported holding.
     pub fn snapshot_ack(&self, id: ClientId) -> Option<Tick> {
         self.clients.get(&id).and_then(|c| c.snapshot_ack)

@@ -346,6 +346,10 @@ pub struct ShooterSettings {
     pub lie_rewind: Duration,
     /// The trusted window of lag compensation (250 ms, Overwatch's cap).
     pub window: Duration,
+    /// Measure the window from the latency the server measured for the shooter
+    /// (`--lagcomp-window relative`, the default) rather than from its present
+    /// (`absolute`).
+    pub relative_window: bool,
 }
 
 impl Default for ShooterSettings {
@@ -354,6 +358,7 @@ impl Default for ShooterSettings {
             lag_compensation: true,
             lie_rewind: Duration::ZERO,
             window: Duration::from_millis(250),
+            relative_window: true,
         }
     }
 }

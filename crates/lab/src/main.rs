@@ -515,13 +515,28 @@ struct RunArgs {
     #[arg(long)]
     no_lag_compensation: bool,
     /// Shooter scene: client 1 claims a view this many ms older than it shows (the
-    /// faked-ping attack; the server clamps it to the 250 ms window and counts it).
+    /// faked-ping attack; the server clamps it to its measured latency plus the window,
+    /// or to the bare window with `--lagcomp-window absolute`, and counts it).
     #[arg(long, default_value_t = 0.0)]
     lie_rewind_ms: f64,
     /// Shooter scene: the trusted window of lag compensation, ms (Overwatch's 250 by
     /// default; Source's `sv_maxunlag` is 1000).
     #[arg(long, default_value_t = 250.0)]
     lagcomp_window_ms: f64,
+    /// Shooter scene: whether the window is measured from the server's present
+    /// (`absolute`) or from the latency the server measured for the shooter
+    /// (`relative`: round trip, input lead, two snapshot intervals, capped at 1 s).
+    #[arg(long, value_enum, default_value_t = LagcompWindowArg::Relative)]
+    lagcomp_window: LagcompWindowArg,
+}
+
+/// `--lagcomp-window`.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LagcompWindowArg {
+    /// `[now - window, now]`: every claim older than the window is clamped.
+    Absolute,
+    /// `[now - allowance - window, now]`, the allowance measured by the server.
+    Relative,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -935,6 +950,7 @@ fn run_command(a: RunArgs) -> Result<(), String> {
     }
     config.shooter.window = std::time::Duration::from_secs_f64(a.lagcomp_window_ms / 1000.0);
     config.shooter.lag_compensation = !a.no_lag_compensation;
+    config.shooter.relative_window = a.lagcomp_window == LagcompWindowArg::Relative;
     config.shooter.lie_rewind = std::time::Duration::from_secs_f64(a.lie_rewind_ms / 1000.0);
     config.server.missing_input = match a.missing_input {
         MissingInputArg::Hold => MissingInput::Hold,

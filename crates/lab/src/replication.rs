@@ -283,6 +283,13 @@ impl<S: LabScene> SnapshotSender<S> {
         }
     }
 
+    /// Client `id`'s snapshot round trip as its acknowledgements show it (sent to
+    /// acknowledged, smoothed): the server's own measurement.
+    pub fn rtt(&self, id: ClientId) -> Option<Duration> {
+        let secs = self.layer.rtt(id)?;
+        Duration::try_from_secs_f64(secs).ok()
+    }
+
     /// What both ends know of the scene.
     pub fn setup(&self) -> &S::Setup {
         &self.setup

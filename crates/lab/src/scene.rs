@@ -16,6 +16,24 @@ use lagless_replication::deadreckoning::{CharacterState, DrConfig};
 use lagless_replication::{ReplicationClient, ReplicationError, ReplicationServer, Schema};
 use std::collections::BTreeMap;
 
+/// What the server measured of one client's latency, before a tick: nothing here comes
+/// from what the client says ([`LabScene::server_latency`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ServerLatency {
+    /// The round trip of snapshots, from sending one to its acknowledgement arriving
+    /// (the replication layer's smoothed estimate); `None` before the first.
+    pub rtt: Option<std::time::Duration>,
+    /// How long before it was needed the client's newest input arrived (the input lead
+    /// the server sees; zero when late); `None` before any input.
+    pub input_slack: Option<std::time::Duration>,
+    /// The time between two snapshots the server sends.
+    pub snapshot_interval: std::time::Duration,
+    /// The server's tick period. The input slack runs until the server steps the
+    /// input's tick `N`, one tick after the state `N` that step starts from was made
+    /// (and stamped): a rewind counted from state `N` is a tick shorter.
+    pub tick: std::time::Duration,
+}
+
 /// A player, as scenes number them: client `k` of a run drives player `k + 1`.
 pub type PlayerId = u32;
 
@@ -169,6 +187,9 @@ pub trait LabScene: Sized + 'static {
     fn moves(input: &Self::Input) -> bool;
     /// Called after every server step, to follow what the scene reports at the end.
     fn observe(&mut self) {}
+    /// Before every server step, what the server measured of `player`'s latency (lag
+    /// compensation trusts a view as old as this). The default ignores it.
+    fn server_latency(&mut self, _player: PlayerId, _latency: ServerLatency) {}
     /// Before the client predicts `tick`, what it shows interpolated at that moment
     /// ([`LabScene::shown`]'s order), so a predicted world can collide with the
     /// interpolated entities where they are shown. The default ignores it.
@@ -220,6 +241,9 @@ pub trait LabScene: Sized + 'static {
     fn report_worlds(_worlds: &[&Self::World], _r: &mut Report) {}
     /// The scene's own metrics, at the end of a run.
     fn report(&self, _r: &mut Report) {}
+    /// Metrics that join the server's view with each client's predicted world (why
+    /// the server rejected what a client showed). The default reports nothing.
+    fn report_joint(&self, _worlds: &[&Self::World], _r: &mut Report) {}
 
     /// Walking characters (issue 25): each one's entity id and true motion after the
     /// step, in a fixed order, every tick. The runner records them as the truth of the

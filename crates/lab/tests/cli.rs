@@ -99,6 +99,7 @@ fn the_shooter_runs_at_30_ticks_and_takes_its_flags() {
             .args(["run", "--scene", "shooter", "--profile", "broadband"])
             .args(["--seconds", "3", "--clients", "2", "--no-progress"])
             .args(["--lie-rewind-ms", "1000", "--lagcomp-window-ms", "200"])
+            .args(["--lagcomp-window", "absolute"])
             .arg("--json")
             .arg(&json),
     );
@@ -108,7 +109,9 @@ fn the_shooter_runs_at_30_ticks_and_takes_its_flags() {
     assert_eq!(v["scene"], "shooter");
     assert_eq!(v["tick_hz"], 30);
     assert_eq!(v["lagcomp"]["enabled"], "on");
+    assert_eq!(v["lagcomp"]["window_mode"], "absolute");
     assert!(v["lagcomp"]["rewind_ms_p99"].as_f64().unwrap() <= 200.0 + 1e-9);
+    assert!(v["lagcomp"]["excess_ms_p99"].as_f64().unwrap() <= 200.0 + 1e-9);
     assert_eq!(v["spawns"]["id_collisions"], 0);
     std::fs::remove_dir_all(&dir).unwrap();
 }

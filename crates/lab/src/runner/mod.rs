@@ -278,6 +278,25 @@ impl<'a, S: LabScene> Sim<'a, S> {
                     Some((self.clients[*self.player_index.get(id)?].player, (*input)?))
                 })
                 .collect();
+            // What the server measured of each client's latency, for lag compensation:
+            // its own observations (acknowledgements, input arrival), never a claim.
+            let tick_secs = 1.0 / f64::from(self.server.config().tick_hz.max(1));
+            let snapshot_interval = Duration::from_secs_f64(
+                f64::from(self.server.config().snapshot_interval) * tick_secs,
+            );
+            for c in &self.clients {
+                let input_slack = self
+                    .server
+                    .input_slack(c.id)
+                    .map(|ticks| Duration::from_secs_f64((ticks * tick_secs).clamp(0.0, 60.0)));
+                let latency = crate::scene::ServerLatency {
+                    rtt: self.sender.rtt(c.id),
+                    input_slack,
+                    snapshot_interval,
+                    tick: Duration::from_secs_f64(tick_secs),
+                };
+                self.scene.server_latency(c.player, latency);
+            }
             self.scene.step_at(step.tick, &inputs);
             let physics = started.ms();
             // The characters' senders are the server's work: timed with the tick.

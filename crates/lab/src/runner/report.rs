@@ -44,6 +44,7 @@ pub(super) fn build<S: LabScene>(
         .filter_map(|c| c.prediction.as_ref().map(|p| &p.game))
         .collect();
     S::report_worlds(&worlds, &mut r);
+    sim.scene.report_joint(&worlds, &mut r);
     if S::RECORDS_FRAMES {
         let frames: Vec<&RenderedFrames> = sim.clients.iter().map(|c| &c.frames).collect();
         sim.scene.report_frames(&frames, &mut r);

@@ -5,11 +5,36 @@
 //! ([`LabScene::complete_input`]) and the ids of the projectiles it spawns.
 //!
 //! Client 1 is the one `--lie-rewind-ms` makes lie.
+//!
+//! # The allowance (`--lagcomp-window relative`, the default)
+//!
+//! Before each tick the server gives every player an allowance: how old that client's
+//! view is when its input is applied, from what the server itself measures
+//! ([`ServerLatency`]), and trusts claims back to the allowance plus the window. An
+//! input applied at tick `T` was made when the client's newest state was about a
+//! one-way trip old and it showed that state an interpolation delay later; it then took
+//! the way up and waited in the server's buffer. So:
+//!
+//! * the snapshot round trip (sent to acknowledged: both ways, plus the client's wait
+//!   until its next input packet carries the acknowledgement);
+//! * the input slack (how early the input arrived before its tick: the wait in the
+//!   buffer, i.e. the input lead beyond the way up), less one tick: the slack runs to
+//!   the step of tick `N`, while the rewind counts from state `N`, made a tick earlier;
+//! * [`INTERPOLATION_SNAPSHOTS`] snapshot intervals for interpolation: the least any
+//!   interpolating client needs (a pair to interpolate between, and one interval for
+//!   arrival jitter). A client's adaptive buffer may hold more on a jittery link; the
+//!   server cannot verify that, so the rest falls under the window.
+//!
+//! What a client could do to inflate it: acknowledge snapshots late (which also costs
+//! it bandwidth: deltas then start from older baselines) or send inputs early (which
+//! is real latency: it commits to them earlier). The compensator caps the allowance at
+//! its `max_allowance` (1 s, Source's `sv_maxunlag`) whatever happens, and a lie beyond
+//! what was measured gains at most the window (`lagcomp.excess_ms_*`).
 
 use crate::config::{RunConfig, ScriptChoice};
 use crate::metrics::{Metric, Report, percentile};
 use crate::runner::RunError;
-use crate::scene::{LabScene, PlayerId, RawEntity, Script};
+use crate::scene::{LabScene, PlayerId, RawEntity, Script, ServerLatency};
 use lagless_core::interpolation::Pose;
 use lagless_core::{Tick, TickRate};
 use lagless_replication::hits::HitStats;
@@ -19,9 +44,28 @@ use lagless_scenes::shooter::bot::Bot;
 use lagless_scenes::shooter::replicate;
 use lagless_scenes::shooter::{
     Arena, PlayerState, ShooterConfig, ShooterInput, ShooterKnown, ShooterRollback, ShooterScene,
+    ShotOutcome,
 };
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Snapshot intervals of interpolation delay the allowance includes: see the module
+/// documentation.
+pub const INTERPOLATION_SNAPSHOTS: u32 = 2;
+
+/// The allowance for a client whose latency the server measured as `l`: round trip,
+/// input slack and [`INTERPOLATION_SNAPSHOTS`] snapshot intervals, less one tick (the
+/// slack runs to the step of the input's tick, the rewind from the state that step
+/// starts from, stamped a tick earlier). Zero before any round trip is measured (the
+/// absolute window until then).
+pub fn allowance(l: &ServerLatency) -> Duration {
+    let Some(rtt) = l.rtt else {
+        return Duration::ZERO;
+    };
+    rtt.saturating_add(l.input_slack.unwrap_or_default())
+        .saturating_add(l.snapshot_interval.saturating_mul(INTERPOLATION_SNAPSHOTS))
+        .saturating_sub(l.tick)
+}
 
 /// The shooter scene.
 pub struct Shooter {
@@ -92,6 +136,7 @@ impl LabScene for Shooter {
             tick_hz: config.server.tick_hz,
             lag_compensation: s.lag_compensation,
             window: s.window,
+            relative_window: s.relative_window,
             ..ShooterConfig::default()
         };
         let scene = ShooterScene::new(scene_config);
@@ -105,6 +150,10 @@ impl LabScene for Shooter {
 
     fn add_player(&mut self, player: PlayerId) {
         self.scene.add_player(player);
+    }
+
+    fn server_latency(&mut self, player: PlayerId, latency: ServerLatency) {
+        self.scene.set_allowance(player, allowance(&latency));
     }
 
     fn step(&mut self, inputs: &[(PlayerId, ShooterInput)]) {
@@ -355,13 +404,48 @@ impl LabScene for Shooter {
         );
     }
 
+    fn report_joint(&self, worlds: &[&ShooterRollback], r: &mut Report) {
+        let why = Rejections::of(&self.scene, worlds);
+        r.set("hits.rejected_target_dead", Metric::Count(why.target_dead));
+        r.set(
+            "hits.rejected_shooter_dead",
+            Metric::Count(why.shooter_dead),
+        );
+        r.set("hits.rejected_miss", Metric::Count(why.miss));
+        r.set(
+            "hits.rejected_miss_clamped",
+            Metric::Count(why.miss_clamped),
+        );
+        r.set(
+            "hits.rejected_other_target",
+            Metric::Count(why.other_target),
+        );
+        r.set("hits.rejected_unknown", Metric::Count(why.unknown));
+        // Confirmed among the shown hits whose shooter and target were both alive on
+        // the server (kill trades set aside): what lag compensation itself decides.
+        let mut hits = HitStats::default();
+        for w in worlds {
+            add_hits(&mut hits, w.hits().stats());
+        }
+        let trades = why.target_dead + why.shooter_dead;
+        let judged = (hits.confirmed + hits.rejected + hits.expired).saturating_sub(trades);
+        r.number(
+            "hits.confirmed_alive_pct",
+            (judged > 0).then(|| 100.0 * hits.confirmed as f64 / judged as f64),
+        );
+    }
+
     fn report(&self, r: &mut Report) {
         let lc = self.scene.lagcomp().stats();
         let mut rewinds = Vec::new();
         let mut claimed = Vec::new();
+        let mut excess = Vec::new();
+        let mut allowances = Vec::new();
         for (p, c) in &self.scene.counters {
             rewinds.extend_from_slice(&c.rewind_ms);
             claimed.extend_from_slice(&c.claimed_ms);
+            excess.extend_from_slice(&c.excess_ms);
+            allowances.extend_from_slice(&c.allowance_ms);
             let k = format!("hits.client{p}");
             r.set(&format!("{k}.rifle_shots"), Metric::Count(c.rifle_shots));
             r.number(
@@ -378,7 +462,34 @@ impl LabScene for Shooter {
                 &format!("{k}.rewind_ms_p50"),
                 percentile(&c.rewind_ms, 50.0),
             );
+            r.number(
+                &format!("{k}.excess_ms_p99"),
+                percentile(&c.excess_ms, 99.0),
+            );
+            r.number(
+                &format!("{k}.allowance_ms_p50"),
+                percentile(&c.allowance_ms, 50.0),
+            );
         }
+        r.number("lagcomp.excess_ms_p99", percentile(&excess, 99.0));
+        r.number("lagcomp.excess_ms_p50", percentile(&excess, 50.0));
+        r.number("lagcomp.allowance_ms_p50", percentile(&allowances, 50.0));
+        r.number("lagcomp.allowance_ms_p99", percentile(&allowances, 99.0));
+        r.set(
+            "lagcomp.allowance_capped",
+            Metric::Count(lc.allowance_capped),
+        );
+        r.set(
+            "lagcomp.window_mode",
+            Metric::Text(
+                if self.scene.config().relative_window {
+                    "relative"
+                } else {
+                    "absolute"
+                }
+                .into(),
+            ),
+        );
         r.number("lagcomp.rewind_ms_p99", percentile(&rewinds, 99.0));
         r.number("lagcomp.rewind_ms_p50", percentile(&rewinds, 50.0));
         r.number("lagcomp.claimed_ms_p50", percentile(&claimed, 50.0));
@@ -431,6 +542,40 @@ impl LabScene for Shooter {
         });
         r.set("shooter.projectiles", Metric::Count(fired));
         r.set("shooter.projectile_hits", Metric::Count(landed));
+    }
+}
+
+/// Why the server rejected the hits clients showed, from each client's rejected shot
+/// numbers and the server's outcome of each shot.
+#[derive(Debug, Default)]
+struct Rejections {
+    target_dead: u64,
+    shooter_dead: u64,
+    miss: u64,
+    miss_clamped: u64,
+    other_target: u64,
+    unknown: u64,
+}
+
+impl Rejections {
+    fn of(scene: &ShooterScene, worlds: &[&ShooterRollback]) -> Self {
+        let mut r = Self::default();
+        for w in worlds {
+            for &shot in &w.counters.rejected_shots {
+                match scene.shot_outcome(w.player(), shot) {
+                    Some(ShotOutcome::TargetDead) => r.target_dead += 1,
+                    Some(ShotOutcome::ShooterDead) => r.shooter_dead += 1,
+                    Some(ShotOutcome::Miss { clamped }) => {
+                        r.miss += 1;
+                        r.miss_clamped += u64::from(clamped);
+                    }
+                    // The server hit someone else than the client showed.
+                    Some(ShotOutcome::Hit(_)) => r.other_target += 1,
+                    None => r.unknown += 1,
+                }
+            }
+        }
+        r
     }
 }
 

@@ -15,6 +15,11 @@ pub struct LagCompConfig {
     /// claim older than this is moved to the window's edge and counted, which bounds
     /// what a faked ping buys.
     pub window: Duration,
+    /// The largest allowance a claim may be given on top of the window
+    /// ([`LagCompensator::rewind_with_allowance`]): the latency the server measured for
+    /// the client, capped here (default 1 s, Source's `sv_maxunlag`) so the history
+    /// stays bounded and nothing a client does can stretch the rewind further.
+    pub max_allowance: Duration,
     /// Most entities with a history; [`LagCompensator::record`] refuses more
     /// (default 4096).
     pub max_entities: usize,
@@ -25,6 +30,7 @@ impl Default for LagCompConfig {
         Self {
             tick_rate: TickRate::new(30),
             window: Duration::from_millis(250),
+            max_allowance: Duration::from_secs(1),
             max_entities: 4096,
         }
     }
@@ -36,10 +42,17 @@ impl LagCompConfig {
         self.tick_rate.ticks_in(self.window)
     }
 
-    /// Ticks of history kept per entity: the window rounded up, plus one on each side
-    /// so a view at the window's edge always has samples on both sides.
+    /// The largest allowance in ticks (fractional: 1 s at 30 ticks/s is 30).
+    pub fn max_allowance_ticks(&self) -> f64 {
+        self.tick_rate.ticks_in(self.max_allowance)
+    }
+
+    /// Ticks of history kept per entity: the longest rewind (largest allowance plus the
+    /// window) rounded up, plus one on each side so a view at the edge always has
+    /// samples on both sides.
     pub fn history_ticks(&self) -> u32 {
-        (self.window_ticks().ceil() as u32).saturating_add(2)
+        let span = self.max_allowance_ticks() + self.window_ticks();
+        (span.ceil() as u32).saturating_add(2)
     }
 }
 
@@ -80,14 +93,21 @@ pub struct Rewind {
     /// The view the client claimed (finite).
     pub claimed_view: f64,
     /// The view used, in fractional ticks: the claim moved into
-    /// `[now - window, now]`.
+    /// `[now - allowance - window, now]`.
     pub used_view: f64,
+    /// The allowance used, ms: the one given, capped at
+    /// [`LagCompConfig::max_allowance`] (0 for [`LagCompensator::rewind`]).
+    pub allowance_ms: f64,
     /// Whether and which way the claim was moved.
     pub clamp: Clamp,
     /// `now - used_view`, in ticks.
     pub rewind_ticks: f64,
     /// The same in milliseconds: the value for `lagcomp.rewind_ms_p99`.
     pub rewind_ms: f64,
+    /// The rewind beyond the allowance, ms (0 within it): the part the server's own
+    /// measurements do not explain, never above the window. For a client faking its
+    /// ping this is all the lie buys; `lagcomp.excess_ms_p99`.
+    pub excess_ms: f64,
 }
 
 impl Rewind {
@@ -124,14 +144,20 @@ pub struct LagCompStats {
     pub rewinds: u64,
     /// Queries that hit something.
     pub hits: u64,
-    /// Claims older than the window, moved to its edge.
+    /// Claims older than the window (beyond the allowance), moved to its edge.
     pub clamped_old: u64,
     /// Claims in the future, moved to the present.
     pub clamped_future: u64,
     /// Shots refused: NaN or infinite values, a zero direction, a bad range.
     pub refused: u64,
-    /// The longest rewind done, in milliseconds (never above the window).
+    /// The longest rewind done, in milliseconds (never above the largest allowance plus
+    /// the window).
     pub rewind_ms_max: f64,
+    /// Allowances given above [`LagCompConfig::max_allowance`] (or NaN, infinite),
+    /// capped.
+    pub allowance_capped: u64,
+    /// The longest rewind beyond the allowance, ms (never above the window).
+    pub excess_ms_max: f64,
 }
 
 impl LagCompStats {
@@ -262,13 +288,41 @@ impl<S: HitShape> LagCompensator<S> {
 
     /// Moves `claimed_view` into the trusted window `[now - window, now]` and counts the
     /// rewind (and the clamp, if any). A NaN or infinite claim is refused and counted.
+    /// The absolute window: [`rewind_with_allowance`](Self::rewind_with_allowance) with
+    /// no allowance.
     pub fn rewind(&mut self, now: Tick, claimed_view: f64) -> Result<Rewind, LagCompError> {
+        self.rewind_with_allowance(now, claimed_view, Duration::ZERO)
+    }
+
+    /// Moves `claimed_view` into `[now - allowance - window, now]` and counts the rewind
+    /// (and the clamp, if any). `allowance` is the latency the server itself measured for
+    /// this client (round trip, input lead, interpolation): a real high ping is
+    /// compensated in full, and only the claim beyond what the server can explain is
+    /// bounded by the window. That is what the window is for in the Pixonic article:
+    /// bounding the advantage of a *faked* high ping. The allowance is capped at
+    /// [`LagCompConfig::max_allowance`] (a NaN or infinite one counts as the cap), so the
+    /// history needed stays bounded whatever is measured. A NaN or infinite claim is
+    /// refused and counted.
+    pub fn rewind_with_allowance(
+        &mut self,
+        now: Tick,
+        claimed_view: f64,
+        allowance: Duration,
+    ) -> Result<Rewind, LagCompError> {
         if !claimed_view.is_finite() {
             self.stats.refused += 1;
             return Err(LagCompError::NonFiniteView);
         }
+        let max = self.config.max_allowance;
+        let allowance = if allowance > max {
+            self.stats.allowance_capped += 1;
+            max
+        } else {
+            allowance
+        };
+        let allowance_ticks = self.config.tick_rate.ticks_in(allowance);
         let present = f64::from(now.0);
-        let edge = present - self.config.window_ticks();
+        let edge = present - allowance_ticks - self.config.window_ticks();
         let (used_view, clamp) = if claimed_view < edge {
             self.stats.clamped_old += 1;
             (edge, Clamp::Old)
@@ -279,15 +333,24 @@ impl<S: HitShape> LagCompensator<S> {
             (claimed_view, Clamp::None)
         };
         let rewind_ticks = present - used_view;
-        let rewind_ms = rewind_ticks * self.config.tick_rate.period_secs() * 1000.0;
+        // Seconds before milliseconds, as before the allowance: a rewind to the window's
+        // edge is then exactly the window (250.0, not 250.00000000000003).
+        let period = self.config.tick_rate.period_secs();
+        let to_ms = |ticks: f64| ticks * period * 1000.0;
+        let rewind_ms = to_ms(rewind_ticks);
+        let allowance_ms = to_ms(allowance_ticks);
+        let excess_ms = to_ms((rewind_ticks - allowance_ticks).max(0.0));
         self.stats.rewinds += 1;
         self.stats.rewind_ms_max = self.stats.rewind_ms_max.max(rewind_ms);
+        self.stats.excess_ms_max = self.stats.excess_ms_max.max(excess_ms);
         Ok(Rewind {
             claimed_view,
             used_view,
+            allowance_ms,
             clamp,
             rewind_ticks,
             rewind_ms,
+            excess_ms,
         })
     }
 
@@ -333,6 +396,19 @@ impl<S: HitShape> LagCompensator<S> {
         &mut self,
         now: Tick,
         shot: &Shot,
+        hittable: impl FnMut(u32) -> bool,
+    ) -> Result<RewindResult, LagCompError> {
+        self.rewind_query_allowing(now, shot, Duration::ZERO, hittable)
+    }
+
+    /// [`rewind_query_with`](Self::rewind_query_with) with the trusted range widened by
+    /// `allowance`, the latency the server measured for the shooter, as
+    /// [`rewind_with_allowance`](Self::rewind_with_allowance) does.
+    pub fn rewind_query_allowing(
+        &mut self,
+        now: Tick,
+        shot: &Shot,
+        allowance: Duration,
         mut hittable: impl FnMut(u32) -> bool,
     ) -> Result<RewindResult, LagCompError> {
         let ray = match Ray::new(shot.origin, shot.direction, shot.max_distance) {
@@ -342,7 +418,7 @@ impl<S: HitShape> LagCompensator<S> {
                 return Err(e);
             }
         };
-        let rewind = self.rewind(now, shot.claimed_view)?;
+        let rewind = self.rewind_with_allowance(now, shot.claimed_view, allowance)?;
         let mut hit: Option<Hit> = None;
         for (entity, pose, shape) in self.world_at(rewind.used_view) {
             if Some(entity) == shot.shooter || !hittable(entity) {
@@ -379,18 +455,21 @@ mod tests {
     fn history_is_bounded_and_forgets_the_silent() {
         let mut c = comp();
         let keep = c.config().history_ticks();
-        assert_eq!(keep, 10, "7.5 ticks rounded up, plus two");
+        assert_eq!(
+            keep, 40,
+            "30 ticks of allowance and 7.5 of window rounded up, plus two"
+        );
         for t in 0..100 {
             c.record(Tick(t), 1, Pose::planar([t as f32, 0.0], 0.0), DISC)
                 .unwrap();
-            if t < 50 {
+            if t < 20 {
                 c.record(Tick(t), 2, Pose::default(), DISC).unwrap();
             }
             assert!(c.entities[&1].len() <= keep as usize + 1);
         }
-        assert_eq!(c.len(), 1, "entity 2 was not recorded for 50 ticks");
+        assert_eq!(c.len(), 1, "entity 2 was not recorded for 80 ticks");
         assert_eq!(
-            c.record(Tick(80), 1, Pose::default(), DISC),
+            c.record(Tick(50), 1, Pose::default(), DISC),
             Err(LagCompError::Stale)
         );
         assert_eq!(
@@ -493,7 +572,95 @@ mod tests {
         assert!((s.rewind_ms_max - 250.0).abs() < 1e-9);
     }
 
+    /// 30 ticks/s: a tick is 33.3 ms, 250 ms of window 7.5 ticks.
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn an_honest_high_latency_claim_is_not_clamped() {
+        let mut c = comp();
+        // A mobile client: 600 ms behind (18 ticks), of which the server measured 500
+        // ms; the remaining 100 ms lies within the window.
+        let r = c.rewind_with_allowance(Tick(100), 82.0, 500 * MS).unwrap();
+        assert_eq!((r.clamp, r.used_view), (Clamp::None, 82.0));
+        assert!((r.rewind_ms - 600.0).abs() < 1e-9);
+        assert!((r.allowance_ms - 500.0).abs() < 1e-9);
+        assert!((r.excess_ms - 100.0).abs() < 1e-9);
+        // The same claim with the absolute window: clamped to 250 ms.
+        let r = c.rewind(Tick(100), 82.0).unwrap();
+        assert_eq!((r.clamp, r.used_view), (Clamp::Old, 92.5));
+        // Within the allowance, nothing is unexplained.
+        let r = c.rewind_with_allowance(Tick(100), 88.0, 500 * MS).unwrap();
+        assert_eq!((r.clamp, r.excess_ms), (Clamp::None, 0.0));
+        assert_eq!(c.stats().clamped(), 1);
+    }
+
+    #[test]
+    fn a_claim_beyond_the_allowance_is_clamped_to_allowance_plus_window() {
+        let mut c = comp();
+        // The server measured 300 ms (9 ticks); the client claims 1000 ms more.
+        let r = c
+            .rewind_with_allowance(Tick(100), 100.0 - 9.0 - 30.0, 300 * MS)
+            .unwrap();
+        assert_eq!(r.clamp, Clamp::Old);
+        assert!((r.used_view - (100.0 - 9.0 - 7.5)).abs() < 1e-9);
+        assert!((r.rewind_ms - 550.0).abs() < 1e-9);
+        assert!(
+            (r.excess_ms - 250.0).abs() < 1e-9,
+            "the lie buys the window only"
+        );
+        assert!((c.stats().excess_ms_max - 250.0).abs() < 1e-9);
+        assert_eq!(c.stats().clamped_old, 1);
+    }
+
+    #[test]
+    fn an_allowance_above_the_maximum_is_capped() {
+        let mut c = comp();
+        for allowance in [5000 * MS, Duration::MAX] {
+            let r = c.rewind_with_allowance(Tick(1000), 0.0, allowance).unwrap();
+            assert_eq!(r.clamp, Clamp::Old);
+            assert!((r.allowance_ms - 1000.0).abs() < 1e-9);
+            assert!((r.rewind_ms - 1250.0).abs() < 1e-9);
+            assert!((r.excess_ms - 250.0).abs() < 1e-9);
+        }
+        assert_eq!(c.stats().allowance_capped, 2);
+        // The longest rewind still finds its samples: the history covers it.
+        for t in 0..=1000u32 {
+            c.record(Tick(t), 1, Pose::planar([t as f32, 0.0], 0.0), DISC)
+                .unwrap();
+        }
+        let r = c
+            .rewind_with_allowance(Tick(1000), 0.0, Duration::MAX)
+            .unwrap();
+        assert!(c.pose_at(1, r.used_view).is_some());
+        assert_eq!(
+            c.rewind_with_allowance(Tick(1000), f64::INFINITY, 100 * MS),
+            Err(LagCompError::NonFiniteView)
+        );
+        assert_eq!(
+            c.rewind_with_allowance(Tick(1000), f64::NAN, 100 * MS),
+            Err(LagCompError::NonFiniteView)
+        );
+        assert_eq!(c.stats().refused, 2);
+    }
+
     proptest::proptest! {
+        /// Whatever a client claims and whatever allowance is given, the rewind stays
+        /// within the capped allowance plus the window, and its unexplained part within
+        /// the window.
+        #[test]
+        fn rewinds_stay_within_allowance_and_window(
+            now in 0u32..1_000_000, claim in proptest::num::f64::ANY, allowance_ms in 0u64..10_000,
+        ) {
+            let mut c = comp();
+            if let Ok(r) = c.rewind_with_allowance(Tick(now), claim, Duration::from_millis(allowance_ms)) {
+                let capped = (allowance_ms as f64).min(1000.0);
+                proptest::prop_assert!(r.used_view <= f64::from(now));
+                proptest::prop_assert!(r.rewind_ms <= capped + 250.0 + 1e-6);
+                proptest::prop_assert!(r.excess_ms >= 0.0 && r.excess_ms <= 250.0 + 1e-6);
+            }
+        }
+
+
         /// Whatever a client claims, the rewind stays in the window, and a claim is
         /// clamped exactly when it lies outside it.
         #[test]

@@ -17,6 +17,13 @@
 //!   250 ms): an older claim gets the window's edge, a claim in the future gets the
 //!   present, both counted ([`LagCompStats`]). This bounds what a faked ping buys,
 //!   the article's caveat.
+//! * A real high ping is something the server measures itself; only the claim beyond
+//!   it is unverifiable. [`LagCompensator::rewind_with_allowance`] takes, per claim,
+//!   the latency the server attributes to the client (an *allowance*, capped at
+//!   [`LagCompConfig::max_allowance`], default 1 s like Source's `sv_maxunlag`) and
+//!   trusts `[now - allowance - window, now]`: an honest mobile client is compensated
+//!   in full, a liar still gains at most the window beyond what the server measured
+//!   ([`Rewind::excess_ms`]). With no allowance it is the absolute window above.
 //! * It rewinds the other entities to that view, interpolating between the two
 //!   recorded ticks around it (clients render between snapshots, so a view is a
 //!   fractional tick), keeps the shooter in the present, and tests the shot
@@ -29,8 +36,10 @@
 //! input carries can panic it.
 //!
 //! Memory: at most [`LagCompConfig::max_entities`] × ([`LagCompConfig::history_ticks`] + 1)
-//! samples (a sample is a tick, a pose and a shape: 80 bytes with [`Shape`]; 4096
-//! entities × 11 samples at the defaults is about 3.6 MB at most).
+//! samples (a sample is a tick, a pose and a shape: 80 bytes with [`Shape`]). The
+//! history covers the largest allowance plus the window: 41 samples at the defaults
+//! (30 ticks/s, 1 s + 250 ms), so 4096 entities take about 13 MB at most; a game with
+//! no allowance sets `max_allowance` to zero and keeps 11 (3.6 MB).
 //!
 //! # Example
 //! ```

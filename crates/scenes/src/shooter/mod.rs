@@ -122,6 +122,11 @@ pub struct ShooterConfig {
     pub lag_compensation: bool,
     /// The trusted window of lag compensation.
     pub window: Duration,
+    /// Widen the trusted range by each player's allowance, the latency the server
+    /// measured for it ([`ShooterScene::set_allowance`]): `[now - allowance - window,
+    /// now]`. Off: the absolute `[now - window, now]`, which clamps every shot of an
+    /// honest client whose view is older than the window (mobile: about 550 ms).
+    pub relative_window: bool,
     /// Client slots, for the [`IdSpace`] of predicted projectiles.
     pub slots: u32,
 }
@@ -132,6 +137,7 @@ impl Default for ShooterConfig {
             tick_hz: 30,
             lag_compensation: true,
             window: Duration::from_millis(250),
+            relative_window: true,
             slots: 256,
         }
     }
@@ -339,6 +345,11 @@ pub struct PlayerCounters {
     pub rewind_ms: Vec<f64>,
     /// How far back each rifle shot's claimed view lay, ms, before clamping.
     pub claimed_ms: Vec<f64>,
+    /// Each rifle shot's rewind beyond the player's allowance, ms (the part the server's
+    /// measurements do not explain; at most the window).
+    pub excess_ms: Vec<f64>,
+    /// The allowance each rifle shot was given, ms (0 with the absolute window).
+    pub allowance_ms: Vec<f64>,
     /// Projectiles fired (accepted).
     pub projectiles: u64,
     /// Projectile hits.
@@ -371,6 +382,25 @@ pub struct ServerCounters {
     pub dead_shooter_shots: u64,
 }
 
+/// What the server made of one rifle shot: why it was a hit or a miss, so a hit the
+/// shooter's client showed and the server rejected can be told apart by cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShotOutcome {
+    /// It hit this player.
+    Hit(PlayerId),
+    /// The rewound world had a target on the line that is dead on the server now (a
+    /// kill trade: someone else killed it first).
+    TargetDead,
+    /// The shooter was dead on the server when the shot arrived (it did not know yet).
+    ShooterDead,
+    /// Nothing on the line in the rewound world; `clamped` when the claimed view was
+    /// moved into the trusted range (then the rewound world was not the one shown).
+    Miss {
+        /// The claim was clamped.
+        clamped: bool,
+    },
+}
+
 /// The server's world: every player and projectile in one hecs world, the lag
 /// compensator's history, the spawn guard, and the hit reports owed to clients.
 pub struct ShooterScene {
@@ -388,6 +418,12 @@ pub struct ShooterScene {
     reports: Vec<(u32, PlayerId, HitReport)>,
     /// Per-player counters.
     pub counters: BTreeMap<PlayerId, PlayerCounters>,
+    /// Per player, the latency the server measured for it ([`Self::set_allowance`]).
+    allowances: BTreeMap<PlayerId, Duration>,
+    /// What became of each rifle shot, by player and shot number: for the lab's
+    /// breakdown of rejected hits. Bounded: shot numbers are 16 bits, so at most 65536
+    /// entries per player (a number reused overwrites).
+    outcomes: BTreeMap<(PlayerId, u16), ShotOutcome>,
     /// Refusals and totals.
     pub stats: ServerCounters,
 }
@@ -422,6 +458,8 @@ impl ShooterScene {
             tick: Tick(0),
             reports: Vec::new(),
             counters: BTreeMap::new(),
+            allowances: BTreeMap::new(),
+            outcomes: BTreeMap::new(),
             stats: ServerCounters::default(),
         }
     }
@@ -444,6 +482,31 @@ impl ShooterScene {
     /// The lag compensator (its stats: rewinds, clamps, refusals).
     pub fn lagcomp(&self) -> &LagCompensator {
         &self.lagcomp
+    }
+
+    /// Sets the latency the server attributes to player `p`'s view: what it measured
+    /// itself (round trip, how early inputs arrive, the interpolation the snapshot rate
+    /// implies), never what the client says. With
+    /// [`ShooterConfig::relative_window`], rifle shots are trusted back to this plus the
+    /// window; the compensator caps it at its `max_allowance` (1 s).
+    pub fn set_allowance(&mut self, p: PlayerId, allowance: Duration) {
+        self.allowances.insert(p, allowance);
+    }
+
+    /// The allowance player `p` gets now (zero with the absolute window or before any
+    /// measurement).
+    pub fn allowance(&self, p: PlayerId) -> Duration {
+        if self.config.relative_window {
+            self.allowances.get(&p).copied().unwrap_or_default()
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    /// What the server made of player `p`'s rifle shot number `shot` (the latest shot
+    /// with that number).
+    pub fn shot_outcome(&self, p: PlayerId, shot: u16) -> Option<ShotOutcome> {
+        self.outcomes.get(&(p, shot)).copied()
     }
 
     /// The spawn guard (its stats: refused ids, rates, ticks).
@@ -523,6 +586,8 @@ impl ShooterScene {
             let dead = self.player(p).is_some_and(|s| !s.alive);
             self.stats.dead_shooter_shots += u64::from(dead && input.weapon().is_some());
             if dead && input.weapon() == Some(Weapon::Rifle) {
+                self.outcomes
+                    .insert((p, input.shot), ShotOutcome::ShooterDead);
                 self.reports.push((
                     tick.0,
                     p,
@@ -611,33 +676,51 @@ impl ShooterScene {
                         max_distance: wall,
                         shooter: Some(player),
                     };
+                    let allowance = if self.config.lag_compensation && self.config.relative_window {
+                        self.allowances.get(&player).copied().unwrap_or_default()
+                    } else {
+                        Duration::ZERO
+                    };
                     let players = &self.players;
                     let world = &self.world;
-                    let target = match self.lagcomp.rewind_query(tick, &q) {
-                        Ok(r) => {
-                            c.rewind_ms.push(r.rewind.rewind_ms);
-                            let ms = 1000.0 / f64::from(tick_hz.max(1));
-                            c.claimed_ms
-                                .push((f64::from(tick.0) - r.rewind.claimed_view) * ms);
-                            c.clamped += u64::from(r.rewind.clamped());
-                            // A target that died since the view the shot was aimed at
-                            // takes no more damage: a miss, counted apart.
-                            let dead_now = |p: u32| {
-                                players
-                                    .get(&p)
-                                    .and_then(|&e| systems::player_state(world, e))
-                                    .is_some_and(|s| !s.alive)
-                            };
-                            match r.hit.map(|h| h.entity) {
-                                Some(t) if dead_now(t) => {
-                                    self.stats.dead_target_shots += 1;
-                                    None
+                    let (target, outcome) =
+                        match self
+                            .lagcomp
+                            .rewind_query_allowing(tick, &q, allowance, |_| true)
+                        {
+                            Ok(r) => {
+                                c.rewind_ms.push(r.rewind.rewind_ms);
+                                c.excess_ms.push(r.rewind.excess_ms);
+                                c.allowance_ms.push(r.rewind.allowance_ms);
+                                let ms = 1000.0 / f64::from(tick_hz.max(1));
+                                c.claimed_ms
+                                    .push((f64::from(tick.0) - r.rewind.claimed_view) * ms);
+                                c.clamped += u64::from(r.rewind.clamped());
+                                // A target that died since the view the shot was aimed at
+                                // takes no more damage: a miss, counted apart.
+                                let dead_now = |p: u32| {
+                                    players
+                                        .get(&p)
+                                        .and_then(|&e| systems::player_state(world, e))
+                                        .is_some_and(|s| !s.alive)
+                                };
+                                match r.hit.map(|h| h.entity) {
+                                    Some(t) if dead_now(t) => {
+                                        self.stats.dead_target_shots += 1;
+                                        (None, ShotOutcome::TargetDead)
+                                    }
+                                    Some(t) => (Some(t), ShotOutcome::Hit(t)),
+                                    None => (
+                                        None,
+                                        ShotOutcome::Miss {
+                                            clamped: r.rewind.clamped(),
+                                        },
+                                    ),
                                 }
-                                hit => hit,
                             }
-                        }
-                        Err(_) => None,
-                    };
+                            Err(_) => (None, ShotOutcome::Miss { clamped: false }),
+                        };
+                    self.outcomes.insert((player, shot), outcome);
                     if let Some(t) = target {
                         c.rifle_hits += 1;
                         damage.push((t, RIFLE_DAMAGE));
@@ -745,6 +828,10 @@ pub struct ClientCounters {
     /// Predicted projectiles withdrawn at once when the server's state showed the
     /// player dead at their launch tick (the server spawned nothing for them).
     pub withdrawn: u64,
+    /// The numbers of the shown hits the server rejected, in order: the lab looks up
+    /// why ([`ShooterScene::shot_outcome`]). One entry per rejection, as many as
+    /// `hits.rejected`.
+    pub rejected_shots: Vec<u16>,
 }
 
 /// The client's predicted world: its own player and its own projectiles, nothing
@@ -868,6 +955,22 @@ impl ShooterRollback {
         }
     }
 
+    /// Takes the tracker's events: nothing to draw here, but a rejected hit's number is
+    /// kept so the lab can tell why the server rejected it.
+    fn drain_hit_events(&mut self) {
+        use lagless_replication::hits::{HitEvent, MissReason};
+        while let Some(ev) = self.hits.poll_event() {
+            if let HitEvent::ShowMiss {
+                shot,
+                reason: MissReason::Rejected,
+                ..
+            } = ev
+            {
+                self.counters.rejected_shots.push(shot);
+            }
+        }
+    }
+
     /// Takes the server's hit reports (the snapshot's side channel).
     pub fn receive_reports(&mut self, bytes: &[u8]) {
         match HitReportCodec::default().read(&mut BitReader::new(bytes)) {
@@ -878,7 +981,7 @@ impl ShooterRollback {
             }
             Err(_) => self.counters.bad_reports += 1,
         }
-        while self.hits.poll_event().is_some() {}
+        self.drain_hit_events();
     }
 
     /// Matches the server's projectiles with the predicted ones, and drops the handed
@@ -1123,7 +1226,7 @@ impl Rollback for ShooterRollback {
                 let _ = self.world.despawn(orphan.payload);
             }
             self.hits.update(tick);
-            while self.hits.poll_event().is_some() {}
+            self.drain_hit_events();
         } else {
             // A replay: projectiles spawned by it would be duplicates.
             for ev in fired {

@@ -265,6 +265,11 @@ pub trait LabScene: Sized + 'static {
         None
     }
 
+    /// The scene's static obstacles as `lagless view` draws them from above: each a box's
+    /// centre and half extents on the ground plane ([`LabScene::GROUND_AXES`]). The
+    /// default draws none.
+    fn obstacles(&self, _out: &mut Vec<([f32; 2], [f32; 2])>) {}
+
     /// The axes of the ground plane, as `lagless view` draws the scene from above: x and z
     /// (y up) by default, `[0, 1]` for a 2D scene.
     const GROUND_AXES: [usize; 2] = [0, 2];

@@ -315,6 +315,16 @@ impl LabScene for Shooter {
 
     const GROUND_AXES: [usize; 2] = [0, 1];
 
+    fn obstacles(&self, out: &mut Vec<([f32; 2], [f32; 2])>) {
+        out.extend(
+            self.scene
+                .arena()
+                .blocks()
+                .iter()
+                .map(|b| (b.centre, b.half)),
+        );
+    }
+
     /// W/A/S/D move (W toward -y, up on `lagless view`'s page), aiming where the player
     /// moves. Firing stays the bot's: the page has no mouse to aim with yet.
     fn input_from_keys(keys: crate::scene::Keys) -> Option<ShooterInput> {

@@ -255,6 +255,16 @@ impl LabScene for Walkers {
         input.moves()
     }
 
+    fn obstacles(&self, out: &mut Vec<([f32; 2], [f32; 2])>) {
+        out.extend(
+            self.scene
+                .level()
+                .obstacles()
+                .iter()
+                .map(|o| (o.centre, o.half)),
+        );
+    }
+
     fn input_from_keys(keys: crate::scene::Keys) -> Option<CubeInput> {
         Some(super::cubes::keys_input(keys))
     }

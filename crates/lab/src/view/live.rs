@@ -288,7 +288,14 @@ impl<S: LabScene> Live<S> {
 
     /// What the page needs once: the scene, the players, the bounds.
     fn hello(&self) -> serde_json::Value {
+        let mut boxes = Vec::new();
+        self.sim.scene.obstacles(&mut boxes);
+        let obstacles: Vec<[f32; 4]> = boxes
+            .iter()
+            .map(|(c, h)| [c[0], c[1], h[0], h[1]])
+            .collect();
         json!({
+            "obstacles": obstacles,
             "type": "hello",
             "scene": self.config.scene,
             "tick_hz": self.config.server.tick_hz,

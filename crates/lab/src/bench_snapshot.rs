@@ -221,7 +221,10 @@ pub fn bench_encode_clients(clients: usize, ticks: u32, cold: bool) -> ManyClien
             encode.push(encode_ms);
         }
     }
-    let spread = |v: Vec<f64>| (median(v.clone()), percentile(v, 99.0));
+    let spread = |v: Vec<f64>| {
+        let p99 = crate::metrics::percentile(&v, 99.0).unwrap_or(f64::NAN);
+        (median(v), p99)
+    };
     let per = |n: usize| n as f64 / snapshots.max(1) as f64;
     ManyClientsBench {
         clients,
@@ -232,15 +235,6 @@ pub fn bench_encode_clients(clients: usize, ticks: u32, cold: bool) -> ManyClien
         entries_mean: per(entries),
         bytes_mean: per(bytes),
     }
-}
-
-/// The `p`th percentile (nearest rank); NaN when empty.
-fn percentile(mut v: Vec<f64>, p: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
-    v.get(rank.saturating_sub(1).min(v.len().saturating_sub(1)))
-        .copied()
-        .unwrap_or(f64::NAN)
 }
 
 /// [`bench_encode_clients`]' figures as a table, encode against physics.

@@ -694,14 +694,14 @@ impl ReplicationServer {
                 c.budget.on_outcome(true);
                 // Its despawns arrived: those entities are gone from the client for good,
                 // unless a later snapshot brings them back.
-                for (id, entry) in &f.changes {
+                for (id, _) in f.changes.iter().filter(|(_, e)| e.is_none()) {
                     let back = c.in_flight.iter().any(|later| {
                         later
                             .changes
                             .binary_search_by_key(id, |(i, _)| *i)
                             .is_ok_and(|k| later.changes[k].1.is_some())
                     });
-                    if entry.is_none() && !back {
+                    if !back {
                         c.may_hold.remove(*id);
                     }
                 }

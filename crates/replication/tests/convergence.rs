@@ -58,9 +58,8 @@ fn assert_converged(server: &ReplicationServer, client: &ReplicationClient) {
     }
 }
 
-/// Runs `ticks` ticks: the world changes (moves, spawns, despawns, replaces) while
-/// `changing`, snapshots and acknowledgements are lost and delayed at random.
-fn run(budget_kbps: f64, loss: f32, seed: u64) -> (ReplicationServer, ReplicationClient) {
+/// A server under a budget of `budget_kbps` (0: none) and an empty client.
+fn ends(budget_kbps: f64) -> (ReplicationServer, ReplicationClient) {
     let config = ServerConfig {
         budget: BudgetConfig {
             max_kbps: budget_kbps,
@@ -68,8 +67,16 @@ fn run(budget_kbps: f64, loss: f32, seed: u64) -> (ReplicationServer, Replicatio
         },
         ..ServerConfig::default()
     };
-    let mut server = ReplicationServer::new(schema(), config);
-    let mut client = ReplicationClient::new(schema(), ClientConfig::default());
+    (
+        ReplicationServer::new(schema(), config),
+        ReplicationClient::new(schema(), ClientConfig::default()),
+    )
+}
+
+/// Runs `ticks` ticks: the world changes (moves, spawns, despawns, replaces) while
+/// `changing`, snapshots and acknowledgements are lost and delayed at random.
+fn run(budget_kbps: f64, loss: f32, seed: u64) -> (ReplicationServer, ReplicationClient) {
+    let (mut server, mut client) = ends(budget_kbps);
     let mut rng = Rng(seed);
     for i in 0..60 {
         server.spawn(0, |w| write_body(w, 0.0, i)).expect("spawn");
@@ -364,15 +371,7 @@ fn short_lived(
     budget_kbps: f64,
     loss: f32,
 ) -> (ReplicationServer, ReplicationClient, u32) {
-    let config = ServerConfig {
-        budget: BudgetConfig {
-            max_kbps: budget_kbps,
-            ..BudgetConfig::default()
-        },
-        ..ServerConfig::default()
-    };
-    let mut server = ReplicationServer::new(schema(), config);
-    let mut client = ReplicationClient::new(schema(), ClientConfig::default());
+    let (mut server, mut client) = ends(budget_kbps);
     let mut rng = Rng(seed);
     server.add_client(1);
     server.set_focus(1, Some([0.0; 3]));

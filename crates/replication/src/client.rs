@@ -357,6 +357,25 @@ impl ReplicationClient {
         Some(values)
     }
 
+    /// Every entity held, with a typed reader over its state carried forward to `tick`
+    /// as [`Self::values_at`] does (at most `max_secs`): what a game reads its world
+    /// from each frame.
+    pub fn read_all_at(
+        &self,
+        tick: Tick,
+        max_secs: f32,
+        mut f: impl FnMut(u32, &ClientEntity, StateReader<'_>),
+    ) {
+        for (id, e) in self.entities() {
+            let (Some(kind), Some(values)) =
+                (self.kind(e.kind), self.values_at(id, tick, max_secs))
+            else {
+                continue;
+            };
+            f(id, e, StateReader::new(kind, &values));
+        }
+    }
+
     /// A typed reader over entity `id`'s state.
     pub fn reader(&self, id: u32) -> Option<StateReader<'_>> {
         let e = self.entities.get(&id)?;

@@ -126,31 +126,22 @@ pub fn snapshot(client: &ReplicationClient, cubes: usize, tick: Tick) -> CubeSna
             cubes
         ],
     };
-    for (id, e) in client.entities() {
-        let (Some(kind), Some(values)) = (
-            client.kind(e.kind),
-            client.values_at(id, tick, MAX_DEAD_RECKONING_SECS),
-        ) else {
-            continue;
-        };
-        let mut r = StateReader::new(kind, &values);
-        match e.kind {
-            PLAYER if id as usize >= cubes => {
-                out.players.push((id - cubes as u32, read_body(&mut r)));
-            }
-            CUBE if (id as usize) < cubes => {
-                let s = read_body(&mut r);
-                out.cubes[id as usize] = CubePose {
-                    position: s.position,
-                    rotation: s.rotation,
-                    awake: r.bool(),
-                    linvel: s.linvel,
-                    angvel: s.angvel,
-                };
-            }
-            _ => {}
+    client.read_all_at(tick, MAX_DEAD_RECKONING_SECS, |id, e, mut r| match e.kind {
+        PLAYER if id as usize >= cubes => {
+            out.players.push((id - cubes as u32, read_body(&mut r)));
         }
-    }
+        CUBE if (id as usize) < cubes => {
+            let s = read_body(&mut r);
+            out.cubes[id as usize] = CubePose {
+                position: s.position,
+                rotation: s.rotation,
+                awake: r.bool(),
+                linvel: s.linvel,
+                angvel: s.angvel,
+            };
+        }
+        _ => {}
+    });
     out
 }
 

@@ -8,9 +8,7 @@ use crate::cubes::BodyState;
 use crate::cubes::quantize::StateQuantization;
 use crate::cubes::replicate::{body_kind, read_body, write_body};
 use lagless_core::Tick;
-use lagless_replication::{
-    KindId, ReplicationClient, ReplicationError, ReplicationServer, Schema, StateReader,
-};
+use lagless_replication::{KindId, ReplicationClient, ReplicationError, ReplicationServer, Schema};
 
 /// The ball's kind.
 pub const BALL: KindId = 0;
@@ -113,14 +111,7 @@ pub fn known(client: &ReplicationClient, tick: Tick) -> RocketKnown {
         tick,
         ..RocketKnown::default()
     };
-    for (id, e) in client.entities() {
-        let (Some(kind), Some(values)) = (
-            client.kind(e.kind),
-            client.values_at(id, tick, MAX_DEAD_RECKONING_SECS),
-        ) else {
-            continue;
-        };
-        let mut r = StateReader::new(kind, &values);
+    client.read_all_at(tick, MAX_DEAD_RECKONING_SECS, |id, e, mut r| {
         match (e.kind, id) {
             (BALL, BALL_ENTITY) => out.ball = Some(read_body(&mut r)).filter(BodyState::is_finite),
             (CAR, id) if id != BALL_ENTITY => {
@@ -139,7 +130,7 @@ pub fn known(client: &ReplicationClient, tick: Tick) -> RocketKnown {
             }
             _ => {}
         }
-    }
+    });
     out.cars.sort_by_key(|c| c.player);
     out
 }

@@ -7,8 +7,7 @@
 use super::{PlayerState, ProjectileState, ShooterKnown, ShooterScene};
 use lagless_core::Tick;
 use lagless_replication::{
-    Kind, KindId, ReplicationClient, ReplicationError, ReplicationServer, Schema, StateReader,
-    StateWriter,
+    Kind, KindId, ReplicationClient, ReplicationError, ReplicationServer, Schema, StateWriter,
 };
 
 /// The players' kind.
@@ -99,14 +98,7 @@ pub fn known(client: &ReplicationClient, tick: Tick, tick_hz: u32) -> ShooterKno
         tick: tick.0,
         ..ShooterKnown::default()
     };
-    for (id, e) in client.entities() {
-        let (Some(kind), Some(values)) = (
-            client.kind(e.kind),
-            client.values_at(id, tick, MAX_CARRY_SECS),
-        ) else {
-            continue;
-        };
-        let mut r = StateReader::new(kind, &values);
+    client.read_all_at(tick, MAX_CARRY_SECS, |id, e, mut r| {
         match e.kind {
             PLAYER if (1..=MAX_PLAYER).contains(&id) => {
                 let position = r.vec2();
@@ -149,7 +141,7 @@ pub fn known(client: &ReplicationClient, tick: Tick, tick_hz: u32) -> ShooterKno
             }
             _ => {}
         }
-    }
+    });
     out.players.sort_by_key(|(p, _)| *p);
     out
 }

@@ -5,8 +5,7 @@
 use super::{PlayerId, PlayerState, WalkerScene, WalkersKnown};
 use lagless_core::Tick;
 use lagless_replication::{
-    Kind, KindId, ReplicationClient, ReplicationError, ReplicationServer, Schema, StateReader,
-    StateWriter,
+    Kind, KindId, ReplicationClient, ReplicationError, ReplicationServer, Schema, StateWriter,
 };
 
 /// The players' kind.
@@ -94,33 +93,24 @@ pub fn known(client: &ReplicationClient, walkers: u32, tick: Tick) -> WalkersKno
         players: Vec::new(),
         walkers: vec![([f32::NAN; 3], 0.0); walkers as usize],
     };
-    for (id, e) in client.entities() {
-        let (Some(kind), Some(values)) = (
-            client.kind(e.kind),
-            client.values_at(id, tick, MAX_CARRY_SECS),
-        ) else {
-            continue;
-        };
-        let mut r = StateReader::new(kind, &values);
-        match e.kind {
-            PLAYER if id >= walkers => {
-                let position = r.vec3();
-                let v = r.vec3();
-                out.players.push((
-                    id - walkers,
-                    PlayerState {
-                        position,
-                        velocity: [v[0], v[2]],
-                    },
-                ));
-            }
-            WALKER if id < walkers => {
-                let position = r.vec3();
-                let _velocity = r.vec3();
-                out.walkers[id as usize] = (position, r.angle());
-            }
-            _ => {}
+    client.read_all_at(tick, MAX_CARRY_SECS, |id, e, mut r| match e.kind {
+        PLAYER if id >= walkers => {
+            let position = r.vec3();
+            let v = r.vec3();
+            out.players.push((
+                id - walkers,
+                PlayerState {
+                    position,
+                    velocity: [v[0], v[2]],
+                },
+            ));
         }
-    }
+        WALKER if id < walkers => {
+            let position = r.vec3();
+            let _velocity = r.vec3();
+            out.walkers[id as usize] = (position, r.angle());
+        }
+        _ => {}
+    });
     out
 }

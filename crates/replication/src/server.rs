@@ -10,16 +10,29 @@
 //! # Budget and priorities
 //! Each client has a byte budget per snapshot ([`BudgetController`]). Every entity that
 //! differs from what the client holds gains priority each tick it waits: its kind's
-//! priority × its relevance to the client (by default how near it is to the client's
-//! focus, [`ReplicationServer::set_focus`]) × how far it moved (Fiedler's "State
-//! Synchronization" priority accumulator; Unity Netcode for Entities' importance
-//! scaling). A snapshot takes the highest until the budget is spent; the rest keep
-//! climbing. Despawns always go, and so does an entity the newest snapshot in flight
-//! already carries a newer state of (the client shows the newest snapshot it decoded;
-//! leaving such an entity out would take it back to the acknowledged state): once an
-//! update is sent, it is sent again until acknowledged, as without a budget. A relevance of 0 (a game's own
-//! [`ReplicationServer::set_relevance`]) keeps an entity from that client altogether:
-//! interest management.
+//! priority × its relevance to the client × (1 + how wrong the client shows it, in
+//! [`ServerConfig::error_tolerance`]s) (Fiedler's "State Synchronization" priority
+//! accumulator; Unity Netcode for Entities' importance scaling). A snapshot takes the
+//! highest until the budget is spent; the rest keep climbing.
+//!
+//! * **Relevance** is by default how near the entity is to the client's focus
+//!   ([`ReplicationServer::set_focus`]): it halves at [`ServerConfig::relevance_distance`],
+//!   and within [`ServerConfig::near_distance`] it is [`ServerConfig::near_boost`] times
+//!   more, so what the player touches goes before the rest of a busy world.
+//! * **How wrong** is the distance between where the client shows the entity, its last
+//!   state carried on by its velocity as [`crate::ReplicationClient::values_at`] does, and
+//!   where it is, plus the velocity's error over that carrying time. A body moving as the
+//!   client predicts waits; one that hit something goes. With 16 players stirring 900
+//!   cubes at 256 kbit/s this took the error of every interpolated cube (p99) from 73 to
+//!   50 cm, and within 5 m of the player from 25 to 3 cm; a body moving evenly now waits
+//!   longer (staleness p99 1.7 s to 2.6 s), since the client shows it right meanwhile.
+//!
+//! Despawns always go, and so does an entity the newest snapshot in flight already
+//! carries a newer state of (the client shows the newest snapshot it decoded; leaving
+//! such an entity out would take it back to the acknowledged state): once an update is
+//! sent, it is sent again until acknowledged, as without a budget. A relevance of 0 (a
+//! game's own [`ReplicationServer::set_relevance`]) keeps an entity from that client
+//! altogether: interest management.
 //!
 //! # Shared work
 //! The same entity's delta against the same baseline state at the same age is encoded
@@ -66,6 +79,22 @@ pub struct ServerConfig {
     pub max_snapshot_bytes: usize,
     /// Distance at which the default relevance halves, in the position field's units.
     pub relevance_distance: f32,
+    /// Within this distance of the client's focus the default relevance is multiplied by
+    /// [`Self::near_boost`]: what the player looks at and collides with goes before the
+    /// rest of the world whenever the budget is short. In the position field's units.
+    pub near_distance: f32,
+    /// See [`Self::near_distance`]; 1 turns the near field off.
+    pub near_boost: f32,
+    /// The error, in the position field's units, that doubles how fast a waiting entity
+    /// gains priority: the distance between where the client shows it (its last state
+    /// carried on by its velocity, as [`crate::ReplicationClient::values_at`] does) and
+    /// where it is. A body moving as the client predicts waits; one that hit something
+    /// goes. 0 leaves error out (priority then grows with waiting alone).
+    pub error_tolerance: f32,
+    /// How long clients carry a held-back entity on by its velocity, s: the `max_secs`
+    /// the game passes to [`crate::ReplicationClient::values_at`] and
+    /// [`crate::ReplicationClient::read_all_at`]. The server weighs errors with it.
+    pub dead_reckoning_secs: f32,
     /// Bytes each packet costs on the link beyond the snapshot payload (the session's
     /// header and UDP/IP's), taken off the budget so the budget is what the link carries.
     pub packet_overhead_bytes: usize,
@@ -81,6 +110,10 @@ impl Default for ServerConfig {
             limits: Limits::default(),
             max_snapshot_bytes: 60 * 1024,
             relevance_distance: 10.0,
+            near_distance: 6.0,
+            near_boost: 8.0,
+            error_tolerance: 0.05,
+            dead_reckoning_secs: 0.25,
             packet_overhead_bytes: 60,
         }
     }
@@ -97,6 +130,9 @@ struct Live {
     hash: u64,
     /// Its position, for relevance.
     position: Option<[f32; 3]>,
+    /// The velocity declared for its position (zero if none), for what a client
+    /// dead-reckons from this state.
+    velocity: [f32; 3],
 }
 
 /// A snapshot in flight: its tick, the baseline it was encoded against, what it
@@ -285,6 +321,8 @@ struct StateId {
     hash: u64,
     /// Its position, for how far the entity has moved since.
     position: Option<[f32; 3]>,
+    /// Its position's velocity (zero if none): the client carries the position on by it.
+    velocity: [f32; 3],
 }
 
 /// What a client shows of an entity, and what its acknowledged view holds.
@@ -299,6 +337,8 @@ struct Shown {
     held: Option<u32>,
     /// A snapshot not yet acknowledged carried it.
     in_flight: bool,
+    /// The tick of the snapshot that carried the state shown.
+    since: Tick,
 }
 
 /// A set of entity ids, as bits: taken in ascending order, so what is looked up per
@@ -474,7 +514,7 @@ impl ReplicationServer {
         }
         self.next_generation = self.next_generation.wrapping_add(1);
         self.next_version += 1;
-        let position = position_in(&self.schema, kind, &codes);
+        let (position, velocity) = motion_in(&self.schema, kind, &codes);
         self.entities[id as usize] = Some(Live {
             kind,
             generation: self.next_generation,
@@ -482,6 +522,7 @@ impl ReplicationServer {
             hash: codes_hash(&codes),
             codes: Arc::from(codes),
             position,
+            velocity,
         });
         self.live += 1;
         self.touch(id);
@@ -501,7 +542,7 @@ impl ReplicationServer {
             .ok_or(ReplicationError::NoSuchEntity(id))?
             .kind;
         let codes = self.write_codes(kind, write)?;
-        let position = position_in(&self.schema, kind, &codes);
+        let (position, velocity) = motion_in(&self.schema, kind, &codes);
         let Some(Some(e)) = self.entities.get_mut(id as usize) else {
             return Err(ReplicationError::NoSuchEntity(id));
         };
@@ -513,6 +554,7 @@ impl ReplicationServer {
         e.hash = codes_hash(&codes);
         e.codes = Arc::from(codes);
         e.position = position;
+        e.velocity = velocity;
         self.touch(id);
         Ok(true)
     }
@@ -801,7 +843,14 @@ impl ReplicationServer {
                     (Some(f), Some(p)) => {
                         let d2: f32 = (0..3).map(|i| (f[i] - p[i]).powi(2)).sum();
                         let r = config.relevance_distance.max(1e-3);
-                        1.0 / (1.0 + d2 / (r * r))
+                        let near = config.near_distance;
+                        let boost = config.near_boost;
+                        let boost = if d2 <= near * near && boost.is_finite() && boost > 0.0 {
+                            boost
+                        } else {
+                            1.0
+                        };
+                        boost / (1.0 + d2 / (r * r))
                     }
                     _ => 1.0,
                 },
@@ -821,6 +870,17 @@ impl ReplicationServer {
                 }
             }
         }
+        let tolerance = if config.error_tolerance.is_finite() {
+            config.error_tolerance.max(0.0)
+        } else {
+            0.0
+        };
+        let dead_reckoning = if config.dead_reckoning_secs.is_finite() {
+            config.dead_reckoning_secs.max(0.0)
+        } else {
+            0.0
+        };
+        let hz = config.tick_hz.max(1) as f32;
         let mut candidates = Vec::new();
         let mut forced = Vec::new();
         let mut keep = Vec::new();
@@ -842,6 +902,7 @@ impl ReplicationServer {
                 state,
                 held,
                 in_flight,
+                since,
                 ..
             } = shown[i];
             let keep = state.is_some() || in_flight;
@@ -871,23 +932,34 @@ impl ReplicationServer {
             if current {
                 return Look::Current { keep: in_flight };
             }
-            let (change, moved) = match held {
+            let (change, wrong) = match held {
                 Some(g) if g == e.generation => {
-                    let moved = match (state.and_then(|s| s.position), e.position) {
-                        (Some(a), Some(p)) => {
-                            (0..3).map(|k| (a[k] - p[k]).powi(2)).sum::<f32>().sqrt()
+                    // How wrong the client is by now, in tolerances.
+                    let wrong = match (state, e.position) {
+                        (Some(s), Some(p)) if tolerance > 0.0 => {
+                            let a = s.position.unwrap_or(p);
+                            let dt = (tick.0.saturating_sub(since.0) as f32 / hz)
+                                .clamp(0.0, dead_reckoning);
+                            let d2: f32 = (0..3)
+                                .map(|k| (a[k] + s.velocity[k] * dt - p[k]).powi(2))
+                                .sum();
+                            let v2: f32 = (0..3)
+                                .map(|k| (s.velocity[k] - e.velocity[k]).powi(2))
+                                .sum();
+                            (d2.sqrt() + v2.sqrt() * dead_reckoning) / tolerance
                         }
-                        _ => 1.0,
+                        _ => 0.0,
                     };
-                    (Change::Updated, moved.min(10.0))
+                    // NaN (a non-finite position) counts as far off.
+                    (Change::Updated, wrong.min(MAX_WRONG))
                 }
-                Some(_) => (Change::Replaced, 1.0),
-                None => (Change::Spawned, 1.0),
+                Some(_) => (Change::Replaced, UNSEEN_WRONG),
+                None => (Change::Spawned, UNSEEN_WRONG),
             };
             let kind_weight = schema.get(e.kind).map_or(1.0, |k| k.priority_weight());
             Look::Waiting {
                 change,
-                rate: kind_weight * weight * (1.0 + moved),
+                rate: kind_weight * weight * (1.0 + wrong),
             }
         };
         let mut ids = Vec::new();
@@ -1111,6 +1183,7 @@ impl ReplicationServer {
                 version: e.version,
                 hash: e.hash,
                 position: e.position,
+                velocity: e.velocity,
             });
             if c.sent.len() <= i {
                 c.sent.resize_with(i + 1, Vec::new);
@@ -1126,6 +1199,7 @@ impl ReplicationServer {
             if let Some(s) = c.shown.get_mut(i) {
                 s.state = state;
                 s.in_flight = true;
+                s.since = tick;
             }
             #[cfg(test)]
             shadow.set(id, entry.clone());
@@ -1164,6 +1238,18 @@ impl ReplicationServer {
         })
     }
 }
+
+/// The most a waiting entity's error counts for, in tolerances
+/// ([`ServerConfig::error_tolerance`]): a body 5 m off (at the default 5 cm) is as urgent
+/// as one farther, and the rate stays finite.
+const MAX_WRONG: f32 = 100.0;
+
+/// What an entity the client does not hold (a spawn, or a new incarnation) counts as, in
+/// tolerances: ahead of small errors, behind a body that is plainly somewhere else. In
+/// the busy-world run, 100 cost every held entity's error (all-entity error p99 57 cm
+/// against 50), 1 left more entities unseen for longer (7.8% of entity frames against
+/// 4.9%).
+const UNSEEN_WRONG: f32 = 9.0;
 
 /// Candidates put in priority order at a time (see [`ReplicationServer::encode`]):
 /// about what a 256 kbit/s snapshot of moving bodies takes.
@@ -1255,33 +1341,57 @@ fn work_out_shown(
                 s.retain(|x| x.tick > b);
             }
         }
-        s.last().map(|x| x.state)
+        s.last().map(|x| (x.state, x.tick))
     });
-    let state = match newest {
+    let (state, since) = match newest {
         Some(n) => n,
-        None => held.map(|b| StateId {
-            generation: b.generation,
-            version: b.version,
-            hash: codes_hash(&b.codes),
-            position: position_in(schema, b.kind, &b.codes),
-        }),
+        None => match held {
+            Some(b) => {
+                let (position, velocity) = motion_in(schema, b.kind, &b.codes);
+                let state = StateId {
+                    generation: b.generation,
+                    version: b.version,
+                    hash: codes_hash(&b.codes),
+                    position,
+                    velocity,
+                };
+                (Some(state), b.tick)
+            }
+            None => (None, Tick(0)),
+        },
     };
     Shown {
         known: true,
         state,
         held: held.map(|b| b.generation),
         in_flight: newest.is_some(),
+        since,
     }
 }
 
-/// The position codes of `kind` hold (its [`crate::Kind::position_field`]), padded to
-/// three components: for relevance and for how far an entity moved.
-fn position_in(schema: &Schema, kind: KindId, codes: &[i32]) -> Option<[f32; 3]> {
-    let f = schema.get(kind)?.position_field()?;
-    let mut v = [0.0f32; 3];
-    let n = f.ty.width();
-    field::dequantize(f, &codes[f.offset..f.offset + n], &mut v[..n]);
-    Some(v)
+/// The position codes of `kind` hold (its [`crate::Kind::position_field`]) and that
+/// position's declared velocity (zero if none), padded to three components: for
+/// relevance, and for how far what a client shows is from the truth.
+fn motion_in(schema: &Schema, kind: KindId, codes: &[i32]) -> (Option<[f32; 3]>, [f32; 3]) {
+    let Some(k) = schema.get(kind) else {
+        return (None, [0.0; 3]);
+    };
+    let Some(f) = k.position_field() else {
+        return (None, [0.0; 3]);
+    };
+    let read = |f: &crate::schema::Field| {
+        let mut v = [0.0f32; 3];
+        let n = f.ty.width().min(3);
+        if let Some(c) = codes.get(f.offset..f.offset + n) {
+            field::dequantize(f, c, &mut v[..n]);
+        }
+        v
+    };
+    let velocity = f
+        .velocity
+        .and_then(|v| k.fields().get(v))
+        .map_or([0.0; 3], read);
+    (Some(read(f)), velocity)
 }
 
 #[cfg(test)]

@@ -282,9 +282,7 @@ struct ClientState {
     /// idea of what the client shows can say "nothing" while it shows a projectile that
     /// ended long ago (seen with four clients on `mobile`).
     may_hold: Pending,
-    /// Per entity, what was sent since the acknowledged view, oldest first.
-    sent: Vec<Vec<SentState>>,
-    /// Per entity, what the client shows of it as `sent` and the acknowledged view say,
+    /// Per entity, what the client shows of it as the newest send and the acknowledged view say,
     /// worked out once and kept until an acknowledgement changes either: with a crowded
     /// world nearly every entity waits in every snapshot, and looking each up again for
     /// every client every tick was most of the encoding work.
@@ -293,22 +291,15 @@ struct ClientState {
     scan_countdown: u32,
     /// Entities the client predicts, ascending: sent ahead of every priority.
     owned: Vec<u32>,
+    /// Emptied change lists of acknowledged snapshots, for the next ones: memory the
+    /// cache still holds, where a fresh allocation per snapshot missed it on every write.
+    spare: Vec<Vec<(u32, Option<Entry>)>>,
     stats: ClientReplicationStats,
 }
 
 /// With a game's relevance rule, every entity is looked at again this often (encodes):
 /// its relevance may change while the entity does not.
 const RESCAN_EVERY: u32 = 16;
-
-/// One entity's state as a snapshot sent it.
-#[derive(Debug, Clone)]
-struct SentState {
-    tick: Tick,
-    /// `None`: a despawn.
-    state: Option<StateId>,
-    /// The codes sent (`None`: a despawn).
-    codes: Option<Arc<[i32]>>,
-}
 
 /// Which state of which incarnation of an entity: equal ids mean equal codes (a new
 /// version is taken only when the codes change).
@@ -325,20 +316,28 @@ struct StateId {
     velocity: [f32; 3],
 }
 
-/// What a client shows of an entity, and what its acknowledged view holds.
-#[derive(Debug, Clone, Copy, Default)]
+/// What a client shows of an entity, and what its acknowledged view holds: one record
+/// per client and entity, read in id order by every encode and written for each entity a
+/// snapshot carries. The newest state sent since the acknowledged view lives here too
+/// (`in_flight`): it is the only send that decides what the client shows, since an older
+/// one either arrived before it or went before the acknowledged view, which covers it.
+/// (Kept apart, as a list per entity, it cost the encoder its worst cache misses.)
+#[derive(Debug, Clone, Default)]
 struct Shown {
     /// False: not worked out since the last change of the acknowledged view.
     known: bool,
+    /// A snapshot newer than the acknowledged view carried `state`, and is assumed to
+    /// have arrived until an acknowledgement says otherwise.
+    in_flight: bool,
     /// The state the client shows (`None`: nothing).
     state: Option<StateId>,
     /// The generation the acknowledged view holds (`None`: nothing), which decides
     /// whether an update can be a delta.
     held: Option<u32>,
-    /// A snapshot not yet acknowledged carried it.
-    in_flight: bool,
     /// The tick of the snapshot that carried the state shown.
     since: Tick,
+    /// With `in_flight`, the codes that snapshot carried (`None`: a despawn).
+    codes: Option<Arc<[i32]>>,
 }
 
 /// A set of entity ids, as bits: taken in ascending order, so what is looked up per
@@ -647,10 +646,10 @@ impl ReplicationServer {
             lost_track: false,
             pending: Pending::default(),
             may_hold: Pending::default(),
-            sent: Vec::new(),
             shown: Vec::new(),
             scan_countdown: 1,
             owned: Vec::new(),
+            spare: Vec::new(),
             stats: ClientReplicationStats::default(),
         });
         for id in live {
@@ -777,9 +776,11 @@ impl ReplicationServer {
                 let oldest = c.in_flight.iter().filter_map(|f| f.base).min();
                 a.trim(oldest.unwrap_or(a.tick));
                 c.lost_track = false;
+                recycle(&mut c.spare, f.changes);
                 break;
             }
             c.budget.on_outcome(false);
+            recycle(&mut c.spare, f.changes);
         }
     }
 
@@ -812,7 +813,6 @@ impl ReplicationServer {
             c.in_flight.clear();
             c.acked = None;
             c.lost_track = true;
-            c.sent.clear();
             c.shown.clear();
             c.stats.resyncs += 1;
             for (i, e) in entities.iter().enumerate() {
@@ -886,25 +886,21 @@ impl ReplicationServer {
         let mut keep = Vec::new();
         // What the client shows of an entity against what it is now, and what waiting
         // is worth.
-        let look = |sent: &mut Vec<Vec<SentState>>,
-                    shown: &mut Vec<Shown>,
-                    may_hold: &Pending,
-                    id: u32|
-         -> Look {
+        let look = |shown: &mut Vec<Shown>, may_hold: &Pending, id: u32| -> Look {
             let i = id as usize;
             if shown.len() <= i {
                 shown.resize(i + 1, Shown::default());
             }
             if !shown[i].known {
-                shown[i] = work_out_shown(&schema, base, base_tick, sent.get_mut(i), id);
+                shown[i] = work_out_shown(&schema, base, base_tick, &mut shown[i], id);
             }
-            let Shown {
-                state,
-                held,
-                in_flight,
-                since,
-                ..
-            } = shown[i];
+            let now_shown = &shown[i];
+            let (state, held, in_flight, since) = (
+                now_shown.state,
+                now_shown.held,
+                now_shown.in_flight,
+                now_shown.since,
+            );
             let keep = state.is_some() || in_flight;
             // Gone: tell the client if it may show it, until it is known not to.
             let gone = || {
@@ -926,7 +922,7 @@ impl ReplicationServer {
                 s.generation == e.generation
                     && (s.version == e.version
                         || (s.hash == e.hash
-                            && shown_codes(base, sent.get(i), in_flight, id)
+                            && shown_codes(base, now_shown, id)
                                 .is_some_and(|codes| *codes == e.codes[..])))
             });
             if current {
@@ -967,7 +963,7 @@ impl ReplicationServer {
         for id in ids {
             let i = id as usize;
             let owned = c.owned.binary_search(&id).is_ok();
-            match look(&mut c.sent, &mut c.shown, &c.may_hold, id) {
+            match look(&mut c.shown, &c.may_hold, id) {
                 Look::Gone { shown, keep: k } => {
                     if shown {
                         forced.push((id, Change::Despawned));
@@ -1148,7 +1144,8 @@ impl ReplicationServer {
                 .collect()
         });
         snapshot::write_header(&mut w, age, members.as_deref(), chosen.len());
-        let mut changes = Vec::with_capacity(chosen.len());
+        let mut changes = c.spare.pop().unwrap_or_default();
+        changes.reserve(chosen.len());
         #[cfg(test)]
         let mut shadow = match (&c.acked, base_tick) {
             (Some(a), Some(_)) => a.shadow.clone(),
@@ -1185,21 +1182,14 @@ impl ReplicationServer {
                 position: e.position,
                 velocity: e.velocity,
             });
-            if c.sent.len() <= i {
-                c.sent.resize_with(i + 1, Vec::new);
-            }
-            c.sent[i].push(SentState {
-                tick,
-                state,
-                codes: live
-                    .filter(|_| state.is_some())
-                    .map(|e| Arc::clone(&e.codes)),
-            });
             // Looked at above, so there is a slot: it now shows what this snapshot sent.
             if let Some(s) = c.shown.get_mut(i) {
                 s.state = state;
                 s.in_flight = true;
                 s.since = tick;
+                s.codes = live
+                    .filter(|_| state.is_some())
+                    .map(|e| Arc::clone(&e.codes));
             }
             #[cfg(test)]
             shadow.set(id, entry.clone());
@@ -1293,15 +1283,18 @@ fn exact_bits(chosen: &[Chosen]) -> usize {
     bits
 }
 
+/// Keeps an emptied change list for the next snapshot (a few at most).
+fn recycle(spare: &mut Vec<Vec<(u32, Option<Entry>)>>, mut changes: Vec<(u32, Option<Entry>)>) {
+    if spare.len() < 4 {
+        changes.clear();
+        spare.push(changes);
+    }
+}
+
 /// The codes the client shows of entity `id` (see [`work_out_shown`]).
-fn shown_codes<'a>(
-    base: &'a View,
-    sent: Option<&'a Vec<SentState>>,
-    in_flight: bool,
-    id: u32,
-) -> Option<&'a [i32]> {
-    if in_flight {
-        sent?.last()?.codes.as_deref()
+fn shown_codes<'a>(base: &'a View, shown: &'a Shown, id: u32) -> Option<&'a [i32]> {
+    if shown.in_flight {
+        shown.codes.as_deref()
     } else {
         base.get(id).map(|b| &b.codes[..])
     }
@@ -1325,47 +1318,45 @@ fn forget_shown(shown: &mut [Shown], id: u32) {
 /// What the client shows of entity `id`: the newest state sent since the baseline
 /// (`base`, of `base_tick`) if that snapshot arrived, else the baseline's. Until an
 /// acknowledgement says which, the newest sent is assumed to have arrived (it is worked
-/// out again then). Drops from `sent` what the baseline already covers.
+/// out again then). `old` is what was worked out before: its newest send counts only if
+/// it went after the baseline (what went before is in the baseline, or lost).
 fn work_out_shown(
     schema: &Schema,
     base: &View,
     base_tick: Option<Tick>,
-    sent: Option<&mut Vec<SentState>>,
+    old: &mut Shown,
     id: u32,
 ) -> Shown {
     let held = base.get(id);
-    let newest = sent.and_then(|s| {
-        // Only what went after the baseline counts; most often nothing is older.
-        if let (Some(b), Some(first)) = (base_tick, s.first()) {
-            if first.tick <= b {
-                s.retain(|x| x.tick > b);
-            }
+    if old.in_flight && base_tick.is_none_or(|b| old.since > b) {
+        return Shown {
+            known: true,
+            held: held.map(|b| b.generation),
+            codes: old.codes.take(),
+            ..*old
+        };
+    }
+    let (state, since) = match held {
+        Some(b) => {
+            let (position, velocity) = motion_in(schema, b.kind, &b.codes);
+            let state = StateId {
+                generation: b.generation,
+                version: b.version,
+                hash: b.hash,
+                position,
+                velocity,
+            };
+            (Some(state), b.tick)
         }
-        s.last().map(|x| (x.state, x.tick))
-    });
-    let (state, since) = match newest {
-        Some(n) => n,
-        None => match held {
-            Some(b) => {
-                let (position, velocity) = motion_in(schema, b.kind, &b.codes);
-                let state = StateId {
-                    generation: b.generation,
-                    version: b.version,
-                    hash: codes_hash(&b.codes),
-                    position,
-                    velocity,
-                };
-                (Some(state), b.tick)
-            }
-            None => (None, Tick(0)),
-        },
+        None => (None, Tick(0)),
     };
     Shown {
         known: true,
+        in_flight: false,
         state,
         held: held.map(|b| b.generation),
-        in_flight: newest.is_some(),
         since,
+        codes: None,
     }
 }
 

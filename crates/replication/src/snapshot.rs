@@ -101,13 +101,11 @@ pub(crate) fn write_op(w: &mut BitWriter, change: Change) {
 }
 
 /// The payload of a spawn: kind and full state.
-pub(crate) fn spawn_payload(schema: &Schema, kind: KindId, codes: &[i32]) -> BitWriter {
-    let mut w = BitWriter::new();
+pub(crate) fn write_spawn_payload(w: &mut BitWriter, schema: &Schema, kind: KindId, codes: &[i32]) {
     w.write_var_u32(u32::from(kind));
     if let Some(k) = schema.get(kind) {
-        field::write_entity(&mut w, k, &field::zero_codes(k), codes, NO_MOTION);
+        field::write_entity(w, k, &field::zero_codes(k), codes, NO_MOTION);
     }
-    w
 }
 
 /// A spawn's state is diffed against zero codes, where there is nothing to predict from.
@@ -214,6 +212,7 @@ pub(crate) fn decode<'v>(
                     version: 0,
                     hash: 0,
                     position: None,
+                    velocity: [0.0; 3],
                     tick,
                     codes: Arc::from(codes),
                 }),

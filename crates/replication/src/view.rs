@@ -30,6 +30,9 @@ pub struct Entry {
     /// Server side: the position the codes hold, for how far the entity has moved since.
     /// Always `None` on the client.
     pub position: Option<[f32; 3]>,
+    /// Server side: that position's velocity (zero if none), for where the client carries
+    /// it. Always zero on the client.
+    pub velocity: [f32; 3],
     /// The tick of the snapshot that carried these codes.
     pub tick: Tick,
     /// The state.
@@ -142,6 +145,7 @@ mod tests {
             version: 0,
             hash: 0,
             position: None,
+            velocity: [0.0; 3],
             tick: Tick(0),
             codes: Arc::from(vec![v]),
         }

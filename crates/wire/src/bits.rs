@@ -45,6 +45,12 @@ impl BitWriter {
         }
     }
 
+    /// Empties the writer, keeping its memory for what is written next.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.bits = 0;
+    }
+
     /// Bits written so far (including any alignment padding).
     pub fn bit_len(&self) -> usize {
         self.bits

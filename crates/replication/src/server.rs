@@ -307,9 +307,10 @@ const RESCAN_EVERY: u32 = 16;
 struct StateId {
     generation: u32,
     version: u64,
-    /// [`codes_hash`] of its codes: a state that changed and changed back has a new
-    /// version but the same codes, and only then are the codes compared.
-    hash: u64,
+    /// The low half of [`codes_hash`] of its codes: a state that changed and changed back
+    /// has a new version but the same codes, and only when the hashes agree are the codes
+    /// compared.
+    hash: u32,
     /// Its position, for how far the entity has moved since.
     position: Option<[f32; 3]>,
     /// Its position's velocity (zero if none): the client carries the position on by it.
@@ -322,22 +323,72 @@ struct StateId {
 /// (`in_flight`): it is the only send that decides what the client shows, since an older
 /// one either arrived before it or went before the acknowledged view, which covers it.
 /// (Kept apart, as a list per entity, it cost the encoder its worst cache misses.)
-#[derive(Debug, Clone, Default)]
+///
+/// Laid out flat (56 bytes against 80 with `Option`s and the codes), since every encode
+/// streams one per waiting entity and, with the caches cold, that stream was the largest
+/// single cost of looking at the world. The codes a snapshot in flight carried are found
+/// in that snapshot ([`sent_codes`]): they are needed only when an entity changed back.
+#[derive(Debug, Clone, Copy, Default)]
 struct Shown {
-    /// False: not worked out since the last change of the acknowledged view.
-    known: bool,
-    /// A snapshot newer than the acknowledged view carried `state`, and is assumed to
-    /// have arrived until an acknowledgement says otherwise.
-    in_flight: bool,
-    /// The state the client shows (`None`: nothing).
-    state: Option<StateId>,
-    /// The generation the acknowledged view holds (`None`: nothing), which decides
-    /// whether an update can be a delta.
-    held: Option<u32>,
+    /// Of the state shown (see [`StateId`]).
+    version: u64,
+    hash: u32,
+    generation: u32,
+    /// NaN: none.
+    position: [f32; 3],
+    velocity: [f32; 3],
+    /// The generation the acknowledged view holds, if `has_held`, which decides whether
+    /// an update can be a delta.
+    held: u32,
     /// The tick of the snapshot that carried the state shown.
     since: Tick,
-    /// With `in_flight`, the codes that snapshot carried (`None`: a despawn).
-    codes: Option<Arc<[i32]>>,
+    /// False: not worked out since the last change of the acknowledged view.
+    known: bool,
+    /// A snapshot newer than the acknowledged view carried the state shown, and is
+    /// assumed to have arrived until an acknowledgement says otherwise.
+    in_flight: bool,
+    /// The client shows a state (false: nothing).
+    has_state: bool,
+    has_held: bool,
+}
+
+impl Shown {
+    /// The state the client shows (`None`: nothing).
+    fn state(&self) -> Option<StateId> {
+        self.has_state.then(|| StateId {
+            generation: self.generation,
+            version: self.version,
+            hash: self.hash,
+            position: (!self.position[0].is_nan()).then_some(self.position),
+            velocity: self.velocity,
+        })
+    }
+
+    fn set_state(&mut self, state: Option<StateId>) {
+        self.has_state = state.is_some();
+        let s = state.unwrap_or(StateId {
+            generation: 0,
+            version: 0,
+            hash: 0,
+            position: None,
+            velocity: [0.0; 3],
+        });
+        self.generation = s.generation;
+        self.version = s.version;
+        self.hash = s.hash;
+        self.position = s.position.unwrap_or([f32::NAN; 3]);
+        self.velocity = s.velocity;
+    }
+
+    /// The generation the acknowledged view holds (`None`: nothing).
+    fn held(&self) -> Option<u32> {
+        self.has_held.then_some(self.held)
+    }
+
+    fn set_held(&mut self, held: Option<u32>) {
+        self.has_held = held.is_some();
+        self.held = held.unwrap_or(0);
+    }
 }
 
 /// A set of entity ids, as bits: taken in ascending order, so what is looked up per
@@ -907,18 +958,22 @@ impl ReplicationServer {
         chosen.clear();
         // What the client shows of an entity against what it is now, and what waiting
         // is worth.
-        let look = |shown: &mut Vec<Shown>, may_hold: &Pending, id: u32| -> Look {
+        let look = |shown: &mut Vec<Shown>,
+                    may_hold: &Pending,
+                    in_flight_snapshots: &VecDeque<InFlight>,
+                    id: u32|
+         -> Look {
             let i = id as usize;
             if shown.len() <= i {
                 shown.resize(i + 1, Shown::default());
             }
             if !shown[i].known {
-                shown[i] = work_out_shown(base, base_tick, &mut shown[i], id);
+                shown[i] = work_out_shown(base, base_tick, &shown[i], id);
             }
-            let now_shown = &shown[i];
+            let now_shown = shown[i];
             let (state, held, in_flight, since) = (
-                now_shown.state,
-                now_shown.held,
+                now_shown.state(),
+                now_shown.held(),
                 now_shown.in_flight,
                 now_shown.since,
             );
@@ -942,8 +997,8 @@ impl ReplicationServer {
             let current = state.is_some_and(|s| {
                 s.generation == e.generation
                     && (s.version == e.version
-                        || (s.hash == e.hash
-                            && shown_codes(base, now_shown, id)
+                        || (s.hash == e.hash as u32
+                            && shown_codes(base, in_flight_snapshots, &now_shown, id)
                                 .is_some_and(|codes| *codes == e.codes[..])))
             });
             if current {
@@ -983,7 +1038,7 @@ impl ReplicationServer {
         for &id in &ids {
             let i = id as usize;
             let owned = c.owned.binary_search(&id).is_ok();
-            match look(&mut c.shown, &c.may_hold, id) {
+            match look(&mut c.shown, &c.may_hold, &c.in_flight, id) {
                 Look::Gone { shown, keep: k } => {
                     if shown {
                         forced.push((id, Change::Despawned));
@@ -1198,18 +1253,15 @@ impl ReplicationServer {
             let state = live.filter(|_| entry.is_some()).map(|e| StateId {
                 generation: e.generation,
                 version: e.version,
-                hash: e.hash,
+                hash: e.hash as u32,
                 position: e.position,
                 velocity: e.velocity,
             });
             // Looked at above, so there is a slot: it now shows what this snapshot sent.
             if let Some(s) = c.shown.get_mut(i) {
-                s.state = state;
+                s.set_state(state);
                 s.in_flight = true;
                 s.since = tick;
-                s.codes = live
-                    .filter(|_| state.is_some())
-                    .map(|e| Arc::clone(&e.codes));
             }
             #[cfg(test)]
             shadow.set(id, entry.clone());
@@ -1331,12 +1383,25 @@ fn recycle(spare: &mut Vec<Vec<(u32, Option<Entry>)>>, mut changes: Vec<(u32, Op
 }
 
 /// The codes the client shows of entity `id` (see [`work_out_shown`]).
-fn shown_codes<'a>(base: &'a View, shown: &'a Shown, id: u32) -> Option<&'a [i32]> {
+fn shown_codes<'a>(
+    base: &'a View,
+    in_flight: &'a VecDeque<InFlight>,
+    shown: &Shown,
+    id: u32,
+) -> Option<&'a [i32]> {
     if shown.in_flight {
-        shown.codes.as_deref()
+        sent_codes(in_flight, shown.since, id)
     } else {
         base.get(id).map(|b| &b.codes[..])
     }
+}
+
+/// The codes the snapshot of `tick`, still in flight, carried for entity `id` (`None`:
+/// a despawn, or not found).
+fn sent_codes(in_flight: &VecDeque<InFlight>, tick: Tick, id: u32) -> Option<&[i32]> {
+    let f = &in_flight[in_flight.binary_search_by_key(&tick, |f| f.tick).ok()?];
+    let k = f.changes.binary_search_by_key(&id, |(i, _)| *i).ok()?;
+    f.changes[k].1.as_ref().map(|e| &e.codes[..])
 }
 
 /// A 64-bit FNV-1a hash of an entity's codes: a cheap test of whether two states may be
@@ -1359,15 +1424,13 @@ fn forget_shown(shown: &mut [Shown], id: u32) {
 /// acknowledgement says which, the newest sent is assumed to have arrived (it is worked
 /// out again then). `old` is what was worked out before: its newest send counts only if
 /// it went after the baseline (what went before is in the baseline, or lost).
-fn work_out_shown(base: &View, base_tick: Option<Tick>, old: &mut Shown, id: u32) -> Shown {
+fn work_out_shown(base: &View, base_tick: Option<Tick>, old: &Shown, id: u32) -> Shown {
     let held = base.get(id);
     if old.in_flight && base_tick.is_none_or(|b| old.since > b) {
-        return Shown {
-            known: true,
-            held: held.map(|b| b.generation),
-            codes: old.codes.take(),
-            ..*old
-        };
+        let mut s = *old;
+        s.known = true;
+        s.set_held(held.map(|b| b.generation));
+        return s;
     }
     let (state, since) = match held {
         Some(b) => {
@@ -1376,7 +1439,7 @@ fn work_out_shown(base: &View, base_tick: Option<Tick>, old: &mut Shown, id: u32
             let state = StateId {
                 generation: b.generation,
                 version: b.version,
-                hash: b.hash,
+                hash: b.hash as u32,
                 position: b.position,
                 velocity: b.velocity,
             };
@@ -1384,14 +1447,14 @@ fn work_out_shown(base: &View, base_tick: Option<Tick>, old: &mut Shown, id: u32
         }
         None => (None, Tick(0)),
     };
-    Shown {
+    let mut s = Shown {
         known: true,
-        in_flight: false,
-        state,
-        held: held.map(|b| b.generation),
         since,
-        codes: None,
-    }
+        ..Shown::default()
+    };
+    s.set_state(state);
+    s.set_held(held.map(|b| b.generation));
+    s
 }
 
 /// The position codes of `kind` hold (its [`crate::Kind::position_field`]) and that

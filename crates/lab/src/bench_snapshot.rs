@@ -134,6 +134,9 @@ pub struct ManyClientsBench {
     pub capture_ms: (f64, f64),
     /// Median and 99th percentile ms of one tick's encodes, every client's.
     pub encode_ms: (f64, f64),
+    /// Median and 99th percentile ms of the three together, per tick: the server's tick
+    /// in a process that runs only the server.
+    pub tick_ms: (f64, f64),
     /// Mean changed entities per client a snapshot had to weigh.
     pub candidates_mean: f64,
     /// Mean entries per snapshot.
@@ -172,6 +175,7 @@ pub fn bench_encode_clients(clients: usize, ticks: u32, cold: bool) -> ManyClien
     let mut evict = vec![0u8; if cold { EVICT_BYTES } else { 0 }];
     let cubes = scene.cube_count();
     let (mut physics, mut capture, mut encode) = (Vec::new(), Vec::new(), Vec::new());
+    let mut per_tick = Vec::new();
     let (mut candidates, mut entries, mut bytes, mut snapshots) = (0usize, 0usize, 0usize, 0usize);
     for t in 0..MANY_WARM_UP + ticks {
         let inputs: Vec<_> = players
@@ -219,6 +223,7 @@ pub fn bench_encode_clients(clients: usize, ticks: u32, cold: bool) -> ManyClien
             physics.push(physics_ms);
             capture.push(capture_ms);
             encode.push(encode_ms);
+            per_tick.push(physics_ms + capture_ms + encode_ms);
         }
     }
     let spread = |v: Vec<f64>| {
@@ -231,6 +236,7 @@ pub fn bench_encode_clients(clients: usize, ticks: u32, cold: bool) -> ManyClien
         physics_ms: spread(physics),
         capture_ms: spread(capture),
         encode_ms: spread(encode),
+        tick_ms: spread(per_tick),
         candidates_mean: per(candidates),
         entries_mean: per(entries),
         bytes_mean: per(bytes),
@@ -255,6 +261,7 @@ pub fn format_many_clients(b: &ManyClientsBench) -> String {
     out.push_str(&row("physics step", b.physics_ms));
     out.push_str(&row("capture", b.capture_ms));
     out.push_str(&row("encode (every client)", b.encode_ms));
+    out.push_str(&row("tick (the three)", b.tick_ms));
     out.push_str(&format!(
         "per snapshot: {:.0} changed entities weighed, {:.1} sent, {:.0} bytes\n",
         b.candidates_mean, b.entries_mean, b.bytes_mean

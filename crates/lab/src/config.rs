@@ -394,6 +394,9 @@ pub struct RunConfig {
     /// Distance at which an entity's priority for a client halves, m
     /// (`lagless_replication::ServerConfig::relevance_distance`).
     pub relevance_m: f32,
+    /// How many times faster entities near the client's player gain priority
+    /// (`lagless_replication::ServerConfig::near_boost`).
+    pub near_boost: f32,
     /// The walker scene's settings (`--walkers`, `--walker-sync`, `--steering`).
     pub walkers: WalkerSettings,
     /// The shooter scene's settings (`--no-lag-compensation`, `--lie-rewind-ms`).
@@ -447,6 +450,7 @@ impl Default for RunConfig {
             snapshot_codec: SnapshotCodecChoice::Delta,
             budget_kbps: lagless_replication::BudgetConfig::default().max_kbps,
             relevance_m: lagless_replication::ServerConfig::default().relevance_distance,
+            near_boost: lagless_replication::ServerConfig::default().near_boost,
             walkers: WalkerSettings::default(),
             shooter: ShooterSettings::default(),
             server: ServerConfig::default(),

@@ -439,6 +439,10 @@ struct RunArgs {
     /// client's player: the nearer, the sooner it is sent when the budget is short.
     #[arg(long, default_value_t = lagless_replication::ServerConfig::default().relevance_distance)]
     relevance_m: f32,
+    /// How many times faster entities within the near distance (6 m) of the client's
+    /// player gain priority when the budget is short; 1 turns the near field off.
+    #[arg(long, default_value_t = lagless_replication::ServerConfig::default().near_boost)]
+    near_boost: f32,
     /// Turn client-side prediction off (show the newest server state).
     #[arg(long)]
     no_prediction: bool,
@@ -925,6 +929,10 @@ fn run_command(a: RunArgs) -> Result<(), String> {
         return Err("--relevance-m must be a positive number".into());
     }
     config.relevance_m = a.relevance_m;
+    if !(a.near_boost.is_finite() && a.near_boost >= 1.0) {
+        return Err("--near-boost must be a number of at least 1 (1: no near field)".into());
+    }
+    config.near_boost = a.near_boost;
     config.walkers = lagless_lab::config::WalkerSettings {
         count: a.walkers,
         sync: match a.walker_sync {

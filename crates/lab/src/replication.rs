@@ -178,6 +178,7 @@ impl<S: LabScene> SnapshotSender<S> {
                     ..BudgetConfig::default()
                 },
                 relevance_distance: config.relevance_m,
+                near_boost: config.near_boost,
                 ..ServerConfig::default()
             },
         );

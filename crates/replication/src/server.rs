@@ -56,10 +56,10 @@ use lagless_core::Tick;
 use lagless_wire::{BitWriter, var_u32_bits};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// std's map with a faster hash: the keys are the server's own ids and versions.
 type HashMap<K, V> = foldhash::HashMap<K, V>;
-use std::time::Duration;
 
 /// A client, as the game names it.
 pub type ClientKey = u64;
@@ -925,6 +925,11 @@ impl ReplicationServer {
 
         // What differs from the client's view, and what it is worth.
         let focus = c.focus;
+        let near_boost = if config.near_boost.is_finite() && config.near_boost > 0.0 {
+            config.near_boost
+        } else {
+            1.0
+        };
         let relevant = |id: u32, e: &Live| -> f32 {
             match relevance {
                 Some(f) => f(client, id, e.kind, &e.codes),
@@ -933,12 +938,7 @@ impl ReplicationServer {
                         let d2: f32 = (0..3).map(|i| (f[i] - p[i]).powi(2)).sum();
                         let r = config.relevance_distance.max(1e-3);
                         let near = config.near_distance;
-                        let boost = config.near_boost;
-                        let boost = if d2 <= near * near && boost.is_finite() && boost > 0.0 {
-                            boost
-                        } else {
-                            1.0
-                        };
+                        let boost = if d2 <= near * near { near_boost } else { 1.0 };
                         boost / (1.0 + d2 / (r * r))
                     }
                     _ => 1.0,
@@ -1452,16 +1452,6 @@ fn forget_shown(shown: &mut [Shown], id: u32) {
 /// out again then). `old` is what was worked out before: its newest send counts only if
 /// it went after the baseline (what went before is in the baseline, or lost).
 fn work_out_shown(base: &View, base_tick: Option<Tick>, old: &Shown, id: u32) -> Shown {
-    if old.in_flight && base_tick == Some(old.since) {
-        // The snapshot that carried it is the acknowledged one: the view holds just what
-        // it carried, and need not be looked up (with the caches cold, each lookup cost
-        // two misses, for most of what every acknowledgement touched).
-        let mut s = *old;
-        s.known = true;
-        s.in_flight = false;
-        s.set_held(old.has_state.then_some(old.generation));
-        return s;
-    }
     let held = base.get(id);
     if old.in_flight && base_tick.is_none_or(|b| old.since > b) {
         let mut s = *old;

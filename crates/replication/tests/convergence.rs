@@ -59,6 +59,23 @@ fn assert_converged(server: &ReplicationServer, client: &ReplicationClient) {
 }
 
 /// A server under a budget of `budget_kbps` (0: none) and an empty client.
+/// Hands the server the acknowledgements in `up` (arrival tick, snapshot tick) that
+/// arrived by tick `t`; the rest stay on the way.
+fn acknowledge_arrived(
+    server: &mut ReplicationServer,
+    up: &mut Vec<(u32, Tick)>,
+    t: u32,
+    now: Duration,
+) {
+    for (at, tick) in std::mem::take(up) {
+        if at <= t {
+            server.acknowledge(1, tick, now);
+        } else {
+            up.push((at, tick));
+        }
+    }
+}
+
 fn ends(budget_kbps: f64) -> (ReplicationServer, ReplicationClient) {
     let config = ServerConfig {
         budget: BudgetConfig {
@@ -113,13 +130,7 @@ fn run(budget_kbps: f64, loss: f32, seed: u64) -> (ReplicationServer, Replicatio
                 let _ = server.despawn(id);
             }
         }
-        for (at, tick) in std::mem::take(&mut up) {
-            if at <= t {
-                server.acknowledge(1, tick, now);
-            } else {
-                up.push((at, tick));
-            }
-        }
+        acknowledge_arrived(&mut server, &mut up, t, now);
         let snap = server.encode(1, Tick(t), now).expect("encode");
         if !rng.chance(loss) {
             down.push((t + 2 + (rng.next() % 4) as u32, Tick(t), snap.bytes));
@@ -406,13 +417,7 @@ fn short_lived(
                     .expect("put");
             }
         }
-        for (at, tick) in std::mem::take(&mut up) {
-            if at <= t {
-                server.acknowledge(1, tick, now);
-            } else {
-                up.push((at, tick));
-            }
-        }
+        acknowledge_arrived(&mut server, &mut up, t, now);
         let snap = server.encode(1, Tick(t), now).expect("encode");
         if !rng.chance(loss) {
             down.push((t + 3 + (rng.next() % 5) as u32, Tick(t), snap.bytes));

@@ -606,8 +606,8 @@ impl<S: LabScene> SnapshotReceiver<S> {
                 if let Some((dr, _)) = &mut self.dr {
                     while let Some(event) = self.layer.poll_event() {
                         match event {
-                            EntityEvent::Spawned(id) => _ = dr.spawn(id),
-                            EntityEvent::Despawned(id) => _ = dr.despawn(id),
+                            EntityEvent::Spawned { id, .. } => _ = dr.spawn(id),
+                            EntityEvent::Despawned { id, .. } => _ = dr.despawn(id),
                         }
                     }
                     dr.set_rtt(session.rtt());

@@ -54,17 +54,23 @@ impl PredictedWorld for OwnDot {
 }
 
 /// What one client saw: rollbacks; the other dot's distance (cm, median and p99) from the
-/// server's at the shown tick; the own dot's from the server's at the end, both idle.
+/// server's at the shown tick; the own dot's from the server's at the end, both idle;
+/// snapshots after which a dot the client held was not the server's at that tick.
 #[derive(Debug)]
 #[allow(dead_code)] // read through Debug
 pub(crate) struct Summary {
     pub(crate) rollbacks: u64,
     pub(crate) other_error_cm: [f32; 2],
     pub(crate) own_error_cm: f32,
+    pub(crate) stale_views: u64,
 }
 
-/// Plays `seconds` and summarises each client.
-pub(crate) fn run(seconds: u64) -> Result<Vec<Summary>, Box<dyn std::error::Error>> {
+/// Plays `seconds` on `network` (a profile) and summarises each client.
+pub(crate) fn run(
+    network: &str,
+    seed: u64,
+    seconds: u64,
+) -> Result<Vec<Summary>, Box<dyn std::error::Error>> {
     let config = NetConfig::new(HZ);
     let mut server = Server::<u8>::new(schema(), &config)?;
     let mut dots = [[0.0f32; 2]; 2];
@@ -77,12 +83,15 @@ pub(crate) fn run(seconds: u64) -> Result<Vec<Summary>, Box<dyn std::error::Erro
         server.set_owned(id, &[k]);
         let mut client = Client::new(schema(), OwnDot(k, [0.0; 2]), &config)?;
         client.set_policy(k, Policy::Predicted);
-        let link = Duplex::symmetric(profile("mobile").ok_or("no profile")?, u64::from(k))?;
-        clients.push((client, link, Vec::new()));
+        let link = Duplex::symmetric(
+            profile(network).ok_or("no profile")?,
+            seed * 2 + u64::from(k),
+        )?;
+        clients.push((client, link, Vec::new(), 0));
     }
     let (mut now, end) = (Duration::ZERO, Duration::from_secs(seconds));
     while now <= end {
-        for (k, (_, link, _)) in clients.iter_mut().enumerate() {
+        for (k, (_, link, ..)) in clients.iter_mut().enumerate() {
             while let Some(p) = link.up.poll(now) {
                 let _ = server.receive(k as u64 + 1, now, &p); // errors are counted
             }
@@ -100,9 +109,18 @@ pub(crate) fn run(seconds: u64) -> Result<Vec<Summary>, Box<dyn std::error::Erro
         while let Some((id, bytes)) = server.poll_transmit() {
             clients[id as usize - 1].1.down.send(now, bytes);
         }
-        for (k, (client, link, errors)) in clients.iter_mut().enumerate() {
+        for (k, (client, link, errors, stale)) in clients.iter_mut().enumerate() {
             while let Some(p) = link.down.poll(now) {
+                let newest = client.replication().newest();
                 let _ = client.receive(now, &p);
+                // After each snapshot, both dots as the server had them at its tick.
+                let r = client.replication();
+                if let Some(t) = r.newest().filter(|t| Some(*t) != newest) {
+                    let held = |id| r.reader(id).map(|mut r| r.vec2());
+                    *stale += u64::from((0..2).any(|id| {
+                        held(id).is_none_or(|p| dist(p, truth[&t.0][id as usize]) > 0.01)
+                    }));
+                }
             }
             client.update(now);
             while let Some(t) = client.next_tick() {
@@ -129,7 +147,7 @@ pub(crate) fn run(seconds: u64) -> Result<Vec<Summary>, Box<dyn std::error::Erro
         now += Duration::from_millis(5);
     }
     let mut summaries = Vec::new();
-    for (k, (mut client, _, mut errors)) in clients.into_iter().enumerate() {
+    for (k, (mut client, _, mut errors, stale_views)) in clients.into_iter().enumerate() {
         errors.sort_by(f32::total_cmp);
         let q = |p: usize| errors[(errors.len() - 1) * p / 100];
         let own = client.render(now).pose(k as u32);
@@ -137,13 +155,14 @@ pub(crate) fn run(seconds: u64) -> Result<Vec<Summary>, Box<dyn std::error::Erro
             rollbacks: client.prediction_stats().rollbacks,
             other_error_cm: [q(50), q(99)],
             own_error_cm: own.map_or(f32::NAN, |p| dist(p.planar_position(), dots[k]) * 100.0),
+            stale_views,
         });
     }
     Ok(summaries)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    for (k, summary) in run(20)?.iter().enumerate() {
+    for (k, summary) in run("mobile", 0, 20)?.iter().enumerate() {
         println!("client {}: {summary:?}", k + 1);
     }
     Ok(())

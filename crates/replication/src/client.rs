@@ -49,6 +49,10 @@ impl Default for ClientConfig {
 pub struct ClientEntity {
     /// Its kind.
     pub kind: KindId,
+    /// Its incarnation: the server counts the spawns of each id, so an id despawned and
+    /// spawned again (a coin picked up and put back) is a new entity with a new
+    /// generation, whatever snapshots were lost in between.
+    pub generation: u32,
     /// The tick of the snapshot this state came in (older than the newest snapshot when
     /// the entity has not changed since, or waited on the budget).
     pub tick: Tick,
@@ -58,13 +62,36 @@ pub struct ClientEntity {
     pub values: Vec<f32>,
 }
 
-/// Something that happened to the set of entities.
+/// Something that happened to the set of entities. An id reused by the server (a
+/// despawn and a spawn of the same id, even in one tick) is two events: the old
+/// generation's `Despawned`, then the new one's `Spawned`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EntityEvent {
     /// A new entity (its state is already in the registry).
-    Spawned(u32),
+    Spawned {
+        /// Its id.
+        id: u32,
+        /// Its generation ([`ClientEntity::generation`]).
+        generation: u32,
+        /// Its kind.
+        kind: KindId,
+    },
     /// An entity is gone.
-    Despawned(u32),
+    Despawned {
+        /// Its id.
+        id: u32,
+        /// The generation that went.
+        generation: u32,
+    },
+}
+
+impl EntityEvent {
+    /// The entity's id.
+    pub fn id(&self) -> u32 {
+        match *self {
+            Self::Spawned { id, .. } | Self::Despawned { id, .. } => id,
+        }
+    }
 }
 
 /// What decoding one snapshot did.
@@ -94,6 +121,10 @@ pub struct ReplicationClientStats {
     pub unknown_entity: u64,
     /// Events dropped because nobody polled them.
     pub events_dropped: u64,
+    /// Snapshots whose checksum said the view they leave the client with is not the one
+    /// the server believes it holds: refused, and a snapshot against nothing asked for
+    /// ([`ReplicationClient::needs_resync`]). Zero unless something is wrong.
+    pub view_mismatches: u64,
 }
 
 /// The client's side of replication.
@@ -110,6 +141,8 @@ pub struct ReplicationClient {
     newest: Option<Tick>,
     entities: BTreeMap<u32, ClientEntity>,
     events: VecDeque<EntityEvent>,
+    /// The client holds no view the server may send a delta against.
+    needs_resync: bool,
     stats: ReplicationClientStats,
 }
 
@@ -125,6 +158,7 @@ impl ReplicationClient {
             newest: None,
             entities: BTreeMap::new(),
             events: VecDeque::new(),
+            needs_resync: false,
             stats: ReplicationClientStats::default(),
         }
     }
@@ -181,47 +215,75 @@ impl ReplicationClient {
                 return Err(e);
             }
         };
+        if snapshot::fold_checksum(decoded.view.checksum()) != decoded.checksum {
+            self.stats.view_mismatches += 1;
+            tracing::warn!(
+                tick = tick.0,
+                baseline = ?decoded.baseline.map(|b| b.0),
+                expected = decoded.checksum,
+                held = snapshot::fold_checksum(decoded.view.checksum()),
+                entries = decoded.changes.len(),
+                "replicated view differs from the server's; asking for a snapshot against nothing"
+            );
+            // None of the views can be trusted as a baseline any more: which of them went
+            // wrong is unknown. The registry stays as it was until the new snapshot.
+            self.views.clear();
+            self.needs_resync = true;
+            return Err(ReplicationError::ViewMismatch {
+                tick,
+                baseline: decoded.baseline,
+            });
+        }
+        if decoded.baseline.is_none() {
+            self.needs_resync = false;
+        }
         self.stats.decoded += 1;
         // What the client shows is the newest view, exactly as the server tracks it.
         let shown = self.show(&decoded, tick);
         let previous = std::mem::replace(&mut self.shown, shown);
         let shown = self.shown.clone();
-        let replaced: Vec<u32> = decoded
-            .changes
-            .iter()
-            .filter(|(_, c)| *c == Change::Replaced)
-            .map(|(id, _)| *id)
-            .collect();
         let schema = Arc::clone(&self.schema);
         let mut updated = Vec::new();
         let mut events = Vec::new();
         previous.diff(&shown, |id, old, new| {
             let Some(new) = new else {
                 self.entities.remove(&id);
-                events.push(EntityEvent::Despawned(id));
+                if let Some(old) = old {
+                    events.push(EntityEvent::Despawned {
+                        id,
+                        generation: old.generation,
+                    });
+                }
                 return;
             };
             let Some(kind) = schema.get(new.kind) else {
                 return;
             };
-            let fresh = match old {
-                None => true,
-                Some(old) => old.kind != new.kind || replaced.binary_search(&id).is_ok(),
-            };
-            if fresh && old.is_some() {
-                events.push(EntityEvent::Despawned(id));
+            // A spawn sent again (its first send's acknowledgement was not back yet) is
+            // the entity the client shows already: the generation tells them apart.
+            let fresh = old.is_none_or(|o| o.generation != new.generation || o.kind != new.kind);
+            if let Some(old) = old.filter(|_| fresh) {
+                events.push(EntityEvent::Despawned {
+                    id,
+                    generation: old.generation,
+                });
             }
             self.entities.insert(
                 id,
                 ClientEntity {
                     kind: new.kind,
+                    generation: new.generation,
                     tick: new.tick,
                     codes: Arc::clone(&new.codes),
                     values: field::values_of(kind, &new.codes),
                 },
             );
             if fresh {
-                events.push(EntityEvent::Spawned(id));
+                events.push(EntityEvent::Spawned {
+                    id,
+                    generation: new.generation,
+                    kind: new.kind,
+                });
             }
             updated.push(id);
         });
@@ -383,8 +445,18 @@ impl ReplicationClient {
     }
 
     /// Forgets every view (as after a level reload): the next deltas fail with
-    /// [`ReplicationError::MissingBaseline`] until the server sends against nothing.
+    /// [`ReplicationError::MissingBaseline`] until the server sends against nothing,
+    /// which [`ReplicationClient::needs_resync`] asks for.
     pub fn forget_baselines(&mut self) {
         self.views.clear();
+        self.needs_resync = true;
+    }
+
+    /// True while the client holds no view the server may send a delta against (after a
+    /// view mismatch, or [`ReplicationClient::forget_baselines`]), until a snapshot against
+    /// nothing decodes: tell the server
+    /// ([`lagless_core::ClientSession::set_resync`]), and it sends one.
+    pub fn needs_resync(&self) -> bool {
+        self.needs_resync
     }
 }

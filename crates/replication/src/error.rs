@@ -45,4 +45,16 @@ pub enum ReplicationError {
     /// The client is not known to the server.
     #[error("client {0} is not known")]
     UnknownClient(u64),
+    /// The view a snapshot leaves the client with is not the one the server believes it
+    /// holds (the snapshot's checksum differs): refused, and a snapshot against nothing
+    /// is asked for.
+    #[error(
+        "snapshot {tick:?} (baseline {baseline:?}) leaves a view that differs from the server's"
+    )]
+    ViewMismatch {
+        /// The snapshot's tick.
+        tick: Tick,
+        /// Its baseline.
+        baseline: Option<Tick>,
+    },
 }

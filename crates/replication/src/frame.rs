@@ -12,6 +12,9 @@ use std::sync::Arc;
 #[derive(Debug, Clone, PartialEq)]
 struct FrameEntity {
     id: u32,
+    /// Its incarnation ([`crate::ClientEntity::generation`]): two frames' entities of one
+    /// id are blended only when it is the same entity.
+    generation: u32,
     kind: KindId,
     values: Arc<[f32]>,
 }
@@ -40,15 +43,33 @@ impl Frame {
     }
 
     /// Adds entity `id` (ids must come in ascending order; others are ignored, as are
-    /// values of the wrong width for the kind).
+    /// values of the wrong width for the kind), of generation 0.
     pub fn push(&mut self, id: u32, kind: KindId, values: Arc<[f32]>) {
+        self.push_generation(id, 0, kind, values);
+    }
+
+    /// Adds entity `id` of `generation` ([`crate::ClientEntity::generation`]), as
+    /// [`Frame::push`] does: an entity is blended with an older frame's of the same id
+    /// only if their generations agree, so an id the server reused does not slide from
+    /// where the old entity was.
+    pub fn push_generation(&mut self, id: u32, generation: u32, kind: KindId, values: Arc<[f32]>) {
         let fits = self
             .schema
             .get(kind)
             .is_some_and(|k| k.width() == values.len());
         if fits && self.entities.last().is_none_or(|e| e.id < id) {
-            self.entities.push(FrameEntity { id, kind, values });
+            self.entities.push(FrameEntity {
+                id,
+                generation,
+                kind,
+                values,
+            });
         }
+    }
+
+    /// Entity `id`'s generation.
+    pub fn generation(&self, id: u32) -> Option<u32> {
+        self.find(id).map(|e| e.generation)
     }
 
     /// Entities in the frame.
@@ -78,9 +99,10 @@ impl Frame {
         self.find(id).map(|e| (e.kind, &e.values[..]))
     }
 
-    /// Entity `id`'s kind and values, sharing them rather than copying.
-    pub(crate) fn get_shared(&self, id: u32) -> Option<(KindId, Arc<[f32]>)> {
-        self.find(id).map(|e| (e.kind, Arc::clone(&e.values)))
+    /// Entity `id`'s generation, kind and values, sharing them rather than copying.
+    pub(crate) fn get_shared(&self, id: u32) -> Option<(u32, KindId, Arc<[f32]>)> {
+        self.find(id)
+            .map(|e| (e.generation, e.kind, Arc::clone(&e.values)))
     }
 
     /// A typed reader over entity `id`'s values.
@@ -182,13 +204,16 @@ fn merge(a: &Frame, b: &Frame, t: f32, dt: Option<f32>) -> Frame {
         while older.next_if(|o| o.id < e.id).is_some() {}
         let kind = b.schema.get(e.kind);
         let blended = match (older.peek(), kind) {
-            (Some(o), Some(kind)) if o.id == e.id && o.kind == e.kind => {
+            (Some(o), Some(kind))
+                if o.id == e.id && o.kind == e.kind && o.generation == e.generation =>
+            {
                 blend(kind, &o.values, &e.values, t, dt)
             }
             _ => Arc::clone(&e.values),
         };
         entities.push(FrameEntity {
             id: e.id,
+            generation: e.generation,
             kind: e.kind,
             values: blended,
         });
@@ -278,6 +303,12 @@ mod tests {
         );
         let (_, d) = m.get(1).unwrap();
         assert!((d[0] - 1.0).abs() < 1e-6);
+        // The same id in a new incarnation appears where it is, not half-way.
+        let mut c = Frame::new(Arc::clone(&s));
+        c.push_generation(1, 1, 0, vec![2.0, 0.0, 1.0, 0.0, 0.2, 50.0].into());
+        let r = Frame::lerp(&a, &c, 0.5);
+        assert_eq!(r.get(1).unwrap().1[0], 2.0);
+        assert_eq!(r.generation(1), Some(1));
         // 6.0 to 0.2 rad is shorter across 2π: halfway lies near 0.
         assert!(!(0.5..5.8).contains(&d[4]), "heading {}", d[4]);
         assert_eq!(d[5], 100.0, "ints switch only at the newer state");

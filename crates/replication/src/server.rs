@@ -51,7 +51,7 @@ use crate::field::{self, Motion};
 use crate::schema::{KindId, Schema};
 use crate::snapshot::{self, Change, Limits};
 use crate::state::StateWriter;
-use crate::view::{Entry, View};
+use crate::view::{Entry, View, codes_hash};
 use lagless_core::Tick;
 use lagless_wire::{BitWriter, var_u32_bits};
 use std::collections::{BTreeMap, VecDeque};
@@ -129,7 +129,8 @@ struct Live {
     generation: u32,
     version: u64,
     codes: Arc<[i32]>,
-    /// [`codes_hash`] of `codes`.
+    /// A hash of `codes` (the view's entry hash), a cheap test of whether two states may
+    /// be equal before their codes are compared.
     hash: u64,
     /// Its position, for relevance.
     position: Option<[f32; 3]>,
@@ -303,6 +304,23 @@ struct ClientState {
     stats: ClientReplicationStats,
 }
 
+impl ClientState {
+    /// Forgets what the client holds: the next snapshot goes against nothing, with the
+    /// list of every entity it should show.
+    fn start_over(&mut self, entities: &[Option<Live>]) {
+        self.in_flight.clear();
+        self.acked = None;
+        self.lost_track = true;
+        self.shown.clear();
+        self.stats.resyncs += 1;
+        for (i, e) in entities.iter().enumerate() {
+            if e.is_some() {
+                self.pending.mark(i as u32);
+            }
+        }
+    }
+}
+
 /// With a game's relevance rule, every entity is looked at again this often (encodes):
 /// its relevance may change while the entity does not.
 const RESCAN_EVERY: u32 = 16;
@@ -466,7 +484,10 @@ pub struct ReplicationServer {
     config: ServerConfig,
     entities: Vec<Option<Live>>,
     live: usize,
-    next_generation: u32,
+    /// Per id, the generation of its newest incarnation: an id's spawns are counted, so
+    /// a despawn and a spawn of the same id (in one tick, or while snapshots were lost)
+    /// are two entities on every client.
+    generations: Vec<u32>,
     next_version: u64,
     clients: BTreeMap<ClientKey, ClientState>,
     cache: HashMap<(u32, u64, u64, u32), BitWriter>,
@@ -484,6 +505,9 @@ struct Candidate {
     priority: f32,
     /// The client predicts it ([`ReplicationServer::set_owned`]).
     owned: bool,
+    /// Sent again only because no acknowledgement has said the newest send arrived: not
+    /// counted as a candidate or as deferred.
+    resend: bool,
 }
 
 /// What looking at an entity for a client found.
@@ -492,8 +516,13 @@ enum Look {
     Gone { shown: bool, keep: bool },
     /// The client shows its state.
     Current { keep: bool },
-    /// Differs from what the client shows; waiting gains `rate` per tick.
-    Waiting { change: Change, rate: f32 },
+    /// Differs from what the client shows; waiting gains `rate` per tick. A `resend`
+    /// differs only from the acknowledged view: the newest send in flight carries it.
+    Waiting {
+        change: Change,
+        rate: f32,
+        resend: bool,
+    },
 }
 
 impl ReplicationServer {
@@ -504,7 +533,7 @@ impl ReplicationServer {
             config,
             entities: Vec::new(),
             live: 0,
-            next_generation: 0,
+            generations: Vec::new(),
             next_version: 0,
             clients: BTreeMap::new(),
             cache: HashMap::default(),
@@ -573,12 +602,16 @@ impl ReplicationServer {
         if self.entities.len() <= id as usize {
             self.entities.resize(id as usize + 1, None);
         }
-        self.next_generation = self.next_generation.wrapping_add(1);
+        if self.generations.len() <= id as usize {
+            self.generations.resize(id as usize + 1, 0);
+        }
+        let generation = self.generations[id as usize].wrapping_add(1);
+        self.generations[id as usize] = generation;
         self.next_version += 1;
         let (position, velocity) = motion_in(&self.schema, kind, &codes);
         self.entities[id as usize] = Some(Live {
             kind,
-            generation: self.next_generation,
+            generation,
             version: self.next_version,
             hash: codes_hash(&codes),
             codes: Arc::from(codes),
@@ -772,6 +805,21 @@ impl ReplicationServer {
         self.clients.get(&client)?.budget.srtt()
     }
 
+    /// The client holds no view this server may send a delta against (it refused a
+    /// snapshot whose checksum did not match, or forgot its baselines), as its session
+    /// reports ([`lagless_core::ServerSession::resync_requested`]): the next snapshot goes
+    /// against nothing, with the list of every entity it should show. Asking again before
+    /// a snapshot against nothing was acknowledged changes nothing, so a client that asks
+    /// in every packet until one arrives is answered once.
+    pub fn resync(&mut self, client: ClientKey) {
+        let entities = &self.entities;
+        if let Some(c) = self.clients.get_mut(&client) {
+            if c.acked.is_some() || !c.lost_track {
+                c.start_over(entities);
+            }
+        }
+    }
+
     /// The client has decoded the snapshot of `tick` (its newest), as its session reports
     /// at `now` ([`lagless_core::ServerSession::snapshot_ack`]). Older or repeated
     /// acknowledgements change nothing.
@@ -899,16 +947,7 @@ impl ReplicationServer {
         if c.in_flight.len() >= config.max_in_flight.max(1) {
             // Nothing the client can still acknowledge is remembered: it cannot decode
             // against what it acknowledged (or has been gone that long). Start over.
-            c.in_flight.clear();
-            c.acked = None;
-            c.lost_track = true;
-            c.shown.clear();
-            c.stats.resyncs += 1;
-            for (i, e) in entities.iter().enumerate() {
-                if e.is_some() {
-                    c.pending.mark(i as u32);
-                }
-            }
+            c.start_over(entities);
         }
         let elapsed = c
             .last_tick
@@ -1028,8 +1067,26 @@ impl ReplicationServer {
                             && shown_codes(base, in_flight_snapshots, &now_shown, id)
                                 .is_some_and(|codes| *codes == e.codes[..])))
             });
+            if current && !in_flight {
+                return Look::Current { keep: false };
+            }
             if current {
-                return Look::Current { keep: in_flight };
+                // The newest send carries this state and has probably arrived, but a
+                // snapshot is decoded against the acknowledged view alone (Fiedler's
+                // "Snapshot Compression"), so the entity goes again, with whatever room
+                // is left, until an acknowledgement says which send arrived. Never
+                // taking it on trust is what keeps a lost send from leaving the client
+                // silently stale.
+                let change = match held {
+                    Some(g) if g == e.generation => Change::Updated,
+                    Some(_) => Change::Replaced,
+                    None => Change::Spawned,
+                };
+                return Look::Waiting {
+                    change,
+                    rate: 0.0,
+                    resend: true,
+                };
             }
             let (change, wrong) = match held {
                 Some(g) if g == e.generation => {
@@ -1059,6 +1116,7 @@ impl ReplicationServer {
             Look::Waiting {
                 change,
                 rate: kind_weight * weight * (1.0 + wrong),
+                resend: false,
             }
         };
         c.pending.drain_into(&mut ids);
@@ -1081,14 +1139,24 @@ impl ReplicationServer {
                     }
                     c.priority[i] = 0.0;
                 }
-                Look::Waiting { change, rate } => {
+                Look::Waiting {
+                    change,
+                    rate,
+                    resend,
+                } => {
                     keep.push(id);
                     c.priority[i] += rate * elapsed;
+                    let priority = match (owned, resend) {
+                        (true, _) => f32::MAX,
+                        (false, true) => 0.0,
+                        (false, false) => c.priority[i],
+                    };
                     candidates.push(Candidate {
                         id,
                         change,
-                        priority: if owned { f32::MAX } else { c.priority[i] },
+                        priority,
                         owned,
+                        resend,
                     });
                 }
             }
@@ -1108,7 +1176,8 @@ impl ReplicationServer {
                 .max(MIN_SNAPSHOT_BITS)
                 .min(limit_bits)
         });
-        let n_candidates = candidates.len();
+        let resends = candidates.iter().filter(|c| c.resend).count();
+        let n_candidates = candidates.len() - resends;
         // With a budget, the candidates are taken highest first; they are put in that
         // order a batch at a time, as far as the snapshot gets, and the rest, which waits
         // anyway, stays unordered.
@@ -1143,7 +1212,13 @@ impl ReplicationServer {
                         };
                         field::write_entity(&mut w, kind, &b.codes, &e.codes, m);
                     }
-                    None => snapshot::write_spawn_payload(&mut w, &schema, e.kind, &e.codes),
+                    None => snapshot::write_spawn_payload(
+                        &mut w,
+                        &schema,
+                        e.kind,
+                        e.generation,
+                        &e.codes,
+                    ),
                 }
                 w
             });
@@ -1152,12 +1227,13 @@ impl ReplicationServer {
         // Despawns first, then by priority while the budget lasts. An entry's id gap and
         // operation are guessed at ENTRY_GUESS bits until the order is known; then the
         // lowest-priority entries go until the exact size fits.
-        let mut used = 64 + forced.len() * ENTRY_GUESS;
+        let mut used = 64 + CHECKSUM_BITS + forced.len() * ENTRY_GUESS;
         chosen.extend(forced.drain(..).map(|(id, change)| Chosen {
             id,
             change,
             body: None,
             rank: 0,
+            resend: false,
         }));
         let mut deferred = 0usize;
         // Once a few in a row do not fit, the rest wait without being encoded: with a
@@ -1192,6 +1268,7 @@ impl ReplicationServer {
                     change,
                     body: Some(body),
                     rank: 0,
+                    resend: cand.resend,
                 });
                 continue;
             }
@@ -1216,6 +1293,7 @@ impl ReplicationServer {
                 change,
                 body: Some(body),
                 rank,
+                resend: cand.resend,
             });
         }
         chosen.sort_unstable_by_key(|c| c.id);
@@ -1232,6 +1310,8 @@ impl ReplicationServer {
             chosen.remove(last);
             deferred += 1;
         }
+        // Resends left out are not deferred: the client probably shows them right.
+        deferred = deferred.saturating_sub(resends - chosen.iter().filter(|c| c.resend).count());
 
         // Write it, and the view the client holds once it decodes it.
         let mut w = BitWriter::with_capacity(used / 8 + 16);
@@ -1297,6 +1377,7 @@ impl ReplicationServer {
             }
             changes.push((id, entry));
         }
+        snapshot::write_checksum(&mut w, base.checksum_with(&changes));
         c.in_flight.push_back(InFlight {
             tick,
             base: base_tick,
@@ -1367,6 +1448,9 @@ const ORDER_BATCH: usize = 48;
 /// the entities the client predicts.
 const MIN_SNAPSHOT_BITS: usize = 256;
 
+/// The view checksum at the end of every snapshot.
+const CHECKSUM_BITS: usize = 16;
+
 /// Candidates in a row that may not fit before the rest of a snapshot's wait unencoded.
 const MAX_MISSES: usize = 8;
 
@@ -1386,12 +1470,14 @@ struct Chosen {
     body: Option<(BodyKey, usize)>,
     /// 0 for a despawn, which always goes; else its place in priority order.
     rank: usize,
+    /// See [`Candidate::resend`].
+    resend: bool,
 }
 
 /// The exact size of a snapshot of `chosen` (ascending ids), header bound included.
 fn exact_bits(chosen: &[Chosen]) -> usize {
     let mut next = 0u32;
-    let mut bits = 64;
+    let mut bits = 64 + CHECKSUM_BITS;
     for c in chosen {
         bits += var_u32_bits(c.id - next) as usize;
         bits += if c.change == Change::Updated { 1 } else { 2 };
@@ -1429,14 +1515,6 @@ fn sent_codes(in_flight: &VecDeque<InFlight>, tick: Tick, id: u32) -> Option<&[i
     let f = &in_flight[in_flight.binary_search_by_key(&tick, |f| f.tick).ok()?];
     let k = f.changes.binary_search_by_key(&id, |(i, _)| *i).ok()?;
     f.changes[k].1.as_ref().map(|e| &e.codes[..])
-}
-
-/// A 64-bit FNV-1a hash of an entity's codes: a cheap test of whether two states may be
-/// equal before their codes are compared.
-fn codes_hash(codes: &[i32]) -> u64 {
-    codes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &c| {
-        (h ^ u64::from(c as u32)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 /// What the client shows of entity `id` has to be worked out again.

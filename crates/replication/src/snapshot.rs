@@ -10,7 +10,12 @@
 //! entry { id_gap op .. } id_gap: var, id - previous id - 1 (the first: the id)
 //!   op 0                 update: the entity's delta against the baseline's (field.rs)
 //!   op 10                despawn
-//!   op 11 kind state     spawn (or replace): var kind, the state against zero codes
+//!   op 11 kind gen state spawn (or replace): var kind, var generation (how many times
+//!                        the server spawned this id), the state against zero codes
+//! checksum               16 bits: the view the client holds after decoding this snapshot
+//!                        (the baseline's with the entries applied), folded from
+//!                        [`View::checksum`]; a client whose view differs refuses the
+//!                        snapshot and asks for one against nothing
 //! ```
 //!
 //! The view after a snapshot is its baseline's view with the entries applied; entities
@@ -21,7 +26,7 @@
 use crate::error::ReplicationError;
 use crate::field::{self, Motion};
 use crate::schema::{KindId, Schema};
-use crate::view::{Entry, View};
+use crate::view::{Entry, View, codes_hash};
 use lagless_core::Tick;
 use lagless_wire::{BitReader, BitWriter, WireError};
 use std::sync::Arc;
@@ -100,9 +105,16 @@ pub(crate) fn write_op(w: &mut BitWriter, change: Change) {
     }
 }
 
-/// The payload of a spawn: kind and full state.
-pub(crate) fn write_spawn_payload(w: &mut BitWriter, schema: &Schema, kind: KindId, codes: &[i32]) {
+/// The payload of a spawn: kind, generation and full state.
+pub(crate) fn write_spawn_payload(
+    w: &mut BitWriter,
+    schema: &Schema,
+    kind: KindId,
+    generation: u32,
+    codes: &[i32],
+) {
     w.write_var_u32(u32::from(kind));
+    w.write_var_u32(generation);
     if let Some(k) = schema.get(kind) {
         field::write_entity(w, k, &field::zero_codes(k), codes, NO_MOTION);
     }
@@ -122,6 +134,18 @@ pub struct Decoded {
     pub changes: Vec<(u32, Change)>,
     /// Every entity the client should show, when the server lost track of the client.
     pub members: Option<Vec<u32>>,
+    /// The checksum the server sent of `view` ([`View::checksum`], folded to 16 bits).
+    pub checksum: u16,
+}
+
+/// The 16 bits of a view's checksum a snapshot carries: every bit of the sum counts.
+pub(crate) fn fold_checksum(sum: u64) -> u16 {
+    (sum ^ (sum >> 16) ^ (sum >> 32) ^ (sum >> 48)) as u16
+}
+
+/// Ends a snapshot with the checksum of the view its client holds after decoding it.
+pub(crate) fn write_checksum(w: &mut BitWriter, sum: u64) {
+    w.write_bits(u32::from(fold_checksum(sum)), 16);
 }
 
 /// Decodes a snapshot of `tick`; `base` finds the view of a baseline tick.
@@ -187,6 +211,7 @@ pub(crate) fn decode<'v>(
             view.set(
                 id,
                 Some(Entry {
+                    hash: codes_hash(&codes),
                     codes: Arc::from(codes),
                     tick,
                     ..from
@@ -199,6 +224,7 @@ pub(crate) fn decode<'v>(
         } else {
             let k = r.read_var_u32()?;
             let kind_id = KindId::try_from(k).map_err(|_| ReplicationError::UnknownKind(k))?;
+            let generation = r.read_var_u32()?;
             let kind = schema
                 .get(kind_id)
                 .ok_or(ReplicationError::UnknownKind(k))?;
@@ -208,9 +234,9 @@ pub(crate) fn decode<'v>(
                 id,
                 Some(Entry {
                     kind: kind_id,
-                    generation: 0,
+                    generation,
                     version: 0,
-                    hash: 0,
+                    hash: codes_hash(&codes),
                     position: None,
                     velocity: [0.0; 3],
                     tick,
@@ -231,11 +257,13 @@ pub(crate) fn decode<'v>(
         }
         changes.push((id, change));
     }
+    let checksum = r.read_bits(16)? as u16;
     r.finish()?;
     Ok(Decoded {
         baseline,
         view,
         changes,
         members,
+        checksum,
     })
 }

@@ -18,14 +18,15 @@ const CHUNK: usize = 32;
 pub struct Entry {
     /// Its kind.
     pub kind: KindId,
-    /// Server side: the entity's incarnation, so an id reused after a despawn is sent as a
-    /// new entity. Always 0 on the client.
+    /// The entity's incarnation: how many times its id has been spawned, so an id reused
+    /// after a despawn is a new entity on both ends (sent with every spawn).
     pub generation: u32,
     /// Server side: which state of the entity the codes are (one number per change), to
     /// share encoding work between clients. Always 0 on the client.
     pub version: u64,
-    /// Server side: a hash of `codes`, so a state that changed and changed back can be
-    /// told from a new one without comparing codes. Always 0 on the client.
+    /// A hash of `codes` (64-bit FNV-1a): on the server, so a state that changed and
+    /// changed back can be told from a new one without comparing codes; on both ends, for
+    /// the view's checksum.
     pub hash: u64,
     /// Server side: the position the codes hold, for how far the entity has moved since.
     /// Always `None` on the client.
@@ -42,10 +43,18 @@ pub struct Entry {
 type Chunk = [Option<Entry>; CHUNK];
 
 /// Entities by id; cheap to copy.
+///
+/// A view keeps a running checksum of what it holds ([`View::checksum`]): the sum of one
+/// hash per entity (id, kind, generation and codes), kept up to date by every
+/// [`View::set`], so two views with the same entities have the same checksum whatever
+/// order they were built in, and keeping it costs one hash per change. The server sends
+/// it with each snapshot for the view the client holds after decoding it, and the client
+/// checks it (Unity Netcode for Entities' ghost hash; GGRS's sync test).
 #[derive(Debug, Clone, Default)]
 pub struct View {
     chunks: Vec<Option<Arc<Chunk>>>,
     len: usize,
+    sum: u64,
 }
 
 impl View {
@@ -82,7 +91,28 @@ impl View {
         let chunk = self.chunks[c].get_or_insert_with(|| Arc::new(std::array::from_fn(|_| None)));
         let slot = &mut Arc::make_mut(chunk)[i];
         self.len = self.len + usize::from(entry.is_some()) - usize::from(slot.is_some());
+        if let Some(old) = slot.as_ref() {
+            self.sum = self.sum.wrapping_sub(entry_hash(id, old));
+        }
+        if let Some(new) = entry.as_ref() {
+            self.sum = self.sum.wrapping_add(entry_hash(id, new));
+        }
         *slot = entry;
+    }
+
+    /// The checksum of what the view holds (see [`View`]).
+    pub fn checksum(&self) -> u64 {
+        self.sum
+    }
+
+    /// The checksum the view would have with `changes` made (`None`: removed), without
+    /// making them.
+    pub(crate) fn checksum_with(&self, changes: &[(u32, Option<Entry>)]) -> u64 {
+        changes.iter().fold(self.sum, |sum, (id, new)| {
+            let old = self.get(*id).map_or(0, |e| entry_hash(*id, e));
+            let new = new.as_ref().map_or(0, |e| entry_hash(*id, e));
+            sum.wrapping_sub(old).wrapping_add(new)
+        })
     }
 
     /// Every entity, in ascending id order.
@@ -130,6 +160,24 @@ impl View {
     }
 }
 
+/// A 64-bit FNV-1a hash of an entity's codes: what [`Entry::hash`] holds.
+pub(crate) fn codes_hash(codes: &[i32]) -> u64 {
+    codes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &c| {
+        (h ^ u64::from(c as u32)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// One entity's part of a view's checksum: its id, kind, generation and codes, mixed so
+/// that the sum over a view changes when any of them does (SplitMix64's finaliser).
+fn entry_hash(id: u32, e: &Entry) -> u64 {
+    let mut x = e.hash
+        ^ (u64::from(id) << 32 | u64::from(e.generation)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ u64::from(e.kind).rotate_left(17);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
 fn split(id: u32) -> (usize, usize) {
     (id as usize / CHUNK, id as usize % CHUNK)
 }
@@ -171,5 +219,46 @@ mod tests {
             seen.push((id, old.is_some(), new.is_some()))
         });
         assert_eq!(seen, [(5, false, true), (64, true, false)]);
+    }
+
+    /// The checksum follows the entities, not the order they were set in, and any change
+    /// of codes, generation or id changes it.
+    #[test]
+    fn checksum_follows_the_entities() {
+        let with = |e: &[(u32, Entry)]| {
+            let mut v = View::new();
+            for (id, x) in e {
+                v.set(*id, Some(x.clone()));
+            }
+            v
+        };
+        let hashed = |v: i32| Entry {
+            hash: codes_hash(&[v]),
+            ..entry(v)
+        };
+        let a = with(&[(3, hashed(1)), (70, hashed(2))]);
+        let mut b = with(&[(70, hashed(2)), (9, hashed(5)), (3, hashed(1))]);
+        assert_ne!(a.checksum(), b.checksum());
+        b.set(9, None);
+        assert_eq!(
+            a.checksum(),
+            b.checksum(),
+            "order and removals do not matter"
+        );
+        b.set(3, Some(hashed(4)));
+        assert_ne!(a.checksum(), b.checksum(), "codes");
+        b.set(
+            3,
+            Some(Entry {
+                generation: 1,
+                ..hashed(1)
+            }),
+        );
+        assert_ne!(a.checksum(), b.checksum(), "generation");
+        b.set(3, Some(hashed(1)));
+        assert_eq!(a.checksum(), b.checksum());
+        let moved = with(&[(4, hashed(1)), (70, hashed(2))]);
+        assert_ne!(a.checksum(), moved.checksum(), "id");
+        assert_eq!(View::new().checksum(), 0);
     }
 }

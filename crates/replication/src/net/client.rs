@@ -11,7 +11,7 @@ use lagless_core::{
     SmoothingConfig, Tick,
 };
 use lagless_wire::BitReader;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,6 +54,8 @@ pub struct ClientNetStats {
     pub frames_refused: u64,
     /// Snapshots whose dead-reckoning batch did not decode (so neither part was used).
     pub dead_reckoning_refused: u64,
+    /// Entity events dropped because the game did not poll them ([`Client::poll_event`]).
+    pub events_dropped: u64,
 }
 
 /// What to draw this frame: every entity's pose, and the interpolated state of the
@@ -114,8 +116,14 @@ pub struct Client<W: PredictedWorld> {
     /// How far a held-back entity's state is carried along its velocity, seconds.
     max_dead_reckoning: f32,
     dead_reckoning: Option<(DrReceiver, DrCodec)>,
+    /// Spawns and despawns for the game, oldest first (bounded: the oldest go).
+    events: VecDeque<EntityEvent>,
     stats: ClientNetStats,
 }
+
+/// Events kept for the game until polled; older ones are dropped (and counted in
+/// [`ClientNetStats::events_dropped`]).
+const MAX_EVENTS: usize = 1 << 16;
 
 impl<W: PredictedWorld> Client<W> {
     /// A client of a server replicating `schema`, predicting with `world`.
@@ -151,6 +159,7 @@ impl<W: PredictedWorld> Client<W> {
             dead_reckoning: config
                 .dead_reckoning
                 .map(|c| (DrReceiver::new(c.receiver), c.codec)),
+            events: VecDeque::new(),
             stats: ClientNetStats::default(),
         })
     }
@@ -235,8 +244,13 @@ impl<W: PredictedWorld> Client<W> {
     /// frame, and reconciliation.
     fn apply(&mut self, now: Duration, tick: Tick) {
         while let Some(event) = self.replication.poll_event() {
+            if self.events.len() >= MAX_EVENTS {
+                self.events.pop_front();
+                self.stats.events_dropped += 1;
+            }
+            self.events.push_back(event);
             match event {
-                EntityEvent::Despawned(id) => {
+                EntityEvent::Despawned { id, .. } => {
                     self.smoothers.remove(&id);
                     self.shown.remove(&id);
                     if let Some((dr, _)) = &mut self.dead_reckoning {
@@ -245,7 +259,7 @@ impl<W: PredictedWorld> Client<W> {
                 }
                 // Every entity may be a character: the receiver holds only its newest
                 // message, and refuses messages for ids the server never spawned.
-                EntityEvent::Spawned(id) => {
+                EntityEvent::Spawned { id, .. } => {
                     if let Some((dr, _)) = &mut self.dead_reckoning {
                         dr.spawn(id);
                     }
@@ -264,7 +278,7 @@ impl<W: PredictedWorld> Client<W> {
             } else {
                 e.values.clone()
             };
-            frame.push(id, e.kind, values.into());
+            frame.push_generation(id, e.generation, e.kind, values.into());
         }
         if self.interpolation.push(tick, now, frame).is_err() {
             self.stats.frames_refused += 1;
@@ -363,15 +377,15 @@ impl<W: PredictedWorld> Client<W> {
         for id in ids {
             if latest.contains(&id) {
                 if let Some(e) = self.replication.get(id) {
-                    frame.push(id, e.kind, e.values.clone().into());
+                    frame.push_generation(id, e.generation, e.kind, e.values.clone().into());
                     if let Some(p) = self.schema.get(e.kind).and_then(|k| pose_of(k, &e.values)) {
                         raw.insert(id, p);
                     }
                 }
-            } else if let Some((kind, values)) = interpolated.get_shared(id) {
+            } else if let Some((generation, kind, values)) = interpolated.get_shared(id) {
                 if self.policy(id) == Policy::Interpolated {
                     // The buffer's blend is handed on, not copied again.
-                    frame.push(id, kind, values);
+                    frame.push_generation(id, generation, kind, values);
                     if let Some(p) = interpolated.pose(id) {
                         raw.insert(id, p);
                     }
@@ -457,6 +471,14 @@ impl<W: PredictedWorld> Client<W> {
     /// does not see is overwritten by the next rollback).
     pub fn world_mut(&mut self) -> &mut W {
         &mut self.world
+    }
+
+    /// The next spawn or despawn of a replicated entity, oldest first: a despawn and a
+    /// spawn of the same id are two events with different generations, whatever was
+    /// lost on the way. Events come as snapshots are decoded, before
+    /// [`Client::render`] shows their entities.
+    pub fn poll_event(&mut self) -> Option<EntityEvent> {
+        self.events.pop_front()
     }
 
     /// The replicated entities as the newest snapshot has them.

@@ -1,0 +1,148 @@
+//! Spawn and despawn events through the public [`Server`] and [`Client`]: a coin picked up
+//! and put back under the same id (the lowest free one) in one tick is two events on
+//! every client, on every profile, whatever is lost; and it never slides from where the
+//! old coin was.
+#![allow(clippy::unwrap_used)]
+
+use lagless_netem::{Duplex, profile};
+use lagless_replication::*;
+use std::time::Duration;
+
+const HZ: u32 = 30;
+
+fn schema() -> Schema {
+    Schema::new()
+        .kind(Kind::new("coin").vec2("position", 100.0, 0.01))
+        .build()
+        .unwrap()
+}
+
+/// Nothing is predicted: every coin is interpolated.
+struct NoPrediction;
+
+impl Rollback for NoPrediction {
+    type Input = u8;
+    type Saved = ();
+    type Confirmed = ReplicationClient;
+    fn advance(&mut self, _: Tick, _: u8) {}
+    fn save(&self) {}
+    fn diverged(&self, _: &(), _: &ReplicationClient) -> bool {
+        false
+    }
+    fn load(&mut self, _: &ReplicationClient, _: Option<&()>) {}
+}
+
+impl PredictedWorld for NoPrediction {
+    fn pose(&self, _: u32) -> Option<Pose> {
+        None
+    }
+}
+
+/// Where the coin of generation `g` lies: far from the previous one's.
+fn spot(generation: u32) -> [f32; 2] {
+    if generation % 2 == 0 {
+        [-20.0, 5.0]
+    } else {
+        [20.0, -5.0]
+    }
+}
+
+/// Plays 20 s on `network` with two clients; every 2 s the coin is despawned and a new one
+/// spawned in the same tick. Returns, per client, the events it saw and the number of
+/// frames that drew the coin away from both spots.
+fn play(network: &str, seed: u64) -> (Vec<u32>, Vec<(Vec<EntityEvent>, usize)>) {
+    let config = NetConfig::new(HZ);
+    let mut server = Server::<u8>::new(schema(), &config).unwrap();
+    let mut clients = Vec::new();
+    for k in 0..2u64 {
+        server.connect(k + 1).unwrap();
+        let client = Client::new(schema(), NoPrediction, &config).unwrap();
+        let link = Duplex::symmetric(profile(network).unwrap(), seed * 2 + k).unwrap();
+        clients.push((client, link, Vec::new(), 0));
+    }
+    let mut coin = server.spawn(0, |w| w.vec2(spot(1))).unwrap();
+    let mut generations = vec![1];
+    let mut now = Duration::ZERO;
+    while now <= Duration::from_secs(20) {
+        for (k, (_, link, ..)) in clients.iter_mut().enumerate() {
+            while let Some(p) = link.up.poll(now) {
+                let _ = server.receive(k as u64 + 1, now, &p);
+            }
+        }
+        server.update(now);
+        while server.next_tick().is_some() {
+            if server.current_tick().0 % (2 * HZ) == 0 {
+                // Picked up, and put back at once: the freed id is taken again.
+                server.despawn(coin).unwrap();
+                let g = generations.len() as u32 + 1;
+                let again = server.spawn(0, |w| w.vec2(spot(g))).unwrap();
+                assert_eq!(again, coin, "the lowest free id is reused");
+                (coin, _) = (again, generations.push(g));
+            }
+            server.send_snapshots(now).unwrap();
+        }
+        while let Some((id, bytes)) = server.poll_transmit() {
+            clients[id as usize - 1].1.down.send(now, bytes);
+        }
+        for (client, link, events, slid) in &mut clients {
+            while let Some(p) = link.down.poll(now) {
+                let _ = client.receive(now, &p);
+            }
+            events.extend(std::iter::from_fn(|| client.poll_event()));
+            client.update(now);
+            while let Some(t) = client.next_tick() {
+                client.tick(t, 0);
+            }
+            while let Some(p) = client.poll_transmit(now) {
+                link.up.send(now, p);
+            }
+            if let Some(p) = client.render(now).pose(coin) {
+                let near = |s: [f32; 2]| (p.position[0] - s[0]).hypot(p.position[1] - s[1]) < 0.1;
+                *slid += usize::from(!near(spot(1)) && !near(spot(2)));
+            }
+        }
+        now += Duration::from_millis(5);
+    }
+    let seen = clients.into_iter().map(|(_, _, e, s)| (e, s)).collect();
+    (generations, seen)
+}
+
+#[test]
+fn a_coin_put_back_under_its_id_is_two_events_on_every_client_and_never_slides() {
+    for network in [
+        "lan",
+        "broadband",
+        "wifi",
+        "mobile",
+        "lossy",
+        "awful",
+        "snapshot-demo",
+    ] {
+        for seed in 1..=3 {
+            let (generations, clients) = play(network, seed);
+            assert!(generations.len() >= 10, "{network}: {generations:?}");
+            for (events, slid) in clients {
+                // Every incarnation: spawned, then (but the last) despawned; in order.
+                let mut expected = Vec::new();
+                for (i, &g) in generations.iter().enumerate() {
+                    expected.push(EntityEvent::Spawned {
+                        id: 0,
+                        generation: g,
+                        kind: 0,
+                    });
+                    if i + 1 < generations.len() {
+                        expected.push(EntityEvent::Despawned {
+                            id: 0,
+                            generation: g,
+                        });
+                    }
+                }
+                // The last incarnation may not have arrived yet when the run ends.
+                let n = events.len();
+                assert!(n + 2 >= expected.len(), "{network} seed {seed}: {events:?}");
+                assert_eq!(events[..], expected[..n], "{network} seed {seed}");
+                assert_eq!(slid, 0, "{network} seed {seed}: drawn between two coins");
+            }
+        }
+    }
+}

@@ -691,6 +691,16 @@ pub fn snapshot_metrics<S: LabScene>(
         r.number("snapshot.budget_kbps_mean", s.budget_kbps.mean());
         r.number("snapshot.deferred_pct", per(s.deferred * 100, s.candidates));
         r.number("snapshot.staleness_ms_p99", s.staleness_ms.percentile(99.0));
+        // The consistency check every snapshot carries: must be 0.
+        r.set(
+            "replication.view_mismatches",
+            Metric::Count(
+                receivers
+                    .iter()
+                    .map(|c| c.layer.stats().view_mismatches)
+                    .sum(),
+            ),
+        );
     }
     r.number("snapshot.capture_us_p50", s.capture_us.percentile(50.0));
     r.number("snapshot.encode_us_p50", s.encode_us.percentile(50.0));

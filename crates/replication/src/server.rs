@@ -1146,6 +1146,10 @@ impl ReplicationServer {
                 } => {
                     keep.push(id);
                     c.priority[i] += rate * elapsed;
+                    // A resend of what the client predicts waits for room like any
+                    // other: forced into every snapshot until acknowledged, a resting
+                    // player's state crowded a thin link (128 kbit/s on `mobile`).
+                    let owned = owned && !resend;
                     let priority = match (owned, resend) {
                         (true, _) => f32::MAX,
                         (false, true) => 0.0,
@@ -1275,6 +1279,15 @@ impl ReplicationServer {
             if misses >= MAX_MISSES || used + ENTRY_GUESS + 8 > cap {
                 deferred += candidates.len() - k;
                 break;
+            }
+            if cand.resend && deferred > 0 {
+                // The budget is short: a state that probably arrived waits for the
+                // acknowledgements (which send it again if it did not) rather than take
+                // room from one the client certainly lacks. Resending whatever the room
+                // allowed cut the budget a 128 kbit/s `mobile` link settled at by a
+                // fifth (the link queued more), and every view's staleness grew.
+                deferred += 1;
+                continue;
             }
             let Some(body) = payload(cache, cand.id, change) else {
                 continue;

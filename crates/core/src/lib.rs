@@ -10,6 +10,8 @@
 //! * [`ClientSession`]: runs ahead of the server by RTT/2 plus an input buffer
 //!   ([`LeadPolicy`]), sends every unacknowledged input in each message (redundancy with
 //!   run-length compression), reassembles snapshots.
+//! * [`channel`]: a message channel carrying reliable-ordered and unreliable messages
+//!   ([`Delivery`]) in whatever datagrams the caller has room in.
 //! * Building blocks: [`Tick`], [`FixedTimestep`], [`TickBuffer`], [`RttEstimator`],
 //!   [`ClockSync`].
 //!
@@ -60,6 +62,7 @@
 
 #![deny(missing_docs)]
 
+pub mod channel;
 mod client;
 mod error;
 mod input;
@@ -76,6 +79,7 @@ mod sync;
 mod tick;
 mod timestep;
 
+pub use channel::{ChannelConfig, ChannelError, ChannelStats, Delivery, MessageChannel};
 pub use client::{
     ClientConfig, ClientSession, ClientStats, FAST_FORWARD_TICKS, RESYNC_AFTER_PACKETS,
     ReceivedSnapshot, TICK_TRUST_SECS,

@@ -10,8 +10,11 @@
 //! * [`ClientSession`]: runs ahead of the server by RTT/2 plus an input buffer
 //!   ([`LeadPolicy`]), sends every unacknowledged input in each message (redundancy with
 //!   run-length compression), reassembles snapshots.
-//! * [`channel`]: a message channel carrying reliable-ordered and unreliable messages
-//!   ([`Delivery`]) in whatever datagrams the caller has room in.
+//! * Game messages both ways ([`channel`]): reliable-ordered or unreliable
+//!   ([`Delivery`]), framed in the packets that flow anyway: the client's input messages
+//!   ([`ClientSession::send_message`]) and the server's snapshots
+//!   ([`ServerSession::send_message`]); plus a resync request from the client
+//!   ([`ClientSession::set_resync`], [`ServerSession::resync_requested`]).
 //! * Building blocks: [`Tick`], [`FixedTimestep`], [`TickBuffer`], [`RttEstimator`],
 //!   [`ClockSync`].
 //!

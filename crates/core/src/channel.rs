@@ -33,8 +33,10 @@
 //! * **Reliable** messages are resent every `resend_interval` until acknowledged and
 //!   handed out in the order they were sent, each exactly once. The receiver buffers up to
 //!   [`WINDOW`] messages ahead of the next one it delivers.
-//! * **Unreliable** messages are offered to the next packet written and never resent: one
-//!   that does not fit in it is dropped ([`ChannelStats::unreliable_dropped`]). Each gets an
+//! * **Unreliable** messages go in the next packet written with room for them and are never
+//!   resent. One that finds no room waits for the next packet, but no longer than
+//!   `unreliable_max_wait` after it first found none: then it is dropped
+//!   ([`ChannelStats::unreliable_dropped`]); stale is worse than lost. Each gets an
 //!   id when written, so a duplicated or late packet delivers it at most once. (A copy
 //!   arriving more than 1024 unreliable ids behind the newest is taken as a sign that the
 //!   newest was forged and starts the count over, as the sessions do with their sequence
@@ -77,8 +79,9 @@ const UNRELIABLE_RESET_DISTANCE: u16 = 1024;
 pub enum Delivery {
     /// Resent until acknowledged; delivered once, in the order sent.
     Reliable,
-    /// Sent once in the next packet; may be lost, or dropped when that packet is full;
-    /// delivered at most once, in the order it arrives.
+    /// Sent once, in the next packet with room for it (dropped if none comes within
+    /// [`ChannelConfig::unreliable_max_wait`]); may be lost; delivered at most once, in
+    /// the order it arrives.
     Unreliable,
 }
 
@@ -114,6 +117,10 @@ pub struct ChannelConfig {
     pub send_queue_len: usize,
     /// Most unreliable messages waiting for the next packet.
     pub unreliable_queue_len: usize,
+    /// How long an unreliable message may wait for a packet with room for it, from the
+    /// first packet that had none; zero drops it at the first. Packets are polled at the
+    /// caller's pace, so this is also at least one packet interval.
+    pub unreliable_max_wait: Duration,
     /// Most messages (of either kind) delivered but not yet read by the application.
     pub recv_queue_len: usize,
     /// Largest channel packet written, taken within
@@ -128,6 +135,7 @@ impl Default for ChannelConfig {
             resend_interval: Duration::from_millis(100),
             send_queue_len: 1024,
             unreliable_queue_len: 256,
+            unreliable_max_wait: Duration::from_millis(50),
             recv_queue_len: 1024,
             max_packet_bytes: MAX_CHANNEL_PACKET_BYTES,
         }
@@ -153,7 +161,8 @@ pub struct ChannelStats {
     pub unreliable_sent: u64,
     /// Unreliable messages written into a packet.
     pub unreliable_written: u64,
-    /// Unreliable messages dropped because the packet they were offered to had no room.
+    /// Unreliable messages dropped for want of room in the packets written within
+    /// `unreliable_max_wait`.
     pub unreliable_dropped: u64,
     /// Unreliable messages delivered.
     pub unreliable_delivered: u64,
@@ -165,6 +174,13 @@ pub struct ChannelStats {
     pub packets_written: u64,
     /// Bytes of channel packets written.
     pub bytes_written: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Unreliable {
+    data: Vec<u8>,
+    /// When a packet first had no room for it.
+    first_refused: Option<Duration>,
 }
 
 #[derive(Clone, Debug)]
@@ -181,7 +197,7 @@ pub struct MessageChannel {
     config: ChannelConfig,
     next_send_id: u16,
     unacked: VecDeque<Outgoing>,
-    unreliable: VecDeque<Vec<u8>>,
+    unreliable: VecDeque<Unreliable>,
     next_unreliable_id: u16,
     next_recv_id: u16,
     /// Received, undelivered reliable messages, indexed by `id - next_recv_id`.
@@ -350,7 +366,7 @@ impl MessageChannel {
         self.send_with(Delivery::Reliable, message)
     }
 
-    /// Queues a message for unreliable delivery in the next packet.
+    /// Queues a message for unreliable delivery in the next packet with room for it.
     pub fn send_unreliable(&mut self, message: &[u8]) -> Result<(), ChannelError> {
         self.send_with(Delivery::Unreliable, message)
     }
@@ -381,7 +397,10 @@ impl MessageChannel {
                 if self.unreliable.len() >= self.config.unreliable_queue_len {
                     return Err(ChannelError::UnreliableQueueFull);
                 }
-                self.unreliable.push_back(message.to_vec());
+                self.unreliable.push_back(Unreliable {
+                    data: message.to_vec(),
+                    first_refused: None,
+                });
                 self.stats.unreliable_sent += 1;
             }
         }
@@ -415,10 +434,13 @@ impl MessageChannel {
     /// message is due or an acknowledgement is owed.
     ///
     /// Reliable messages due go first, oldest first; one that does not fit waits for a
-    /// later packet while smaller ones behind it may go. Then every unreliable message
-    /// queued is offered to this packet, once: those that do not fit are dropped. With
-    /// `max_bytes` below [`MIN_CHANNEL_PACKET_BYTES`] nothing is written and nothing
-    /// dropped.
+    /// later packet while smaller ones behind it may go. Then unreliable messages, oldest
+    /// first, as many as fit; one that does not waits for a later packet, or is dropped
+    /// once it has waited `unreliable_max_wait`. With `max_bytes` below
+    /// [`MIN_CHANNEL_PACKET_BYTES`] nothing is written and nothing dropped.
+    ///
+    /// Called in a loop, it writes packets until nothing more is due: each packet it
+    /// returns carries a message or an acknowledgement owed.
     pub fn poll_packet_within(&mut self, now: Duration, max_bytes: usize) -> Option<Vec<u8>> {
         let budget = max_bytes.min(self.config.max_packet_bytes);
         if budget < MIN_CHANNEL_PACKET_BYTES {
@@ -453,21 +475,28 @@ impl MessageChannel {
         let mut unreliable = Writer::new();
         let mut unreliable_count = 0;
         let first_unreliable = self.next_unreliable_id;
-        for m in self.unreliable.drain(..) {
-            let entry = varint_len(m.len()) + m.len();
+        let max_wait = self.config.unreliable_max_wait;
+        let stats = &mut self.stats;
+        self.unreliable.retain_mut(|m| {
+            let entry = varint_len(m.data.len()) + m.data.len();
             let len = packet_len(
                 reliable_count,
                 reliable.len(),
                 unreliable_count + 1,
                 unreliable.len() + entry,
             );
-            if len > budget {
-                self.stats.unreliable_dropped += 1;
-                continue;
+            if len <= budget {
+                unreliable.write_len_prefixed(&m.data);
+                unreliable_count += 1;
+                return false;
             }
-            unreliable.write_len_prefixed(&m);
-            unreliable_count += 1;
-        }
+            let first = *m.first_refused.get_or_insert(now);
+            let keep = now.saturating_sub(first) < max_wait;
+            if !keep {
+                stats.unreliable_dropped += 1;
+            }
+            keep
+        });
         if reliable_count == 0 && unreliable_count == 0 && !self.ack_dirty {
             return None;
         }
@@ -725,7 +754,7 @@ mod tests {
     }
 
     #[test]
-    fn unreliable_that_does_not_fit_is_dropped_not_delayed() {
+    fn unreliable_waits_a_little_for_room_then_is_dropped() {
         let mut a = MessageChannel::default();
         for _ in 0..3 {
             a.send_unreliable(&[7; 500]).expect("queued");
@@ -733,15 +762,52 @@ mod tests {
         a.send_unreliable(&[8; 10]).expect("queued");
         let p = a.poll_packet_within(ms(0), 1100).expect("packet");
         assert!(p.len() <= 1100);
-        // Two of the big ones and the small one fit; the third big one is gone.
-        assert_eq!(a.stats().unreliable_dropped, 1);
+        // Two of the big ones and the small one fit; the third waits.
         assert_eq!(a.stats().unreliable_written, 3);
-        assert_eq!(a.unreliable_queued(), 0);
-        assert!(a.poll_packet(ms(1)).is_none());
+        assert_eq!(a.unreliable_queued(), 1);
+        assert!(a.poll_packet_within(ms(10), 100).is_none(), "no room yet");
+        let q = a.poll_packet(ms(20)).expect("room");
+        assert_eq!(a.stats().unreliable_dropped, 0);
         let mut b = MessageChannel::default();
         b.handle_packet(&p).expect("valid");
+        b.handle_packet(&q).expect("valid");
         let sizes: Vec<usize> = std::iter::from_fn(|| b.recv()).map(|m| m.len()).collect();
-        assert_eq!(sizes, vec![500, 500, 10]);
+        assert_eq!(sizes, vec![500, 500, 10, 500]);
+        // One that finds no room for `unreliable_max_wait` is dropped, stale.
+        a.send_unreliable(&[9; 500]).expect("queued");
+        assert!(a.poll_packet_within(ms(100), 100).is_none());
+        assert!(a.poll_packet_within(ms(149), 100).is_none());
+        assert_eq!(a.unreliable_queued(), 1);
+        assert!(a.poll_packet_within(ms(150), 100).is_none());
+        assert_eq!(a.unreliable_queued(), 0);
+        assert_eq!(a.stats().unreliable_dropped, 1);
+        // With no wait allowed, the first packet without room drops it.
+        let mut c = MessageChannel::new(ChannelConfig {
+            unreliable_max_wait: Duration::ZERO,
+            ..Default::default()
+        });
+        c.send_unreliable(&[1; 200]).expect("queued");
+        c.send_unreliable(&[2; 20]).expect("queued");
+        assert!(c.poll_packet_within(ms(0), 100).is_some());
+        assert_eq!(
+            (c.stats().unreliable_written, c.stats().unreliable_dropped),
+            (1, 1)
+        );
+        assert_eq!(c.unreliable_queued(), 0);
+    }
+
+    #[test]
+    fn a_polling_loop_ends_and_sends_everything_due() {
+        let mut a = MessageChannel::default();
+        for i in 0..10u8 {
+            a.send(&[i; 400]).expect("queued");
+            a.send_unreliable(&[i; 300]).expect("queued");
+        }
+        let packets: Vec<Vec<u8>> = std::iter::from_fn(|| a.poll_packet(ms(0))).collect();
+        assert!((6..=8).contains(&packets.len()), "{}", packets.len());
+        assert_eq!(a.unreliable_queued(), 0);
+        assert_eq!(a.stats().unreliable_dropped, 0);
+        assert!(a.poll_packet(ms(1)).is_none());
     }
 
     #[test]
@@ -811,14 +877,12 @@ mod tests {
         big.send(&[1; MAX_MESSAGE_BYTES]).expect("largest");
         big.send_unreliable(&[1; MAX_MESSAGE_BYTES])
             .expect("largest");
-        assert!(
-            big.poll_packet(ms(0))
-                .is_some_and(|p| p.len() <= MAX_CHANNEL_PACKET_BYTES)
-        );
-        assert!(
-            big.poll_packet(ms(0)).is_none(),
-            "the unreliable one was dropped"
-        );
+        // One packet each.
+        for _ in 0..2 {
+            let p = big.poll_packet(ms(0)).expect("packet");
+            assert!(p.len() <= MAX_CHANNEL_PACKET_BYTES);
+        }
+        assert!(big.poll_packet(ms(0)).is_none());
     }
 
     #[test]

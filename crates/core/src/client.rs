@@ -667,8 +667,10 @@ impl<I: Input> ClientSession<I> {
 
     /// Queues a game message for the server. It rides the next input messages
     /// ([`ClientSession::poll_transmit`]) with room for it: a reliable one until the
-    /// server acknowledges it, an unreliable one in the next input message only (dropped
-    /// if that one has no room, see [`ChannelStats::unreliable_dropped`]).
+    /// server acknowledges it, an unreliable one once, in the next input message with
+    /// room for it (dropped if none has within
+    /// [`ChannelConfig::unreliable_max_wait`](crate::ChannelConfig::unreliable_max_wait),
+    /// see [`ChannelStats::unreliable_dropped`]).
     ///
     /// Refused when the message is empty or larger than
     /// [`MessageChannel::max_message_bytes`] (1024 bytes by default), or when its queue

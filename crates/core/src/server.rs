@@ -257,9 +257,11 @@ impl<I: Input> ServerSession<I> {
 
     /// Queues a game message for client `id`. It rides the client's next snapshots
     /// ([`ServerSession::send_snapshot`]), in fragment 0 of each: a reliable one until
-    /// the client acknowledges it, an unreliable one in the next snapshot only (dropped
-    /// if that one has no room, see [`ChannelStats::unreliable_dropped`]). A client sent
-    /// no snapshots gets no messages.
+    /// the client acknowledges it, an unreliable one once, in the next snapshot with room
+    /// for it (dropped if none has within [`ChannelConfig::unreliable_max_wait`], see
+    /// [`ChannelStats::unreliable_dropped`]). A client sent no snapshots gets no messages.
+    /// At most `max_packet_bytes` of the channel config (1150 by default) ride one
+    /// snapshot, which bounds the message rate to a client by the snapshot rate.
     ///
     /// Refused with [`ProtocolError::UnknownClient`], or [`ProtocolError::Channel`] when
     /// the message is empty or larger than [`MessageChannel::max_message_bytes`] or its

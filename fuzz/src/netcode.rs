@@ -1,10 +1,11 @@
-//! Targets for the netcode.io state machines (`lagless-netcode`) and the transport's
-//! reliable channel (`lagless-transport`), with their seeds: a real handshake and traffic
+//! Targets for the netcode.io state machines (`lagless-netcode`) and the message channel
+//! (`lagless_core::channel`, the transport's reliable channel), with their seeds: a real handshake and traffic
 //! recorded with fixed keys, so mutations start from authenticated packets.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use lagless_core::channel::MIN_CHANNEL_PACKET_BYTES;
 use lagless_netcode::{
     Client, ConnectToken, MAX_PACKET_BYTES, MAX_PAYLOAD_BYTES, Server, ServerConfig, ServerEvent,
     TokenParams,
@@ -106,21 +107,35 @@ pub fn netcode_client(data: &[u8]) {
     }
 }
 
-/// A [`ReliableChannel`] given arbitrary steps: `dt_ms % 3 == 0` queues the bytes as a
-/// message, anything else hands them over as a channel packet from the peer; it polls
-/// packets and drains messages in between.
+/// A [`ReliableChannel`] (the core's message channel) given arbitrary steps:
+/// `dt_ms % 3 == 0` queues the bytes as a message (reliable when `dt_ms` is even,
+/// unreliable otherwise), anything else hands them over as a channel packet from the peer;
+/// in between it writes one packet within a `dt_ms`-dependent budget (as the sessions do,
+/// in the room their packets leave), then polls packets until none is due, and drains
+/// messages.
 pub fn reliable_channel(data: &[u8]) {
     let mut channel = ReliableChannel::default();
     let mut now = Duration::ZERO;
     for (dt, bytes) in packets(data).take(512) {
         now += Duration::from_millis(u64::from(dt));
         if dt % 3 == 0 {
-            let _ = channel.send(bytes);
+            let _ = if dt % 2 == 0 {
+                channel.send(bytes)
+            } else {
+                channel.send_unreliable(bytes)
+            };
         } else {
             let _ = channel.handle_packet(bytes);
         }
+        let budget = MIN_CHANNEL_PACKET_BYTES - 1 + usize::from(dt) * 5;
+        if let Some(p) = channel.poll_packet_within(now, budget) {
+            assert!(p.len() <= budget, "packet over its budget");
+        }
+        let mut polled = 0;
         while let Some(p) = channel.poll_packet(now) {
             assert!(p.len() <= lagless_transport::reliable::MAX_PACKET_BYTES);
+            polled += 1;
+            assert!(polled <= 1024, "the polling loop ran away");
         }
         while let Some(m) = channel.recv() {
             assert!((1..=MAX_MESSAGE_BYTES).contains(&m.len()));
@@ -177,13 +192,16 @@ pub(crate) fn netcode_sessions(lossy: bool) -> (Vec<u8>, Vec<u8>) {
 }
 
 /// Channel traffic: a sender's packets (as steps for [`reliable_channel`]), with queued
-/// messages in between.
+/// messages in between; the sender's packets carry reliable and unreliable messages.
 pub(crate) fn reliable_traffic() -> Vec<u8> {
     let mut sender = ReliableChannel::default();
     let mut steps: Vec<(u8, Vec<u8>)> = Vec::new();
     for i in 0..40u16 {
         let now = Duration::from_millis(u64::from(i) * 40);
         let _ = sender.send(&i.to_le_bytes());
+        if i % 3 == 0 {
+            let _ = sender.send_unreliable(&[i as u8; 3]);
+        }
         if i % 7 == 0 {
             steps.push((30, vec![i as u8; 1 + usize::from(i)]));
         }
@@ -232,6 +250,6 @@ mod tests {
                 delivered += 1;
             }
         }
-        assert_eq!(delivered, 40);
+        assert_eq!(delivered, 40 + 14, "40 reliable, 14 unreliable");
     }
 }

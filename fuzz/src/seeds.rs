@@ -3,7 +3,7 @@
 
 use crate::targets::{DELTA_TICK, FIXED, POSITION, VELOCITY, frame, new_replication_pair, packets};
 use lagless_core::Tick;
-use lagless_core::{ClientConfig, ClientSession, ServerConfig, ServerSession};
+use lagless_core::{ClientConfig, ClientSession, Delivery, ServerConfig, ServerSession};
 use lagless_scenes::cubes::replicate;
 use lagless_scenes::cubes::snapshot::CubeSnapshot;
 use lagless_scenes::cubes::{CubeInput, CubeScene, CubeSceneConfig};
@@ -199,8 +199,10 @@ fn replication_snapshots() -> Vec<Vec<u8>> {
 }
 
 /// A real exchange: (server -> client packets, client -> server packets), each framed
-/// with the milliseconds between them. With `loss_every > 0`, every `loss_every`-th
-/// packet in each direction is lost (and left out of the recording).
+/// with the milliseconds between them, with game messages both ways now and then (so
+/// packets carry message sections) and a resync request for a while. With
+/// `loss_every > 0`, every `loss_every`-th packet in each direction is lost (and left
+/// out of the recording).
 fn session_traffic(loss_every: usize) -> (Vec<u8>, Vec<u8>) {
     let lost = |n: usize| loss_every > 0 && n % loss_every == loss_every - 1;
     let (mut sent_down, mut sent_up) = (0usize, 0usize);
@@ -214,6 +216,13 @@ fn session_traffic(loss_every: usize) -> (Vec<u8>, Vec<u8>) {
     let mut position = 0i64;
     for ms in 0..600u64 {
         let now = Duration::from_millis(ms);
+        if ms % 40 == 0 {
+            let n = (ms / 40) as u8;
+            let delivery = [Delivery::Reliable, Delivery::Unreliable][usize::from(n % 2)];
+            let _ = client.send_message(delivery, &[n; 5]);
+            let _ = server.send_message(1, delivery, &vec![n; 1 + usize::from(n) * 20]);
+        }
+        client.set_resync((200..300).contains(&ms));
         server.update(now);
         while let Some(step) = server.next_tick() {
             for (_, input) in &step.inputs {
@@ -250,6 +259,8 @@ fn session_traffic(loss_every: usize) -> (Vec<u8>, Vec<u8>) {
             last_up = ms;
         }
         while client.poll_snapshot().is_some() {}
+        while client.poll_message().is_some() {}
+        while server.poll_message().is_some() {}
     }
     (frame(&to_client), frame(&to_server))
 }
@@ -291,6 +302,18 @@ mod tests {
             up.iter()
                 .all(|(_, p)| InputMessage::<u8>::decode(p, 64).is_ok())
         );
+        // Message sections and the resync flag appear both ways.
+        let fragments: Vec<_> = down
+            .iter()
+            .filter_map(|(_, p)| SnapshotFragment::decode(p).ok())
+            .collect();
+        let inputs: Vec<_> = up
+            .iter()
+            .filter_map(|(_, p)| InputMessage::<u8>::decode(p, 64).ok())
+            .collect();
+        assert!(fragments.iter().filter(|f| f.messages.is_some()).count() > 5);
+        assert!(inputs.iter().filter(|m| m.messages.is_some()).count() > 5);
+        assert!(inputs.iter().any(|m| m.resync));
     }
 
     #[test]
@@ -299,8 +322,11 @@ mod tests {
         let c = crate::targets::client_session_run(&down);
         assert!(c.snapshots_received > 5, "{c:?}");
         assert_eq!(c.packets_rejected, 0, "{c:?}");
+        assert!(c.message_bytes_received > 0, "{c:?}");
         let s = crate::targets::server_session_run(&up).expect("client 1");
         assert!(s.packets_received > 5, "{s:?}");
+        assert!(s.message_bytes_received > 0, "{s:?}");
+        assert_eq!(s.packets_rejected, 0, "{s:?}");
         println!("{c:?}\n{s:?}");
     }
 

@@ -1,8 +1,9 @@
 //! The target bodies. Inputs that drive a sequence of reads use the first bytes (or bits)
 //! of each step as an opcode, so one input exercises any mix of decoders.
 
+use lagless_core::channel::MAX_MESSAGE_BYTES;
 use lagless_core::message::{InputMessage, SnapshotFragment};
-use lagless_core::{ClientConfig, ClientSession, ServerConfig, ServerSession, Tick};
+use lagless_core::{ClientConfig, ClientSession, Delivery, ServerConfig, ServerSession, Tick};
 use lagless_replication::{ReplicationClient, ReplicationServer, codes_valid};
 use lagless_scenes::cubes::quantize::StateQuantization;
 use lagless_scenes::cubes::replicate;
@@ -263,7 +264,8 @@ pub fn frame(packets: &[(u8, Vec<u8>)]) -> Vec<u8> {
 }
 
 /// A [`ClientSession`] fed arbitrary packets as if from the server, `dt_ms` apart, running
-/// its game loop in between. It must never panic nor run away.
+/// its game loop in between: it sends a game message now and then (reliable or not) and
+/// reads what messages arrive. It must never panic nor run away.
 pub fn client_session(data: &[u8]) {
     client_session_run(data);
 }
@@ -275,6 +277,18 @@ pub(crate) fn client_session_run(data: &[u8]) -> lagless_core::ClientStats {
     for (dt, packet) in packets(data) {
         now += Duration::from_millis(u64::from(dt));
         drop(client.handle_packet(now, packet));
+        while let Some((_, m)) = client.poll_message() {
+            assert!((1..=MAX_MESSAGE_BYTES).contains(&m.len()), "message size");
+        }
+        if dt % 5 == 0 {
+            let delivery = if dt % 2 == 0 {
+                Delivery::Reliable
+            } else {
+                Delivery::Unreliable
+            };
+            drop(client.send_message(delivery, &[dt; 3]));
+        }
+        client.set_resync(dt % 7 == 0);
         client.update(now);
         let mut ticks = 0;
         while let Some(tick) = client.next_tick() {
@@ -282,7 +296,12 @@ pub(crate) fn client_session_run(data: &[u8]) -> lagless_core::ClientStats {
             ticks += 1;
             assert!(ticks <= MAX_TICKS_PER_UPDATE, "client ticks ran away");
         }
-        while client.poll_transmit(now).is_some() {}
+        while let Some(p) = client.poll_transmit(now) {
+            assert!(
+                p.len() <= lagless_core::MAX_PACKET_BYTES,
+                "oversized packet"
+            );
+        }
         while client.poll_snapshot().is_some() {}
         let _ = (client.stats(), client.alpha(), client.server_position(now));
         let _ = (client.input_slack(), client.target_lead_ticks());
@@ -292,7 +311,8 @@ pub(crate) fn client_session_run(data: &[u8]) -> lagless_core::ClientStats {
 
 /// A [`ServerSession`] with client 1, fed arbitrary packets from it (and, when
 /// `dt_ms % 8 == 7`, from an unknown client 2), running its game loop and sending
-/// snapshots in between. It must never panic nor run away.
+/// snapshots in between, with a game message now and then and reading what messages
+/// arrive. It must never panic nor run away.
 pub fn server_session(data: &[u8]) {
     server_session_run(data);
 }
@@ -307,6 +327,18 @@ pub(crate) fn server_session_run(data: &[u8]) -> Option<lagless_core::ServerClie
         now += Duration::from_millis(u64::from(dt));
         let from = if dt % 8 == 7 { 2 } else { 1 };
         drop(server.handle_packet(from, now, packet));
+        while let Some((id, _, m)) = server.poll_message() {
+            assert_eq!(id, 1, "a message from a client never added");
+            assert!((1..=MAX_MESSAGE_BYTES).contains(&m.len()), "message size");
+        }
+        if dt % 5 == 0 {
+            let delivery = if dt % 2 == 0 {
+                Delivery::Reliable
+            } else {
+                Delivery::Unreliable
+            };
+            drop(server.send_message(1, delivery, &[dt; 3]));
+        }
         server.update(now);
         let mut ticks = 0;
         while let Some(step) = server.next_tick() {
@@ -319,8 +351,14 @@ pub(crate) fn server_session_run(data: &[u8]) -> Option<lagless_core::ServerClie
             ticks += 1;
             assert!(ticks <= MAX_TICKS_PER_UPDATE, "server ticks ran away");
         }
-        while server.poll_transmit().is_some() {}
+        while let Some((_, p)) = server.poll_transmit() {
+            assert!(
+                p.len() <= lagless_core::MAX_PACKET_BYTES,
+                "oversized packet"
+            );
+        }
         let _ = (server.client_stats(1), server.snapshot_ack(1));
+        let _ = (server.resync_requested(1), server.message_bytes_sent(1));
     }
     server.client_stats(1).cloned()
 }

@@ -1,4 +1,7 @@
-use crate::message::{FRAGMENT_PAYLOAD_BYTES, InputMessage, SnapshotFragment};
+use crate::channel::{ChannelConfig, ChannelError, ChannelStats, Delivery, MessageChannel};
+use crate::message::{
+    FRAGMENT_PAYLOAD_BYTES, InputMessage, MAX_PACKET_BYTES, SnapshotFragment, section_wire_len,
+};
 use crate::reassembly::{Assembled, Reassembler};
 use crate::sync::{ClockAdjust, ClockSync, SyncConfig};
 use crate::{FixedTimestep, Input, ProtocolError, RttEstimator, Tick, TickBuffer, TickRate};
@@ -24,6 +27,10 @@ pub struct ClientConfig {
     pub sync: SyncConfig,
     /// Most ticks run back to back after a stall.
     pub max_backlog_ticks: u32,
+    /// The message channel ([`ClientSession::send_message`]): resend interval, queue
+    /// bounds, and `max_packet_bytes`, the most a message section may take of an input
+    /// message.
+    pub channel: ChannelConfig,
 }
 
 impl Default for ClientConfig {
@@ -36,6 +43,7 @@ impl Default for ClientConfig {
             max_partial_snapshots: 4,
             sync: SyncConfig::default(),
             max_backlog_ticks: 8,
+            channel: ChannelConfig::default(),
         }
     }
 }
@@ -80,6 +88,13 @@ pub struct ClientStats {
     /// queue, as through an outage): their clock stamps and echoes were not used (see
     /// [`crate::SyncConfig::stale_margin_secs`]).
     pub stale_packets: u64,
+    /// Bytes of message sections sent, length prefixes included (also in `bytes_sent`).
+    pub message_bytes_sent: u64,
+    /// Bytes of message sections received and taken, length prefixes included.
+    pub message_bytes_received: u64,
+    /// Packets refused because their message section was malformed
+    /// ([`ProtocolError::Channel`]); also counted in `packets_rejected`.
+    pub message_sections_rejected: u64,
 }
 
 /// How far, in seconds of server ticks, a packet's tick may lie from where the client
@@ -150,6 +165,11 @@ pub struct ClientSession<I: Input> {
     echoed_lead: Option<u32>,
     /// A server packet was lost since the last report used.
     report_lost: bool,
+    /// Game messages both ways; kept through a [`ClientSession::resync`], which the server
+    /// does not see: its channel state goes on.
+    channel: MessageChannel,
+    /// Ask the server for a snapshot against nothing, in every input message.
+    resync_flag: bool,
     stats: ClientStats,
 }
 
@@ -197,6 +217,8 @@ impl<I: Input> ClientSession<I> {
             sent_leads: VecDeque::with_capacity(SENT_LEADS),
             echoed_lead: None,
             report_lost: false,
+            channel: MessageChannel::new(config.channel.clone()),
+            resync_flag: false,
             stats: ClientStats::default(),
             config,
         }
@@ -322,6 +344,18 @@ impl<I: Input> ClientSession<I> {
             self.stats.packets_rejected += 1;
             self.stats.implausible_ticks += 1;
             return Err(ProtocolError::TickOutOfRange);
+        }
+        // Messages first: the channel checks the whole section before it takes anything,
+        // and a packet whose section is bad is refused whole, snapshot part included. Any
+        // packet's section counts, a stale or duplicated one's too: the channel orders and
+        // deduplicates what it takes.
+        if let Some(section) = &frag.messages {
+            if let Err(e) = self.channel.handle_packet(section) {
+                self.stats.packets_rejected += 1;
+                self.stats.message_sections_rejected += 1;
+                return Err(e.into());
+            }
+            self.stats.message_bytes_received += section_wire_len(section.len()) as u64;
         }
         // See the server's SEQ_RESET_DISTANCE: a far older packet means the newest was bogus.
         let newest_packet = self
@@ -631,6 +665,53 @@ impl<I: Input> ClientSession<I> {
         self.snapshots.pop_front()
     }
 
+    /// Queues a game message for the server. It rides the next input messages
+    /// ([`ClientSession::poll_transmit`]) with room for it: a reliable one until the
+    /// server acknowledges it, an unreliable one once, in the next input message with
+    /// room for it (dropped if none has within
+    /// [`ChannelConfig::unreliable_max_wait`](crate::ChannelConfig::unreliable_max_wait),
+    /// see [`ChannelStats::unreliable_dropped`]).
+    ///
+    /// Refused when the message is empty or larger than
+    /// [`MessageChannel::max_message_bytes`] (1024 bytes by default), or when its queue
+    /// is full (the server is not acknowledging, or unreliable messages are queued faster
+    /// than input messages go out).
+    ///
+    /// Input messages leave once per tick when synchronised (and once per tick period
+    /// before), so do messages; none are sent while the game records no input.
+    pub fn send_message(&mut self, delivery: Delivery, bytes: &[u8]) -> Result<(), ChannelError> {
+        self.channel.send_with(delivery, bytes)
+    }
+
+    /// The next game message from the server and how it was sent: reliable ones exactly
+    /// once and in the order sent, unreliable ones at most once as they arrived.
+    pub fn poll_message(&mut self) -> Option<(Delivery, Vec<u8>)> {
+        self.channel.recv_with_delivery()
+    }
+
+    /// The message channel's counters (messages sent, resent, delivered, dropped).
+    pub fn message_stats(&self) -> &ChannelStats {
+        self.channel.stats()
+    }
+
+    /// The message channel, for its queue lengths and limits.
+    pub fn channel(&self) -> &MessageChannel {
+        &self.channel
+    }
+
+    /// While set, every input message asks the server for a snapshot that is not a delta
+    /// against anything the client acknowledged (it lost or dropped its baselines, say);
+    /// the server sees it in [`crate::ServerSession::resync_requested`]. Clear it once a
+    /// snapshot the game can build on has arrived.
+    pub fn set_resync(&mut self, resync: bool) {
+        self.resync_flag = resync;
+    }
+
+    /// Whether input messages ask the server for a resync ([`ClientSession::set_resync`]).
+    pub fn wants_resync(&self) -> bool {
+        self.resync_flag
+    }
+
     /// The next packet to send: an input message whenever new input was recorded, or a
     /// ping once per tick period before synchronisation.
     pub fn poll_transmit(&mut self, now: Duration) -> Option<Vec<u8>> {
@@ -686,7 +767,7 @@ impl<I: Input> ClientSession<I> {
             self.sent_leads
                 .push_back((stamp, self.timestep.position() - server - produced_late));
         }
-        let msg = InputMessage {
+        let mut msg = InputMessage {
             seq: self.send_seq,
             client_time_us: stamp,
             snapshot_ack: self.snapshot_ack.map(Tick::to_wire),
@@ -697,10 +778,22 @@ impl<I: Input> ClientSession<I> {
                 .snapshot_ack
                 .is_none()
                 .then_some(self.config.tick_hz as u16),
+            resync: self.resync_flag,
+            messages: None,
         };
         self.send_seq = self.send_seq.next();
         let mut w = Writer::with_capacity(64);
         msg.encode(&mut w);
+        // The section goes last, in what room the rest leaves (less its length prefix,
+        // two bytes for any section).
+        let room = MAX_PACKET_BYTES.saturating_sub(w.len() + 2);
+        if let Some(section) = self.channel.poll_packet_within(now, room) {
+            self.stats.message_bytes_sent += section_wire_len(section.len()) as u64;
+            msg.messages = Some(section);
+            // Encoded again rather than appended: the flags byte says a section follows.
+            w = Writer::with_capacity(w.len() + 2 + msg.messages.as_ref().map_or(0, Vec::len));
+            msg.encode(&mut w);
+        }
         let bytes = w.into_bytes();
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += bytes.len() as u64;

@@ -1,4 +1,5 @@
 use crate::ClientId;
+use crate::channel::ChannelError;
 use lagless_wire::WireError;
 use thiserror::Error;
 
@@ -44,6 +45,10 @@ pub enum ProtocolError {
         /// Configured maximum.
         max: usize,
     },
+    /// A message section was refused by the message channel (the packet it came in was
+    /// dropped), or a message could not be queued.
+    #[error("message channel: {0}")]
+    Channel(#[from] ChannelError),
     /// The other side runs the simulation at another tick rate: nothing it sends can be
     /// used. Configure one rate on both ends.
     #[error("tick rate mismatch: this side runs at {ours} Hz, the other at {theirs} Hz")]

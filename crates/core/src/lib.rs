@@ -10,6 +10,11 @@
 //! * [`ClientSession`]: runs ahead of the server by RTT/2 plus an input buffer
 //!   ([`LeadPolicy`]), sends every unacknowledged input in each message (redundancy with
 //!   run-length compression), reassembles snapshots.
+//! * Game messages both ways ([`channel`]): reliable-ordered or unreliable
+//!   ([`Delivery`]), framed in the packets that flow anyway: the client's input messages
+//!   ([`ClientSession::send_message`]) and the server's snapshots
+//!   ([`ServerSession::send_message`]); plus a resync request from the client
+//!   ([`ClientSession::set_resync`], [`ServerSession::resync_requested`]).
 //! * Building blocks: [`Tick`], [`FixedTimestep`], [`TickBuffer`], [`RttEstimator`],
 //!   [`ClockSync`].
 //!
@@ -60,6 +65,7 @@
 
 #![deny(missing_docs)]
 
+pub mod channel;
 mod client;
 mod error;
 mod input;
@@ -76,6 +82,7 @@ mod sync;
 mod tick;
 mod timestep;
 
+pub use channel::{ChannelConfig, ChannelError, ChannelStats, Delivery, MessageChannel};
 pub use client::{
     ClientConfig, ClientSession, ClientStats, FAST_FORWARD_TICKS, RESYNC_AFTER_PACKETS,
     ReceivedSnapshot, TICK_TRUST_SECS,

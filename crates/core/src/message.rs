@@ -3,7 +3,45 @@
 //! Two kinds exist: client -> server [`InputMessage`] and server -> client
 //! [`SnapshotFragment`]. Every decoder takes untrusted bytes and returns a
 //! [`ProtocolError`] on anything malformed; none panics.
+//!
+//! # Wire format
+//!
+//! Integers little-endian; `varint` is LEB128, `zigzag` a zig-zag varint. A field in
+//! brackets is present only when its flag bit is set.
+//!
+//! ```text
+//! input    = 'I' seq:u16 client_time_us:u32 flags:u8
+//!            [tick_hz:varint]                            flags bit 1
+//!            ( ack:u16 start_offset:zigzag               flags bit 0: snapshot ack
+//!            | start_tick:u16 )                          otherwise
+//!            count:varint  runs x { repeat:varint input }
+//!            [len:varint channel packet]                 flags bit 2: messages
+//!                                                        flags bit 3: resync, no field
+//!
+//! snapshot = 'S' seq:u16 tick:u32 flags:u8
+//!            [tick_hz:varint]                            flags bit 3
+//!            [client_time_us:u32 hold_us:varint]         flags bit 0: echo
+//!            [acked_through:u16 input_slack:zigzag]      flags bit 1: input ack
+//!            [index:u8 count:u8]                         unless flags bit 4 (whole)
+//!            [len:varint channel packet]                 flags bit 5: messages
+//!            payload (the rest)                          flags bit 2: essential part
+//! ```
+//!
+//! The *message section* (`len` and a [`crate::channel`] packet of 1 to
+//! [`MAX_CHANNEL_PACKET_BYTES`] bytes) carries game messages and the acknowledgements for
+//! the other direction's. A client sends one in an input message whenever its channel has a
+//! message due or owes an acknowledgement; a server sends one in fragment 0 of a full
+//! snapshot (never in an essential part). Every packet is processed on arrival, so the
+//! messages in fragment 0 arrive whenever that one packet does, whether or not the rest of
+//! the snapshot does; lost reliable ones are resent with a later snapshot.
+//!
+//! A snapshot's fragments share [`FRAGMENT_PAYLOAD_BYTES`] of room each: fragment 0's
+//! section comes out of its room, and every fragment but the last fills its room exactly
+//! (section plus payload). Packets without messages are byte for byte what they were before
+//! the section existed, and an old client's input messages (flag bits 2 and 3 clear) decode
+//! unchanged.
 
+use crate::channel::{MAX_CHANNEL_PACKET_BYTES, varint_len};
 use crate::{Input, ProtocolError};
 use lagless_wire::{Reader, Seq16, WireError, Writer};
 
@@ -16,7 +54,8 @@ pub const KIND_INPUT: u8 = 0x49; // 'I'
 /// First byte of a server snapshot fragment.
 pub const KIND_SNAPSHOT: u8 = 0x53; // 'S'
 
-/// Bytes of snapshot payload carried per fragment (the header takes at most 40 bytes).
+/// Bytes of room per fragment for the snapshot payload (and, in fragment 0, the message
+/// section); the header takes at most 40 bytes.
 pub const FRAGMENT_PAYLOAD_BYTES: usize = MAX_PACKET_BYTES - 40;
 
 /// Client -> server: redundant inputs plus the client's acknowledgements and clock stamp.
@@ -35,6 +74,12 @@ pub struct InputMessage<I> {
     /// The client's tick rate, sent until it holds a snapshot, so a server running at
     /// another rate refuses it with a clear error instead of mispredicting everything.
     pub tick_hz: Option<u16>,
+    /// The client holds no snapshot the server may delta-encode against: "send me one
+    /// against nothing", whatever `snapshot_ack` says.
+    pub resync: bool,
+    /// The client's message section: a [`crate::channel`] packet of 1 to
+    /// [`MAX_CHANNEL_PACKET_BYTES`] bytes, opaque to this codec.
+    pub messages: Option<Vec<u8>>,
 }
 
 impl<I: Input> InputMessage<I> {
@@ -44,7 +89,10 @@ impl<I: Input> InputMessage<I> {
         w.write_u8(KIND_INPUT);
         w.write_u16(self.seq.0);
         w.write_u32(self.client_time_us);
-        let flags = u8::from(self.snapshot_ack.is_some()) | (u8::from(self.tick_hz.is_some()) << 1);
+        let flags = u8::from(self.snapshot_ack.is_some())
+            | (u8::from(self.tick_hz.is_some()) << 1)
+            | (u8::from(self.messages.is_some()) << 2)
+            | (u8::from(self.resync) << 3);
         w.write_u8(flags);
         if let Some(hz) = self.tick_hz {
             w.write_varint_u32(u32::from(hz));
@@ -70,6 +118,11 @@ impl<I: Input> InputMessage<I> {
             self.inputs[i].encode(w);
             i += run;
         }
+        // Last, so a client can measure the rest before it asks its channel for a section
+        // that fits.
+        if let Some(m) = &self.messages {
+            w.write_len_prefixed(m);
+        }
     }
 
     /// Decodes a message, accepting at most `max_inputs` inputs.
@@ -77,7 +130,7 @@ impl<I: Input> InputMessage<I> {
         let (mut r, seq) = open_packet(bytes, KIND_INPUT)?;
         let client_time_us = r.read_u32()?;
         let flags = r.read_u8()?;
-        if flags & !3 != 0 {
+        if flags & !15 != 0 {
             return Err(WireError::Invalid {
                 what: "input flags",
             }
@@ -118,6 +171,11 @@ impl<I: Input> InputMessage<I> {
             }
             inputs.extend(std::iter::repeat_n(input, run));
         }
+        let messages = if flags & 4 != 0 {
+            Some(read_section(&mut r)?.to_vec())
+        } else {
+            None
+        };
         r.finish()?;
         Ok(Self {
             seq,
@@ -126,6 +184,8 @@ impl<I: Input> InputMessage<I> {
             start_tick,
             inputs,
             tick_hz,
+            resync: flags & 8 != 0,
+            messages,
         })
     }
 }
@@ -136,6 +196,25 @@ fn read_tick_hz(r: &mut Reader<'_>) -> Result<u16, ProtocolError> {
         hz @ 1..=1000 => Ok(hz as u16),
         _ => Err(WireError::Invalid { what: "tick rate" }.into()),
     }
+}
+
+/// A message section: a varint length in `1..=MAX_CHANNEL_PACKET_BYTES` and the channel
+/// packet. Its contents are the channel's to check.
+fn read_section<'a>(r: &mut Reader<'a>) -> Result<&'a [u8], ProtocolError> {
+    let section = r.read_len_prefixed(MAX_CHANNEL_PACKET_BYTES, "message section")?;
+    if section.is_empty() {
+        // The flag says there is one; an empty one is bytes no sender writes.
+        return Err(WireError::Invalid {
+            what: "empty message section",
+        }
+        .into());
+    }
+    Ok(section)
+}
+
+/// Bytes a message section of `len` takes in a packet, its length prefix included.
+pub fn section_wire_len(len: usize) -> usize {
+    varint_len(len) + len
 }
 
 /// Checks a packet's size and kind and reads its sequence number, the header every
@@ -200,6 +279,10 @@ pub struct SnapshotFragment {
     /// The server's tick rate, sent until the client acknowledges a snapshot, so a
     /// client running at another rate can say so clearly.
     pub tick_hz: Option<u16>,
+    /// The server's message section for this client (fragment 0 of a full snapshot only):
+    /// a [`crate::channel`] packet of 1 to [`MAX_CHANNEL_PACKET_BYTES`] bytes, opaque to
+    /// this codec. It takes its room out of the fragment's [`FRAGMENT_PAYLOAD_BYTES`].
+    pub messages: Option<Vec<u8>>,
     /// This fragment's slice of the game's snapshot payload.
     pub payload: Vec<u8>,
 }
@@ -214,7 +297,8 @@ impl SnapshotFragment {
             | (u8::from(self.input_ack.is_some()) << 1)
             | (u8::from(self.essential) << 2)
             | (u8::from(self.tick_hz.is_some()) << 3)
-            | (u8::from(self.is_whole()) << 4);
+            | (u8::from(self.is_whole()) << 4)
+            | (u8::from(self.messages.is_some()) << 5);
         w.write_u8(flags);
         if let Some(hz) = self.tick_hz {
             w.write_varint_u32(u32::from(hz));
@@ -232,6 +316,9 @@ impl SnapshotFragment {
             w.write_u8(self.index);
             w.write_u8(self.count);
         }
+        if let Some(m) = &self.messages {
+            w.write_len_prefixed(m);
+        }
         w.write_bytes(&self.payload);
     }
 
@@ -245,7 +332,7 @@ impl SnapshotFragment {
         let (mut r, seq) = open_packet(bytes, KIND_SNAPSHOT)?;
         let tick = r.read_u32()?;
         let flags = r.read_u8()?;
-        if flags & !31 != 0 {
+        if flags & !63 != 0 {
             return Err(WireError::Invalid {
                 what: "snapshot flags",
             }
@@ -298,23 +385,35 @@ impl SnapshotFragment {
             }
             .into());
         }
+        let messages = if flags & 32 != 0 {
+            // The server writes its section on the first fragment of a full snapshot only.
+            if index != 0 || essential {
+                return Err(WireError::Invalid {
+                    what: "message section off fragment 0",
+                }
+                .into());
+            }
+            Some(read_section(&mut r)?.to_vec())
+        } else {
+            None
+        };
+        let room =
+            FRAGMENT_PAYLOAD_BYTES - messages.as_ref().map_or(0, |m| section_wire_len(m.len()));
         let payload = r.read_rest().to_vec();
         // The server cuts a payload into full fragments and a non-empty last one; any
         // other cut is bytes it never writes.
         let last = index + 1 == count;
-        if (!last && payload.len() != FRAGMENT_PAYLOAD_BYTES)
-            || (last && count > 1 && payload.is_empty())
-        {
+        if (!last && payload.len() != room) || (last && count > 1 && payload.is_empty()) {
             return Err(WireError::Invalid {
                 what: "fragment size",
             }
             .into());
         }
-        if payload.len() > FRAGMENT_PAYLOAD_BYTES {
+        if payload.len() > room {
             return Err(WireError::TooLarge {
                 what: "fragment payload",
                 len: payload.len(),
-                max: FRAGMENT_PAYLOAD_BYTES,
+                max: room,
             }
             .into());
         }
@@ -327,6 +426,7 @@ impl SnapshotFragment {
             count,
             essential,
             tick_hz,
+            messages,
             payload,
         })
     }
@@ -345,6 +445,8 @@ mod tests {
             start_tick: Seq16(65530),
             inputs,
             tick_hz: None,
+            resync: false,
+            messages: None,
         }
     }
 
@@ -417,6 +519,7 @@ mod tests {
             count: 1,
             essential: false,
             tick_hz: None,
+            messages: None,
             payload: vec![1, 2, 3],
         };
         let mut w = Writer::new();
@@ -458,12 +561,121 @@ mod tests {
         assert!(cut(0, 1, 0).is_ok());
     }
 
+    #[test]
+    fn an_old_clients_input_message_still_decodes() {
+        // Bytes as a client from before message sections wrote them: flags 0b01.
+        let old = [
+            KIND_INPUT, 7, 0, 0x40, 0xe2, 0x01, 0, 0b01, 0xff, 0xff, 9, 32, 32, 3,
+        ];
+        let m = InputMessage::<u8>::decode(&old, 64).unwrap();
+        assert_eq!(m, input_msg(vec![3; 32]));
+        assert!(!m.resync && m.messages.is_none());
+        // And a message without the new fields encodes to those very bytes.
+        let mut w = Writer::new();
+        m.encode(&mut w);
+        assert_eq!(w.as_bytes(), old);
+    }
+
+    #[test]
+    fn input_message_sections_and_resync() {
+        let m = InputMessage {
+            resync: true,
+            messages: Some(vec![9; 300]),
+            ..input_msg(vec![1, 2])
+        };
+        let mut w = Writer::new();
+        m.encode(&mut w);
+        let good = w.into_bytes();
+        assert_eq!(good[7], 0b1101);
+        assert_eq!(InputMessage::<u8>::decode(&good, 64).unwrap(), m);
+        // The section is the last field: a two-byte length and its bytes.
+        assert_eq!(good.len(), 1 + 2 + 4 + 1 + 2 + 1 + 1 + 4 + 2 + 300);
+        for n in 0..good.len() {
+            assert!(InputMessage::<u8>::decode(&good[..n], 64).is_err(), "{n}");
+        }
+        // An empty section, a section flag without one, and the next unknown flag bit.
+        let mut w = Writer::new();
+        InputMessage {
+            messages: Some(Vec::new()),
+            ..m.clone()
+        }
+        .encode(&mut w);
+        assert_eq!(
+            InputMessage::<u8>::decode(w.as_bytes(), 64),
+            Err(ProtocolError::Wire(WireError::Invalid {
+                what: "empty message section"
+            }))
+        );
+        let mut bare = Writer::new();
+        input_msg(vec![1, 2]).encode(&mut bare);
+        let mut bad = bare.into_bytes();
+        bad[7] |= 4;
+        assert!(InputMessage::<u8>::decode(&bad, 64).is_err());
+        bad[7] = 0b1_0001;
+        assert!(InputMessage::<u8>::decode(&bad, 64).is_err());
+        // A section larger than any channel packet is refused by its length alone.
+        let mut w = Writer::new();
+        InputMessage {
+            messages: Some(vec![1; MAX_CHANNEL_PACKET_BYTES + 1]),
+            ..input_msg(Vec::new())
+        }
+        .encode(&mut w);
+        assert!(matches!(
+            InputMessage::<u8>::decode(w.as_bytes(), 64),
+            Err(ProtocolError::Wire(WireError::TooLarge { .. }))
+        ));
+    }
+
+    #[test]
+    fn fragment_sections_only_where_the_server_writes_them() {
+        let f = |index: u8, count: u8, essential: bool, section: usize, len: usize| {
+            let mut w = Writer::new();
+            SnapshotFragment {
+                seq: Seq16(4),
+                tick: 10,
+                echo: None,
+                input_ack: None,
+                index,
+                count,
+                essential,
+                tick_hz: None,
+                messages: (section > 0).then(|| vec![6; section]),
+                payload: vec![5; len],
+            }
+            .encode(&mut w);
+            SnapshotFragment::decode(w.as_bytes())
+        };
+        let full = FRAGMENT_PAYLOAD_BYTES;
+        // Fragment 0 gives the section's room (and its two-byte length) out of its payload.
+        assert!(f(0, 2, false, 200, full - 202).is_ok());
+        assert!(f(0, 2, false, 200, full).is_err());
+        assert!(f(0, 2, false, 200, full - 201).is_err());
+        assert!(f(0, 1, false, 200, full - 202).is_ok());
+        assert!(f(0, 1, false, 200, full - 201).is_err());
+        assert!(f(0, 1, false, 100, full - 101).is_ok(), "a one-byte length");
+        assert!(f(0, 1, false, 100, 0).is_ok());
+        assert!(f(0, 1, false, MAX_CHANNEL_PACKET_BYTES, full - 1152).is_ok());
+        // Nowhere else: not on a later fragment, not on an essential part.
+        assert!(f(1, 2, false, 100, 10).is_err());
+        assert!(f(0, 1, true, 100, 10).is_err());
+        // The next unknown flag bit is refused.
+        let mut w = Writer::new();
+        f(0, 1, false, 10, 3).unwrap().encode(&mut w);
+        let mut bad = w.into_bytes();
+        assert!(SnapshotFragment::decode(&bad).is_ok());
+        bad[7] |= 64;
+        assert!(SnapshotFragment::decode(&bad).is_err());
+    }
+
     proptest! {
         #[test]
         fn input_round_trip_is_byte_identical(seq: u16, t: u32, ack: Option<u16>, start: u16,
                                               inputs in proptest::collection::vec(0u8..4, 0..64),
-                                              tick_hz in proptest::option::of(1u16..=1000)) {
-            let m = InputMessage { seq: Seq16(seq), client_time_us: t, snapshot_ack: ack.map(Seq16), start_tick: Seq16(start), inputs, tick_hz };
+                                              tick_hz in proptest::option::of(1u16..=1000),
+                                              resync: bool,
+                                              // What room 64 one-byte inputs leave.
+                                              messages in proptest::option::of(proptest::collection::vec(any::<u8>(), 1..1000))) {
+            let m = InputMessage { seq: Seq16(seq), client_time_us: t, snapshot_ack: ack.map(Seq16), start_tick: Seq16(start), inputs, tick_hz, resync, messages };
             let mut w = Writer::new();
             m.encode(&mut w);
             let d = InputMessage::<u8>::decode(w.as_bytes(), 64).unwrap();
@@ -476,19 +688,26 @@ mod tests {
         #[test]
         fn fragment_round_trip(seq: u16, tick: u32, echo: Option<(u32, u32)>, ack: Option<(u16, i32)>,
                                count in 1u8..=255, idx: u8, payload in proptest::collection::vec(any::<u8>(), 0..FRAGMENT_PAYLOAD_BYTES),
-                               tick_hz in proptest::option::of(1u16..=1000)) {
+                               tick_hz in proptest::option::of(1u16..=1000),
+                               messages in proptest::option::of(proptest::collection::vec(any::<u8>(), 1..=MAX_CHANNEL_PACKET_BYTES))) {
+            // A section on fragment 0 only, out of its room.
+            let messages = messages.filter(|_| idx % count == 0);
+            let room = FRAGMENT_PAYLOAD_BYTES - messages.as_ref().map_or(0, |m| section_wire_len(m.len()));
             // Cut as the server cuts: full fragments, then a non-empty last one.
             let mut payload = payload;
             if idx % count + 1 < count {
-                payload.resize(FRAGMENT_PAYLOAD_BYTES, 7);
-            } else if count > 1 && payload.is_empty() {
-                payload.push(7);
+                payload.resize(room, 7);
+            } else {
+                payload.truncate(room);
+                if count > 1 && payload.is_empty() {
+                    payload.push(7);
+                }
             }
             let f = SnapshotFragment {
                 seq: Seq16(seq), tick,
                 echo: echo.map(|(c, h)| PingEcho { client_time_us: c, hold_us: h }),
                 input_ack: ack.map(|(a, l)| InputAck { acked_through: Seq16(a), input_slack: l }),
-                index: idx % count, count, payload, essential: false, tick_hz,
+                index: idx % count, count, payload, essential: false, tick_hz, messages,
             };
             let mut w = Writer::new();
             f.encode(&mut w);

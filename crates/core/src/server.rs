@@ -1,4 +1,7 @@
-use crate::message::{FRAGMENT_PAYLOAD_BYTES, InputAck, InputMessage, PingEcho, SnapshotFragment};
+use crate::channel::{ChannelConfig, ChannelStats, Delivery, MessageChannel};
+use crate::message::{
+    FRAGMENT_PAYLOAD_BYTES, InputAck, InputMessage, PingEcho, SnapshotFragment, section_wire_len,
+};
 use crate::{FixedTimestep, Input, ProtocolError, Tick, TickBuffer, TickRate};
 use lagless_wire::{Seq16, Writer};
 use std::collections::{BTreeMap, VecDeque};
@@ -35,6 +38,10 @@ pub struct ServerConfig {
     pub missing_input: MissingInput,
     /// Most ticks run back to back after a stall before time is dropped.
     pub max_backlog_ticks: u32,
+    /// Each client's message channel ([`ServerSession::send_message`]): resend interval,
+    /// queue bounds, and `max_packet_bytes`, the most a message section may add to one
+    /// snapshot.
+    pub channel: ChannelConfig,
 }
 
 impl Default for ServerConfig {
@@ -47,6 +54,7 @@ impl Default for ServerConfig {
             max_snapshot_bytes: 64 * 1024,
             missing_input: MissingInput::Hold,
             max_backlog_ticks: 8,
+            channel: ChannelConfig::default(),
         }
     }
 }
@@ -80,6 +88,14 @@ pub struct ServerClientStats {
     pub packets_sent: u64,
     /// Bytes sent to the client.
     pub bytes_sent: u64,
+    /// Bytes of message sections sent to the client with its snapshots, length prefixes
+    /// included (also in `bytes_sent`).
+    pub message_bytes_sent: u64,
+    /// Bytes of message sections received from the client and taken.
+    pub message_bytes_received: u64,
+    /// Packets refused because their message section was malformed
+    /// ([`ProtocolError::Channel`]); also counted in `packets_rejected`.
+    pub message_sections_rejected: u64,
 }
 
 /// One tick's worth of work for the game: step from `tick` with these inputs.
@@ -120,6 +136,9 @@ struct ClientSlot<I> {
     snapshot_ack: Option<Tick>,
     /// The tick of the last snapshot queued for this client.
     snapshot_sent: Option<Tick>,
+    /// The client's newest packet asked for a snapshot against nothing.
+    resync: bool,
+    channel: MessageChannel,
     stats: ServerClientStats,
 }
 
@@ -135,6 +154,9 @@ pub struct ServerSession<I: Input> {
     last_update: Option<Duration>,
     clients: BTreeMap<ClientId, ClientSlot<I>>,
     outbox: VecDeque<(ClientId, Vec<u8>)>,
+    /// Where [`ServerSession::poll_message`] looks first: the client after the one it last
+    /// took a message from, so one busy client cannot keep the others waiting.
+    next_message_from: ClientId,
 }
 
 impl<I: Input> ServerSession<I> {
@@ -158,6 +180,7 @@ impl<I: Input> ServerSession<I> {
             last_update: None,
             clients: BTreeMap::new(),
             outbox: VecDeque::new(),
+            next_message_from: 0,
         }
     }
 
@@ -216,10 +239,87 @@ impl<I: Input> ServerSession<I> {
                 send_seq: Seq16(0),
                 snapshot_ack: None,
                 snapshot_sent: None,
+                resync: false,
+                channel: MessageChannel::new(self.config.channel.clone()),
                 stats: ServerClientStats::default(),
             },
         );
         Ok(())
+    }
+
+    /// True while the client's newest packet asks for a snapshot against nothing
+    /// ([`crate::ClientSession::set_resync`]): it holds no baseline the server may
+    /// delta-encode against, whatever [`ServerSession::snapshot_ack`] says. False for an
+    /// unknown client.
+    pub fn resync_requested(&self, id: ClientId) -> bool {
+        self.clients.get(&id).is_some_and(|c| c.resync)
+    }
+
+    /// Queues a game message for client `id`. It rides the client's next snapshots
+    /// ([`ServerSession::send_snapshot`]), in fragment 0 of each: a reliable one until
+    /// the client acknowledges it, an unreliable one once, in the next snapshot with room
+    /// for it (dropped if none has within [`ChannelConfig::unreliable_max_wait`], see
+    /// [`ChannelStats::unreliable_dropped`]). A client sent no snapshots gets no messages.
+    /// At most `max_packet_bytes` of the channel config (1150 by default) ride one
+    /// snapshot, which bounds the message rate to a client by the snapshot rate.
+    ///
+    /// Refused with [`ProtocolError::UnknownClient`], or [`ProtocolError::Channel`] when
+    /// the message is empty or larger than [`MessageChannel::max_message_bytes`] or its
+    /// queue is full.
+    pub fn send_message(
+        &mut self,
+        id: ClientId,
+        delivery: Delivery,
+        bytes: &[u8],
+    ) -> Result<(), ProtocolError> {
+        let client = self
+            .clients
+            .get_mut(&id)
+            .ok_or(ProtocolError::UnknownClient(id))?;
+        client.channel.send_with(delivery, bytes)?;
+        Ok(())
+    }
+
+    /// The next game message from any client, with its sender and how it was sent:
+    /// each client's reliable ones exactly once and in the order sent, unreliable ones
+    /// at most once. Clients take turns, one message each.
+    pub fn poll_message(&mut self) -> Option<(ClientId, Delivery, Vec<u8>)> {
+        let start = self.next_message_from;
+        let take = |(&id, c): (&ClientId, &mut ClientSlot<I>)| {
+            c.channel.recv_with_delivery().map(|(d, m)| (id, d, m))
+        };
+        let found = match self.clients.range_mut(start..).find_map(take) {
+            Some(m) => Some(m),
+            None => self.clients.range_mut(..start).find_map(take),
+        };
+        let (id, delivery, bytes) = found?;
+        self.next_message_from = id.wrapping_add(1);
+        Some((id, delivery, bytes))
+    }
+
+    /// The next game message from client `id`.
+    pub fn poll_message_from(&mut self, id: ClientId) -> Option<(Delivery, Vec<u8>)> {
+        self.clients.get_mut(&id)?.channel.recv_with_delivery()
+    }
+
+    /// Bytes of messages sent to client `id` so far with its snapshots, length prefixes
+    /// included (0 for an unknown client). Read it before and after
+    /// [`ServerSession::send_snapshot`] to learn what the messages added to that snapshot,
+    /// to count against a bandwidth budget.
+    pub fn message_bytes_sent(&self, id: ClientId) -> u64 {
+        self.clients
+            .get(&id)
+            .map_or(0, |c| c.stats.message_bytes_sent)
+    }
+
+    /// Client `id`'s message channel counters.
+    pub fn message_stats(&self, id: ClientId) -> Option<&ChannelStats> {
+        self.clients.get(&id).map(|c| c.channel.stats())
+    }
+
+    /// Client `id`'s message channel, for its queue lengths and limits.
+    pub fn channel(&self, id: ClientId) -> Option<&MessageChannel> {
+        self.clients.get(&id).map(|c| &c.channel)
     }
 
     /// Forgets a client; returns whether it existed.
@@ -271,6 +371,17 @@ impl<I: Input> ServerSession<I> {
                 theirs,
             });
         }
+        // Messages: the channel checks the whole section before it takes anything, and a
+        // packet whose section is bad is refused whole. A reordered packet's section counts
+        // too: the channel orders and deduplicates what it takes.
+        if let Some(section) = &msg.messages {
+            if let Err(e) = client.channel.handle_packet(section) {
+                client.stats.packets_rejected += 1;
+                client.stats.message_sections_rejected += 1;
+                return Err(e.into());
+            }
+            client.stats.message_bytes_received += section_wire_len(section.len()) as u64;
+        }
         // Clock stamps: keep only the newest packet's, so reordering cannot inflate the RTT.
         // A sequence number far behind the newest means the newest was bogus (a corrupt or
         // forged packet) or the client restarted; accept it rather than ignore the client's
@@ -280,6 +391,7 @@ impl<I: Input> ServerSession<I> {
             .is_none_or(|s| msg.seq.is_newer_than(s) || s.diff(msg.seq) > SEQ_RESET_DISTANCE);
         if newest_packet {
             client.newest_seq = Some(msg.seq);
+            client.resync = msg.resync;
             client.echo = Some((msg.client_time_us, now));
             if let Some(ack) = msg.snapshot_ack {
                 client.snapshot_ack = Tick::from_wire(ack, current);
@@ -391,7 +503,9 @@ impl<I: Input> ServerSession<I> {
     }
 
     /// Queues the game's snapshot of the current state for `id`, split into as many
-    /// packets as needed. Every packet also carries the clock echo and the input ack.
+    /// packets as needed. Every packet also carries the clock echo and the input ack, and
+    /// the first one the client's message section ([`ServerSession::send_message`]), whose
+    /// bytes [`ServerSession::message_bytes_sent`] counts.
     ///
     /// One snapshot per client per tick: a second one for the same tick is refused with
     /// [`ProtocolError::SnapshotAlreadySent`], since the client knows a snapshot by its
@@ -479,11 +593,21 @@ impl<I: Input> ServerSession<I> {
                 input_slack: (slack * 256.0).round().clamp(-1e9, 1e9) as i32,
             }
         });
-        let chunks: Vec<&[u8]> = if payload.is_empty() {
-            vec![&[]]
-        } else {
-            payload.chunks(FRAGMENT_PAYLOAD_BYTES).collect()
-        };
+        // The message section rides fragment 0, out of its room, within the fragments the
+        // largest snapshot may take, so a client configured as we are never refuses a
+        // snapshot for its messages. Messages wait for room; only a snapshot within a
+        // packet of that limit leaves less than any section needs.
+        let max_room = max.div_ceil(FRAGMENT_PAYLOAD_BYTES).max(1) * FRAGMENT_PAYLOAD_BYTES;
+        let room = max_room.saturating_sub(payload.len()).saturating_sub(2);
+        let mut messages = client.channel.poll_packet_within(now, room);
+        let section = messages.as_ref().map_or(0, |m| section_wire_len(m.len()));
+        client.stats.message_bytes_sent += section as u64;
+        // Every fragment but the last fills its room: fragment 0's room is what the section
+        // leaves (never less than a few bytes), the others' is whole.
+        let (head, tail) = payload.split_at(payload.len().min(FRAGMENT_PAYLOAD_BYTES - section));
+        let chunks: Vec<&[u8]> = std::iter::once(head)
+            .chain(tail.chunks(FRAGMENT_PAYLOAD_BYTES))
+            .collect();
         let count = chunks.len() as u8;
         let parts = essential.map(|e| (e, 0, 1, true)).into_iter().chain(
             chunks
@@ -502,6 +626,7 @@ impl<I: Input> ServerSession<I> {
                 essential,
                 // Until the client holds a snapshot, so it can check it runs at our rate.
                 tick_hz: client.snapshot_ack.is_none().then_some(tick_hz as u16),
+                messages: if essential { None } else { messages.take() },
                 payload: chunk.to_vec(),
             };
             client.send_seq = client.send_seq.next();

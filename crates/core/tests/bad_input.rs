@@ -26,6 +26,8 @@ fn input_packet(start: Seq16, inputs: Vec<u8>) -> Vec<u8> {
         start_tick: start,
         inputs,
         tick_hz: None,
+        resync: false,
+        messages: None,
     }
     .encode(&mut w);
     w.into_bytes()
@@ -143,6 +145,7 @@ fn client_rejects_and_counts_bad_packets() {
             count,
             essential: false,
             tick_hz: None,
+            messages: None,
             payload,
         }
         .encode(&mut w);
@@ -258,6 +261,7 @@ fn fragment(seq: u16, tick: u32, index: u8, count: u8, byte: u8) -> Vec<u8> {
         count,
         essential: false,
         tick_hz: None,
+        messages: None,
         payload: vec![byte; len],
     }
     .encode(&mut w);
@@ -447,6 +451,7 @@ fn control_packet(h: &Harness, echo: Option<PingEcho>, acked_through: Option<Seq
         count: 1,
         essential: true,
         tick_hz: None,
+        messages: None,
         // The harness's game reads one 8-byte position per client.
         payload: vec![0; 16],
     }

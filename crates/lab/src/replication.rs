@@ -319,7 +319,10 @@ impl<S: LabScene> SnapshotSender<S> {
     pub fn acknowledge(&mut self, server: &ServerSession<S::Input>, now: Duration) {
         let ids: Vec<ClientId> = server.clients().collect();
         for id in ids {
-            if let Some(t) = server.snapshot_ack(id) {
+            if server.resync_requested(id) {
+                // The client refused a snapshot whose view checksum differed.
+                self.layer.resync(id);
+            } else if let Some(t) = server.snapshot_ack(id) {
                 self.layer.acknowledge(id, t, now);
             }
         }
@@ -600,6 +603,7 @@ impl<S: LabScene> SnapshotReceiver<S> {
                     }
                 };
                 let received = self.layer.receive(snap.tick, payload);
+                session.set_resync(self.layer.needs_resync());
                 // After the snapshot, which spawns the characters these messages may be
                 // the first of; refusals (stale ones after reordering, forged ones) are
                 // counted by the receiver.

@@ -100,7 +100,7 @@ pub use frame::{Frame, pose_of};
 /// The pose type the client renders and smooths (2D games use [`Pose::planar`]).
 pub use lagless_core::interpolation::Pose;
 /// The core types a game using [`Server`] and [`Client`] needs, so one import serves.
-pub use lagless_core::{ClientId, Input, Reader, Rollback, Tick, WireError, Writer};
+pub use lagless_core::{ClientId, Delivery, Input, Reader, Rollback, Tick, WireError, Writer};
 pub use net::{
     CharacterRelevance, Client, ClientNetStats, NetConfig, NetError, Policy, PredictedWorld,
     Render, Server,

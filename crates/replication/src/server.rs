@@ -301,6 +301,8 @@ struct ClientState {
     /// Emptied change lists of acknowledged snapshots, for the next ones: memory the
     /// cache still holds, where a fresh allocation per snapshot missed it on every write.
     spare: Vec<Vec<(u32, Option<Entry>)>>,
+    /// Bits sent beside snapshots since the last one ([`ReplicationServer::charge`]).
+    charged: u64,
     stats: ClientReplicationStats,
 }
 
@@ -745,6 +747,7 @@ impl ReplicationServer {
             scan_countdown: 1,
             owned: Vec::new(),
             spare: Vec::new(),
+            charged: 0,
             stats: ClientReplicationStats::default(),
         });
         for id in live {
@@ -756,6 +759,14 @@ impl ReplicationServer {
     fn touch(&mut self, id: u32) {
         for c in self.clients.values_mut() {
             c.pending.mark(id);
+        }
+    }
+
+    /// Takes `bits` the client's link carried beside its snapshots (the game's messages)
+    /// out of its next snapshot's budget, so the budget stays what the link carries.
+    pub fn charge(&mut self, client: ClientKey, bits: u64) {
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.charged = c.charged.saturating_add(bits);
         }
     }
 
@@ -1175,8 +1186,10 @@ impl ReplicationServer {
         // One packet's overhead per snapshot; a budget too small for more sends one
         // snapshot's worth anyway, so nothing starves outright.
         let overhead = config.packet_overhead_bytes * 8;
+        let charged = usize::try_from(std::mem::take(&mut c.charged)).unwrap_or(usize::MAX);
         let mut cap = budget_bits.map_or(limit_bits, |b| {
             b.saturating_sub(overhead)
+                .saturating_sub(charged)
                 .max(MIN_SNAPSHOT_BITS)
                 .min(limit_bits)
         });

@@ -496,3 +496,58 @@ fn a_lost_despawn_is_sent_again_until_acknowledged() {
     }
     assert_converged(&server, &client);
 }
+
+/// A view that differs from the server's is caught by the snapshot's checksum, never
+/// shown: the client refuses the snapshot, counts it, and asks for one against nothing;
+/// the server's answer brings it back to the server's view.
+#[test]
+fn a_view_that_differs_is_refused_counted_and_repaired() {
+    let (mut server, mut client) = ends(0.0);
+    for i in 0..8 {
+        server.spawn(0, |w| write_body(w, 0.0, i)).expect("spawn");
+    }
+    // Client 2 is kept from entity 5, so its views lack it; the decoder under test is
+    // client 1's, and it holds entity 5.
+    server.add_client(1);
+    server.add_client(2);
+    server.set_relevance(Box::new(
+        |client, id, _, _| {
+            if client == 2 && id == 5 { 0.0 } else { 1.0 }
+        },
+    ));
+    for id in [1, 2] {
+        let s = server.encode(id, Tick(1), Duration::ZERO).expect("encode");
+        if id == 1 {
+            client.receive(Tick(1), &s.bytes).expect("decode");
+        }
+        server.acknowledge(id, Tick(1), Duration::ZERO);
+    }
+    server.update(3, |w| write_body(w, 1.0, 3)).expect("update");
+    let wrong = server.encode(2, Tick(2), Duration::ZERO).expect("encode");
+    // Client 2's snapshot decodes against client 1's view of tick 1 (it holds one), but
+    // leaves a view the server never meant: refused, counted, registry untouched.
+    let err = client
+        .receive(Tick(2), &wrong.bytes)
+        .expect_err("a view mismatch");
+    assert!(
+        matches!(err, ReplicationError::ViewMismatch { .. }),
+        "{err}"
+    );
+    assert_eq!(client.stats().view_mismatches, 1);
+    assert!(client.needs_resync());
+    assert_eq!(client.newest(), Some(Tick(1)));
+    // What the session reports: the server starts over for that client, once.
+    server.resync(1);
+    let full = server.encode(1, Tick(3), Duration::ZERO).expect("encode");
+    assert_eq!(full.baseline, None);
+    // The client asks in every packet until the answer arrives: asked again before it
+    // is acknowledged, the server does not start over again.
+    server.resync(1);
+    assert_eq!(server.client_stats(1).expect("client").resyncs, 1);
+    client.receive(Tick(3), &full.bytes).expect("decode");
+    assert!(!client.needs_resync());
+    server.acknowledge(1, Tick(3), Duration::ZERO);
+    assert_converged(&server, &client);
+    let next = server.encode(1, Tick(4), Duration::ZERO).expect("encode");
+    assert_eq!(next.baseline, Some(Tick(3)), "deltas again");
+}

@@ -146,3 +146,54 @@ fn a_coin_put_back_under_its_id_is_two_events_on_every_client_and_never_slides()
         }
     }
 }
+
+/// Game messages through the public [`Server`] and [`Client`] over `lossy` (25% loss):
+/// every reliable one arrives once and in order, both ways.
+#[test]
+fn reliable_messages_arrive_once_and_in_order_both_ways_over_a_lossy_link() {
+    let config = NetConfig::new(HZ);
+    let mut server = Server::<u8>::new(schema(), &config).unwrap();
+    server.connect(1).unwrap();
+    let mut client = Client::new(schema(), NoPrediction, &config).unwrap();
+    let mut link = Duplex::symmetric(profile("lossy").unwrap(), 5).unwrap();
+    let (mut up, mut down) = (Vec::new(), Vec::new());
+    let mut now = Duration::ZERO;
+    for step in 0..4000u32 {
+        if step % 20 == 0 && step < 2000 {
+            let n = (step / 20).to_le_bytes();
+            server.send_message(1, Delivery::Reliable, &n).unwrap();
+            client.send_message(Delivery::Reliable, &n).unwrap();
+        }
+        while let Some(p) = link.up.poll(now) {
+            let _ = server.receive(1, now, &p);
+        }
+        server.update(now);
+        while server.next_tick().is_some() {
+            server.send_snapshots(now).unwrap();
+        }
+        while let Some((_, bytes)) = server.poll_transmit() {
+            link.down.send(now, bytes);
+        }
+        while let Some((id, d, m)) = server.poll_message() {
+            assert_eq!((id, d), (1, Delivery::Reliable));
+            up.push(u32::from_le_bytes(m.try_into().unwrap()));
+        }
+        while let Some(p) = link.down.poll(now) {
+            let _ = client.receive(now, &p);
+        }
+        while let Some((_, m)) = client.poll_message() {
+            down.push(u32::from_le_bytes(m.try_into().unwrap()));
+        }
+        client.update(now);
+        while let Some(t) = client.next_tick() {
+            client.tick(t, 0);
+        }
+        while let Some(p) = client.poll_transmit(now) {
+            link.up.send(now, p);
+        }
+        now += Duration::from_millis(5);
+    }
+    let all: Vec<u32> = (0..100).collect();
+    assert_eq!(up, all, "client to server");
+    assert_eq!(down, all, "server to client");
+}

@@ -7,7 +7,7 @@ use crate::frame::{Frame, pose_of};
 use crate::schema::Schema;
 use lagless_core::interpolation::{InterpolationBuffer, InterpolationConfig, Pose};
 use lagless_core::{
-    ClientSession, ErrorSmoother, PredictionStats, Predictor, Reconciled, Rollback,
+    ClientSession, Delivery, ErrorSmoother, PredictionStats, Predictor, Reconciled, Rollback,
     SmoothingConfig, Tick,
 };
 use lagless_wire::BitReader;
@@ -221,7 +221,23 @@ impl<W: PredictedWorld> Client<W> {
                 }
             }
         }
+        // Until a snapshot against nothing decodes, every packet asks for one.
+        self.session.set_resync(self.replication.needs_resync());
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// Queues a game message for the server (a chat line, an interaction): reliable ones
+    /// arrive once and in order, unreliable ones at most once. They ride the input
+    /// packets the client sends every tick.
+    pub fn send_message(&mut self, delivery: Delivery, bytes: &[u8]) -> Result<(), NetError> {
+        self.session
+            .send_message(delivery, bytes)
+            .map_err(|e| NetError::Protocol(e.into()))
+    }
+
+    /// The next game message from the server.
+    pub fn poll_message(&mut self) -> Option<(Delivery, Vec<u8>)> {
+        self.session.poll_message()
     }
 
     /// A snapshot's dead-reckoning messages and the replication bytes after them (all of

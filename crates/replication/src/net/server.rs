@@ -6,8 +6,9 @@ use crate::deadreckoning::{CharacterState, DrCodec, DrMessage, DrServer, Motion}
 use crate::schema::{KindId, Schema};
 use crate::server::{ClientReplicationStats, ReplicationServer, ServerConfig};
 use crate::state::StateWriter;
-use lagless_core::{ClientId, Input, ServerClientStats, ServerSession, Tick, TickInputs};
+use lagless_core::{ClientId, Delivery, Input, ServerClientStats, ServerSession, Tick, TickInputs};
 use lagless_wire::BitWriter;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// An authoritative game server: the core's [`ServerSession`] (inputs in, clock,
@@ -29,6 +30,8 @@ pub struct Server<I: Input> {
     replication: ReplicationServer,
     dead_reckoning: Option<(DrServer, DrCodec)>,
     relevant: Option<Box<CharacterRelevance>>,
+    /// Per client, the message bytes its session had sent at the last snapshot.
+    message_bytes: BTreeMap<ClientId, u64>,
     now: Duration,
 }
 
@@ -61,6 +64,7 @@ impl<I: Input> Server<I> {
                 .dead_reckoning
                 .map(|c| (DrServer::new(c.sender), c.codec)),
             relevant: None,
+            message_bytes: BTreeMap::new(),
             now: Duration::ZERO,
         })
     }
@@ -80,6 +84,7 @@ impl<I: Input> Server<I> {
     pub fn disconnect(&mut self, id: ClientId) {
         self.session.remove_client(id);
         self.replication.remove_client(id);
+        self.message_bytes.remove(&id);
         if let Some((dr, _)) = &mut self.dead_reckoning {
             dr.remove_client(id);
         }
@@ -88,10 +93,31 @@ impl<I: Input> Server<I> {
     /// Takes in a packet from client `id`. Errors mean it was dropped (and counted).
     pub fn receive(&mut self, id: ClientId, now: Duration, bytes: &[u8]) -> Result<(), NetError> {
         let result = self.session.handle_packet(id, now, bytes);
-        if let Some(tick) = self.session.snapshot_ack(id) {
+        if self.session.resync_requested(id) {
+            // The client refused a snapshot whose view checksum differed (or lost its
+            // baselines): the next one goes against nothing.
+            self.replication.resync(id);
+        } else if let Some(tick) = self.session.snapshot_ack(id) {
             self.replication.acknowledge(id, tick, now);
         }
         Ok(result?)
+    }
+
+    /// Queues a game message for client `id` (a pickup, a kill, a chat line): reliable
+    /// ones arrive once and in order, unreliable ones at most once. They ride the
+    /// client's next snapshots, and their bytes are taken out of its snapshot budget.
+    pub fn send_message(
+        &mut self,
+        id: ClientId,
+        delivery: Delivery,
+        bytes: &[u8],
+    ) -> Result<(), NetError> {
+        Ok(self.session.send_message(id, delivery, bytes)?)
+    }
+
+    /// The next game message from a client, the clients taking turns.
+    pub fn poll_message(&mut self) -> Option<(ClientId, Delivery, Vec<u8>)> {
+        self.session.poll_message()
     }
 
     /// Advances the clock to `now`; then run [`Server::next_tick`] until it returns `None`.
@@ -238,6 +264,11 @@ impl<I: Input> Server<I> {
                 }
                 None => self.session.send_snapshot(id, now, &snapshot.bytes)?,
             }
+            // The messages that rode this snapshot come out of the next one's budget.
+            let sent = self.session.message_bytes_sent(id);
+            let before = self.message_bytes.insert(id, sent).unwrap_or(0);
+            self.replication
+                .charge(id, sent.saturating_sub(before).saturating_mul(8));
         }
         Ok(())
     }

@@ -29,16 +29,7 @@ fn the_dots_example_predicts_its_own_dot_and_interpolates_the_other() {
 /// 38 cm off.
 #[test]
 fn every_snapshot_leaves_each_client_the_servers_dots_on_every_profile() {
-    let profiles = [
-        "lan",
-        "broadband",
-        "wifi",
-        "mobile",
-        "lossy",
-        "awful",
-        "snapshot-demo",
-    ];
-    for profile in profiles {
+    for &profile in lagless_netem::PROFILE_NAMES {
         for seed in 1..=3 {
             for s in dots::run(profile, seed, 60).expect("the example runs") {
                 assert_eq!(s.stale_views, 0, "{profile} seed {seed}: {s:?}");

@@ -109,15 +109,7 @@ fn play(network: &str, seed: u64) -> (Vec<u32>, Vec<(Vec<EntityEvent>, usize)>) 
 
 #[test]
 fn a_coin_put_back_under_its_id_is_two_events_on_every_client_and_never_slides() {
-    for network in [
-        "lan",
-        "broadband",
-        "wifi",
-        "mobile",
-        "lossy",
-        "awful",
-        "snapshot-demo",
-    ] {
+    for &network in lagless_netem::PROFILE_NAMES {
         for seed in 1..=3 {
             let (generations, clients) = play(network, seed);
             assert!(generations.len() >= 10, "{network}: {generations:?}");

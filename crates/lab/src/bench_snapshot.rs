@@ -315,11 +315,8 @@ mod tests {
         assert_eq!(get("layer decode"), 900);
         assert_eq!(get("plain decode"), 900);
         assert_eq!(get("layer capture"), 901);
-        // A delta is far smaller than plain floats, though it carries every entity that
-        // changed since the acknowledged baseline (four ticks), not only since the last
-        // send: 2.2 kB against 27 kB (it was 0.2 kB when sends in flight were trusted to
-        // arrive, which left views stale after a loss).
-        assert!(get("layer encode") * 10 < get("plain encode"));
+        // A delta is far smaller than plain floats.
+        assert!(get("layer encode") * 20 < get("plain encode"));
         assert!(format_snapshot_rows(&rows).contains("layer encode"));
     }
 
@@ -331,9 +328,7 @@ mod tests {
         assert!(b.bytes_mean > 0.0 && b.bytes_mean <= 500.0, "{b:?}");
         // The players stirred the grid, and what changed was weighed and sent.
         assert!(b.entries_mean > 4.0, "{b:?}");
-        // Entries are the candidates chosen plus, with room to spare, states sent since
-        // the acknowledged view and not yet acknowledged (not candidates).
-        assert!(b.candidates_mean > 0.0, "{b:?}");
+        assert!(b.candidates_mean >= b.entries_mean, "{b:?}");
         assert!(b.encode_ms.0 > 0.0 && b.physics_ms.0 > 0.0);
         assert!(format_many_clients(&b).contains("vs physics"));
     }

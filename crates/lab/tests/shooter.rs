@@ -135,9 +135,9 @@ fn a_liar_gains_at_most_the_window_and_no_hits() {
             hits += n * figure(&r, &format!("hits.client{k}.hit_rate_pct")) / 100.0;
         }
         let honest = 100.0 * hits / shots;
-        // Within one of the liar's shots of the honest rate: with about 30 shots a
-        // single hit moves its rate by 3 points (seed 1 on `mobile`: 87.1% against 85.0%
-        // once snapshots carried every unacknowledged change).
+        // No better than the honest rate, within one of the liar's shots: with about 30
+        // shots one hit moves a rate by 3 points, and any change to what the clients are
+        // shown moves a hit or two (seed 1 on `mobile`: 87.1% against 85.0%, 27 of 31).
         let one_shot = 100.0 / figure(&r, "hits.client1.rifle_shots").max(1.0);
         assert!(
             liar <= honest + one_shot,

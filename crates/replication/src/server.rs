@@ -507,8 +507,8 @@ struct Candidate {
     priority: f32,
     /// The client predicts it ([`ReplicationServer::set_owned`]).
     owned: bool,
-    /// Sent again only because no acknowledgement has said the newest send arrived: not
-    /// counted as a candidate or as deferred.
+    /// Sent again only because no acknowledgement has said the newest send arrived: a
+    /// candidate (it differs from the acknowledged view), but not deferred when left out.
     resend: bool,
 }
 
@@ -1078,7 +1078,14 @@ impl ReplicationServer {
                             && shown_codes(base, in_flight_snapshots, &now_shown, id)
                                 .is_some_and(|codes| *codes == e.codes[..])))
             });
-            if current && !in_flight {
+            // The acknowledged view holds this very state: every snapshot from now on
+            // leaves the client with it, whatever the sends in flight since.
+            let acknowledged = || {
+                base.get(id).is_some_and(|b| {
+                    b.generation == e.generation && (b.version == e.version || b.codes == e.codes)
+                })
+            };
+            if current && (!in_flight || acknowledged()) {
                 return Look::Current { keep: false };
             }
             if current {
@@ -1194,7 +1201,7 @@ impl ReplicationServer {
                 .min(limit_bits)
         });
         let resends = candidates.iter().filter(|c| c.resend).count();
-        let n_candidates = candidates.len() - resends;
+        let n_candidates = candidates.len();
         // With a budget, the candidates are taken highest first; they are put in that
         // order a batch at a time, as far as the snapshot gets, and the rest, which waits
         // anyway, stays unordered.
@@ -1293,15 +1300,6 @@ impl ReplicationServer {
                 deferred += candidates.len() - k;
                 break;
             }
-            if cand.resend && deferred > 0 {
-                // The budget is short: a state that probably arrived waits for the
-                // acknowledgements (which send it again if it did not) rather than take
-                // room from one the client certainly lacks. Resending whatever the room
-                // allowed cut the budget a 128 kbit/s `mobile` link settled at by a
-                // fifth (the link queued more), and every view's staleness grew.
-                deferred += 1;
-                continue;
-            }
             let Some(body) = payload(cache, cand.id, change) else {
                 continue;
             };
@@ -1337,7 +1335,8 @@ impl ReplicationServer {
             deferred += 1;
         }
         // Resends left out are not deferred: the client probably shows them right.
-        deferred = deferred.saturating_sub(resends - chosen.iter().filter(|c| c.resend).count());
+        let resent = chosen.iter().filter(|c| c.resend).count();
+        deferred = deferred.saturating_sub(resends - resent);
 
         // Write it, and the view the client holds once it decodes it.
         let mut w = BitWriter::with_capacity(used / 8 + 16);

@@ -472,6 +472,9 @@ pub struct EncodedSnapshot {
     pub candidates: usize,
     /// Of those, held back by the budget.
     pub deferred: usize,
+    /// Entries sent again only because no acknowledgement has said an earlier send of
+    /// the same state arrived (each snapshot decodes against the acknowledged view).
+    pub resent: usize,
     /// The budget, bits, if any.
     pub budget_bits: Option<usize>,
 }
@@ -507,8 +510,9 @@ struct Candidate {
     priority: f32,
     /// The client predicts it ([`ReplicationServer::set_owned`]).
     owned: bool,
-    /// Sent again only because no acknowledgement has said the newest send arrived: a
-    /// candidate (it differs from the acknowledged view), but not deferred when left out.
+    /// Sent again only because no acknowledgement has said the newest send arrived: not
+    /// a changed entity (counted apart, as [`EncodedSnapshot::resent`]), and not deferred
+    /// when left out.
     resend: bool,
 }
 
@@ -1201,7 +1205,7 @@ impl ReplicationServer {
                 .min(limit_bits)
         });
         let resends = candidates.iter().filter(|c| c.resend).count();
-        let n_candidates = candidates.len();
+        let n_candidates = candidates.len() - resends;
         // With a budget, the candidates are taken highest first; they are put in that
         // order a batch at a time, as far as the snapshot gets, and the rest, which waits
         // anyway, stays unordered.
@@ -1437,6 +1441,7 @@ impl ReplicationServer {
             entries,
             candidates: n_candidates,
             deferred,
+            resent,
             budget_bits,
         })
     }

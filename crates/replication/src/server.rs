@@ -729,6 +729,49 @@ impl ReplicationServer {
         Ok(w.finish()?)
     }
 
+    /// A snapshot of `tick` that stands alone: entities `ids` (ascending; ids not live
+    /// are left out) in full, against nothing and without a member list, so a fresh
+    /// [`crate::ReplicationClient`] decodes it whatever it held before. Nothing about any
+    /// client's views changes: it is the essential part a client reconciles its own
+    /// entities with when the fragments of the full snapshot are lost
+    /// ([`lagless_core::ServerSession::send_snapshot_with_essential`]).
+    pub fn encode_standalone(&self, ids: &[u32], tick: Tick) -> Vec<u8> {
+        let live: Vec<(u32, &Live)> = ids
+            .iter()
+            .filter_map(|&id| Some((id, self.entities.get(id as usize)?.as_ref()?)))
+            .collect();
+        let mut w = BitWriter::new();
+        snapshot::write_header(&mut w, 0, None, live.len());
+        let mut next = 0u32;
+        let mut changes = Vec::with_capacity(live.len());
+        for &(id, e) in &live {
+            w.write_var_u32(id - next);
+            next = id + 1;
+            snapshot::write_op(&mut w, Change::Spawned);
+            snapshot::write_spawn_payload(&mut w, &self.schema, e.kind, e.generation, &e.codes);
+            changes.push((
+                id,
+                Some(Entry {
+                    kind: e.kind,
+                    generation: e.generation,
+                    version: e.version,
+                    hash: e.hash,
+                    position: e.position,
+                    velocity: e.velocity,
+                    tick,
+                    codes: Arc::clone(&e.codes),
+                }),
+            ));
+        }
+        snapshot::write_checksum(&mut w, View::new().checksum_with(&changes));
+        w.into_bytes()
+    }
+
+    /// The entities `client` predicts ([`ReplicationServer::set_owned`]), ascending.
+    pub fn owned(&self, client: ClientKey) -> &[u32] {
+        self.clients.get(&client).map_or(&[], |c| &c.owned)
+    }
+
     /// Adds a client (nothing happens if it is there already).
     pub fn add_client(&mut self, client: ClientKey) {
         if self.clients.contains_key(&client) {

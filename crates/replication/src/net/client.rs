@@ -39,10 +39,32 @@ pub enum Policy {
 /// The server's state arrives as the [`ReplicationClient`] registry: read entity `id`
 /// with [`ReplicationClient::reader`]; [`crate::ClientEntity::tick`] says which snapshot
 /// it came in (the snapshot's own tick is [`ReplicationClient::newest`]).
+///
+/// Besides [`Rollback`], a world may follow what the player sees and what the server
+/// reports: each hook below has a default that ignores it.
 pub trait PredictedWorld: Rollback<Confirmed = ReplicationClient> {
     /// Where predicted entity `id` is now, if the world holds it (2D games use
     /// [`Pose::planar`]). The client smooths corrections and policy switches with it.
     fn pose(&self, id: u32) -> Option<Pose>;
+
+    /// What the player was just shown ([`Client::render`] calls it with what it
+    /// returns): the entities the world does not simulate, where they are drawn, so
+    /// predicted bodies can collide with them there (a predicted car with the
+    /// interpolated ball).
+    fn show(&mut self, _shown: &Render) {}
+
+    /// Completes the player's input for `tick` before it is sent and predicted:
+    /// `render_tick` is the fractional server tick of the interpolated entities the
+    /// player was last shown (`None` before any). A shooter stamps the view its shot
+    /// is to be judged in, and the ids of what the input spawns.
+    fn complete_input(&mut self, _tick: Tick, _render_tick: Option<f64>, _input: &mut Self::Input) {
+    }
+
+    /// The events the server framed with snapshot `tick`
+    /// ([`super::Server::set_snapshot_events`], [`NetConfig::snapshot_events`]), as the
+    /// snapshot arrives (repeats and reordering possible): `rtt` is the session's
+    /// round-trip estimate.
+    fn snapshot_events(&mut self, _tick: Tick, _bytes: &[u8], _rtt: Option<Duration>) {}
 }
 
 /// Client counters beyond the session's and the layers'.
@@ -56,6 +78,9 @@ pub struct ClientNetStats {
     pub dead_reckoning_refused: u64,
     /// Entity events dropped because the game did not poll them ([`Client::poll_event`]).
     pub events_dropped: u64,
+    /// Essential parts (the predicted entities alone, sent before a fragmented snapshot)
+    /// reconciled with because the full snapshot had not completed by the next tick.
+    pub essential_used: u64,
 }
 
 /// What to draw this frame: every entity's pose, and the interpolated state of the
@@ -118,6 +143,13 @@ pub struct Client<W: PredictedWorld> {
     dead_reckoning: Option<(DrReceiver, DrCodec)>,
     /// Spawns and despawns for the game, oldest first (bounded: the oldest go).
     events: VecDeque<EntityEvent>,
+    /// Whether snapshots carry events in front ([`NetConfig::snapshot_events`]).
+    snapshot_events: bool,
+    /// An essential part held until the next tick, in case the full snapshot of its
+    /// tick completes meanwhile (a full one corrects more than the predicted entities).
+    pending_essential: Option<(Tick, ReplicationClient)>,
+    /// The render tick of the newest [`Client::render`].
+    render_tick: Option<f64>,
     stats: ClientNetStats,
 }
 
@@ -160,6 +192,9 @@ impl<W: PredictedWorld> Client<W> {
                 .dead_reckoning
                 .map(|c| (DrReceiver::new(c.receiver), c.codec)),
             events: VecDeque::new(),
+            snapshot_events: config.snapshot_events,
+            pending_essential: None,
+            render_tick: None,
             stats: ClientNetStats::default(),
         })
     }
@@ -191,9 +226,18 @@ impl<W: PredictedWorld> Client<W> {
         let mut first_error = None;
         while let Some(snapshot) = self.session.poll_snapshot() {
             if snapshot.essential {
+                self.hold_essential(snapshot.tick, &snapshot.payload);
                 continue;
             }
-            let (messages, payload) = match self.split(snapshot.tick, &snapshot.payload) {
+            let payload = match self.take_events(snapshot.tick, &snapshot.payload) {
+                Ok(rest) => rest,
+                Err(e) => {
+                    self.stats.snapshots_refused += 1;
+                    first_error.get_or_insert(e);
+                    continue;
+                }
+            };
+            let (messages, payload) = match self.split(snapshot.tick, payload) {
                 Ok(split) => split,
                 Err(e) => {
                     self.stats.dead_reckoning_refused += 1;
@@ -204,6 +248,13 @@ impl<W: PredictedWorld> Client<W> {
             match self.replication.receive(snapshot.tick, payload) {
                 Ok(Some(applied)) => {
                     self.session.acknowledge_snapshot(applied.tick);
+                    if self
+                        .pending_essential
+                        .as_ref()
+                        .is_some_and(|(t, _)| *t <= applied.tick)
+                    {
+                        self.pending_essential = None;
+                    }
                     self.apply(now, applied.tick);
                 }
                 Ok(None) => {}
@@ -238,6 +289,40 @@ impl<W: PredictedWorld> Client<W> {
     /// The next game message from the server.
     pub fn poll_message(&mut self) -> Option<(Delivery, Vec<u8>)> {
         self.session.poll_message()
+    }
+
+    /// Hands the events in front of snapshot `tick` to the world, and returns the bytes
+    /// after them (all of them when snapshots carry no events).
+    fn take_events<'a>(&mut self, tick: Tick, payload: &'a [u8]) -> Result<&'a [u8], NetError> {
+        if !self.snapshot_events {
+            return Ok(payload);
+        }
+        let mut r = lagless_wire::Reader::new(payload);
+        let events = r.read_len_prefixed(super::MAX_SNAPSHOT_EVENT_BYTES, "snapshot events")?;
+        if !events.is_empty() {
+            let rtt = self.session.rtt().smoothed();
+            self.world.snapshot_events(tick, events, rtt);
+        }
+        Ok(r.read_rest())
+    }
+
+    /// Decodes an essential part (a standalone snapshot of the predicted entities) and
+    /// holds it for the next tick, unless a full snapshot as new arrived already.
+    fn hold_essential(&mut self, tick: Tick, payload: &[u8]) {
+        if self.replication.newest().is_some_and(|n| tick <= n) {
+            return;
+        }
+        let mut scratch = ReplicationClient::new(
+            (*self.schema).clone(),
+            ClientConfig {
+                tick_hz: self.session.config().tick_hz,
+                ..ClientConfig::default()
+            },
+        );
+        match scratch.receive(tick, payload) {
+            Ok(Some(_)) => self.pending_essential = Some((tick, scratch)),
+            _ => self.stats.snapshots_refused += 1,
+        }
     }
 
     /// A snapshot's dead-reckoning messages and the replication bytes after them (all of
@@ -299,13 +384,20 @@ impl<W: PredictedWorld> Client<W> {
         if self.interpolation.push(tick, now, frame).is_err() {
             self.stats.frames_refused += 1;
         }
+        self.reconcile(tick, None);
+    }
+
+    /// Reconciles the predicted world with the server's state of `tick` (the registry,
+    /// or `essential`'s predicted entities alone), smoothing what moved.
+    fn reconcile(&mut self, tick: Tick, essential: Option<&ReplicationClient>) {
         let predicted: Vec<u32> = self.predicted_ids().collect();
         let before: Vec<Option<Pose>> = predicted.iter().map(|&id| self.world.pose(id)).collect();
         let session = &self.session;
         let inputs = |t: Tick| session.input(t);
+        let confirmed = essential.unwrap_or(&self.replication);
         let outcome = self
             .predictor
-            .reconcile(&mut self.world, tick, &self.replication, &inputs);
+            .reconcile(&mut self.world, tick, confirmed, &inputs);
         if matches!(
             outcome,
             Reconciled::RolledBack { .. } | Reconciled::Resynced { .. }
@@ -351,7 +443,15 @@ impl<W: PredictedWorld> Client<W> {
 
     /// Tick `tick` with the player's `input`: it is sent to the server, and the
     /// predicted world steps with it.
-    pub fn tick(&mut self, tick: Tick, input: W::Input) {
+    pub fn tick(&mut self, tick: Tick, mut input: W::Input) {
+        if let Some((t, essential)) = self.pending_essential.take() {
+            // The full snapshot of its tick did not complete in time: the predicted
+            // entities are corrected from the essential part alone.
+            self.stats.essential_used += 1;
+            self.reconcile(t, Some(&essential));
+        }
+        self.world
+            .complete_input(tick, self.render_tick, &mut input);
         self.session.set_input(tick, input);
         let session = &self.session;
         let inputs = |t: Tick| session.input(t);
@@ -470,12 +570,15 @@ impl<W: PredictedWorld> Client<W> {
             .collect();
         self.shown.clone_from(&poses);
         self.shown.extend(waiting);
-        Render {
+        self.render_tick = render_tick;
+        let render = Render {
             frame,
             render_tick,
             underrun,
             poses,
-        }
+        };
+        self.world.show(&render);
+        render
     }
 
     /// The game's predicted world.

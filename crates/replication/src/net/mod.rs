@@ -15,7 +15,7 @@ mod client;
 mod server;
 
 pub use client::{Client, ClientNetStats, Policy, PredictedWorld, Render};
-pub use server::{CharacterRelevance, Server};
+pub use server::{CharacterRelevance, Latency, Server};
 
 use crate::budget::BudgetConfig;
 use crate::deadreckoning::{DrConfig, DrError};
@@ -49,6 +49,11 @@ pub struct NetConfig {
     /// [`Policy::DeadReckoned`]); `None` (the default) leaves snapshots as they are. Both
     /// ends must agree: with it, every snapshot starts with a batch of messages.
     pub dead_reckoning: Option<DrConfig>,
+    /// Whether every snapshot carries the game's per-client snapshot events in front
+    /// ([`Server::set_snapshot_events`], [`PredictedWorld::snapshot_events`]): reports
+    /// that belong to one snapshot's tick and go with it or not at all (a shooter's hit
+    /// reports). Off by default; both ends must agree.
+    pub snapshot_events: bool,
 }
 
 impl NetConfig {
@@ -64,6 +69,7 @@ impl NetConfig {
             server_session: lagless_core::ServerConfig::default(),
             client_session: lagless_core::ClientConfig::default(),
             dead_reckoning: None,
+            snapshot_events: false,
         }
     }
 
@@ -114,4 +120,10 @@ pub enum NetError {
     /// Dead-reckoning messages did not decode or were refused.
     #[error(transparent)]
     DeadReckoning(#[from] DrError),
+    /// A snapshot's events did not decode.
+    #[error("malformed snapshot events: {0}")]
+    SnapshotEvents(#[from] lagless_wire::WireError),
 }
+
+/// Largest block of per-client snapshot events, bytes ([`Server::set_snapshot_events`]).
+pub const MAX_SNAPSHOT_EVENT_BYTES: usize = 16 * 1024;

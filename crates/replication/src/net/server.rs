@@ -1,13 +1,14 @@
 //! The game server's side of the high-level API.
 
-use super::{NetConfig, NetError};
+use super::{MAX_SNAPSHOT_EVENT_BYTES, NetConfig, NetError};
 use crate::ReplicationError;
 use crate::deadreckoning::{CharacterState, DrCodec, DrMessage, DrServer, Motion};
 use crate::schema::{KindId, Schema};
 use crate::server::{ClientReplicationStats, ReplicationServer, ServerConfig};
 use crate::state::StateWriter;
+use lagless_core::message::FRAGMENT_PAYLOAD_BYTES;
 use lagless_core::{ClientId, Delivery, Input, ServerClientStats, ServerSession, Tick, TickInputs};
-use lagless_wire::BitWriter;
+use lagless_wire::{BitWriter, Writer};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -32,7 +33,30 @@ pub struct Server<I: Input> {
     relevant: Option<Box<CharacterRelevance>>,
     /// Per client, the message bytes its session had sent at the last snapshot.
     message_bytes: BTreeMap<ClientId, u64>,
+    /// Per client, the events to ride in front of its next snapshot (`None`: snapshots
+    /// carry no events, [`NetConfig::snapshot_events`]).
+    events: Option<BTreeMap<ClientId, Vec<u8>>>,
     now: Duration,
+}
+
+/// What the server measured of one client's latency: its own observations, never what
+/// the client claims. A lag compensator's allowance (how old a view a shot may be judged
+/// in) is about `rtt + input_slack + k * snapshot_interval - tick`, with `k` the
+/// snapshots the client's interpolation buffer holds back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Latency {
+    /// The round trip of snapshots, from sending one to its acknowledgement arriving
+    /// (smoothed); `None` before the first acknowledgement.
+    pub rtt: Option<Duration>,
+    /// How long before it was needed the client's newest input arrived (zero when
+    /// late); `None` before any input.
+    pub input_slack: Option<Duration>,
+    /// The time between two snapshots.
+    pub snapshot_interval: Duration,
+    /// The tick period. The input slack runs until the server steps the input's tick
+    /// `N`, one tick after the state `N` that step starts from was made: a rewind
+    /// counted from state `N` is a tick shorter.
+    pub tick: Duration,
 }
 
 /// Which characters a client hears of by dead reckoning: `(client, character) -> bool`.
@@ -65,6 +89,7 @@ impl<I: Input> Server<I> {
                 .map(|c| (DrServer::new(c.sender), c.codec)),
             relevant: None,
             message_bytes: BTreeMap::new(),
+            events: config.snapshot_events.then(BTreeMap::new),
             now: Duration::ZERO,
         })
     }
@@ -85,6 +110,9 @@ impl<I: Input> Server<I> {
         self.session.remove_client(id);
         self.replication.remove_client(id);
         self.message_bytes.remove(&id);
+        if let Some(events) = &mut self.events {
+            events.remove(&id);
+        }
         if let Some((dr, _)) = &mut self.dead_reckoning {
             dr.remove_client(id);
         }
@@ -113,6 +141,49 @@ impl<I: Input> Server<I> {
         bytes: &[u8],
     ) -> Result<(), NetError> {
         Ok(self.session.send_message(id, delivery, bytes)?)
+    }
+
+    /// Sets the events that ride in front of client `id`'s next snapshot, replacing any
+    /// not yet sent ([`NetConfig::snapshot_events`]): reports that belong with the state
+    /// of that snapshot's tick and are worth nothing without it (a shooter's hit reports;
+    /// repeat them in later snapshots for redundancy). The client's predicted world gets
+    /// them as the snapshot is decoded ([`super::PredictedWorld::snapshot_events`]).
+    pub fn set_snapshot_events(&mut self, id: ClientId, bytes: Vec<u8>) -> Result<(), NetError> {
+        let Some(events) = &mut self.events else {
+            return Err(NetError::Config(
+                "snapshot events are off (NetConfig::snapshot_events)".into(),
+            ));
+        };
+        if bytes.len() > MAX_SNAPSHOT_EVENT_BYTES {
+            return Err(NetError::Config(format!(
+                "snapshot events of {} bytes exceed {MAX_SNAPSHOT_EVENT_BYTES}",
+                bytes.len()
+            )));
+        }
+        if !self.session.clients().any(|c| c == id) {
+            return Err(NetError::Protocol(
+                lagless_core::ProtocolError::UnknownClient(id),
+            ));
+        }
+        events.insert(id, bytes);
+        Ok(())
+    }
+
+    /// What the server measured of client `id`'s latency (`None`: not connected).
+    pub fn latency(&self, id: ClientId) -> Option<Latency> {
+        self.session.client_stats(id)?;
+        let config = self.session.config();
+        let tick = Duration::from_secs(1) / config.tick_hz.max(1);
+        let secs = |s: f64| Duration::try_from_secs_f64(s.clamp(0.0, 60.0)).ok();
+        Some(Latency {
+            rtt: self.replication.rtt(id).and_then(secs),
+            input_slack: self
+                .session
+                .input_slack(id)
+                .and_then(|ticks| secs(ticks * tick.as_secs_f64())),
+            snapshot_interval: tick * config.snapshot_interval.max(1),
+            tick,
+        })
     }
 
     /// The next game message from a client, the clients taking turns.
@@ -233,6 +304,13 @@ impl<I: Input> Server<I> {
 
     /// Sends every client its snapshot of the current tick, if one is due. Call after
     /// writing the tick's state.
+    ///
+    /// A snapshot is framed as: the snapshot events (with [`NetConfig::snapshot_events`],
+    /// length-prefixed), the dead-reckoning batch (with [`NetConfig::dead_reckoning`]),
+    /// then the replication bytes from the next whole byte. One that needs more than one
+    /// packet is preceded by an essential part, a standalone snapshot of the entities the
+    /// client predicts ([`Server::set_owned`]), so its prediction is corrected whatever
+    /// becomes of the fragments.
     pub fn send_snapshots(&mut self, now: Duration) -> Result<(), NetError> {
         if !self.session.snapshot_due() {
             return Ok(());
@@ -245,24 +323,37 @@ impl<I: Input> Server<I> {
                 Err(ReplicationError::UnknownClient(_)) => continue,
                 Err(e) => return Err(e.into()),
             };
-            match &mut self.dead_reckoning {
-                // The messages due first, then the snapshot from the next whole byte.
-                Some((dr, codec)) => {
-                    let mut bits = BitWriter::new();
-                    let (relevant, replication) = (&self.relevant, &self.replication);
-                    // Only characters the client holds: a message for one whose spawn
-                    // the budget still holds back would be refused as an unknown id, and
-                    // the character unshown until the next sync clock, seconds later.
-                    // Held back here, it goes as soon as the spawn is acknowledged.
-                    let messages = dr.poll_messages(id, |c| {
-                        relevant.as_ref().is_none_or(|f| f(id, c))
-                            && replication.client_holds(id, c)
-                    });
-                    codec.write_batch(&mut bits, &messages)?;
-                    bits.write_bytes_aligned(&snapshot.bytes);
-                    self.session.send_snapshot(id, now, bits.as_bytes())?;
+            let mut framed = Writer::new();
+            if let Some(events) = &mut self.events {
+                framed.write_len_prefixed(&events.remove(&id).unwrap_or_default());
+            }
+            if let Some((dr, codec)) = &mut self.dead_reckoning {
+                let mut bits = BitWriter::new();
+                let (relevant, replication) = (&self.relevant, &self.replication);
+                // Only characters the client holds: a message for one whose spawn the
+                // budget still holds back would be refused as an unknown id, and the
+                // character unshown until the next sync clock, seconds later. Held back
+                // here, it goes as soon as the spawn is acknowledged.
+                let messages = dr.poll_messages(id, |c| {
+                    relevant.as_ref().is_none_or(|f| f(id, c)) && replication.client_holds(id, c)
+                });
+                codec.write_batch(&mut bits, &messages)?;
+                framed.write_bytes(bits.as_bytes());
+            }
+            framed.write_bytes(&snapshot.bytes);
+            let bytes = framed.into_bytes();
+            let owned = self.replication.owned(id);
+            if bytes.len() > FRAGMENT_PAYLOAD_BYTES && !owned.is_empty() {
+                let essential = self.replication.encode_standalone(owned, tick);
+                if essential.len() <= FRAGMENT_PAYLOAD_BYTES {
+                    self.session
+                        .send_snapshot_with_essential(id, now, &essential, &bytes)?;
+                    self.replication.charge(id, essential.len() as u64 * 8);
+                } else {
+                    self.session.send_snapshot(id, now, &bytes)?;
                 }
-                None => self.session.send_snapshot(id, now, &snapshot.bytes)?,
+            } else {
+                self.session.send_snapshot(id, now, &bytes)?;
             }
             // The messages that rode this snapshot come out of the next one's budget.
             let sent = self.session.message_bytes_sent(id);

@@ -87,7 +87,9 @@ pub enum PacketError {
     /// The connect token was already used from another address.
     #[error("connect token already used from another address")]
     TokenReused,
-    /// No room for another encryption mapping.
+    /// No room for another encryption mapping. [`crate::Server`] no longer refuses for
+    /// this (a full handshake table evicts, so silent holders of valid tokens cannot lock
+    /// real clients out); the reason stays so counter indices and matches keep working.
     #[error("encryption mapping table full")]
     MappingTableFull,
     /// An encrypted packet from an address with no key.

@@ -1,5 +1,7 @@
 //! Typed errors.
 
+use std::fmt;
+
 use thiserror::Error;
 
 /// Why a connect token (or challenge token) could not be written or read.
@@ -85,7 +87,9 @@ pub enum PacketError {
     /// The connect token was already used from another address.
     #[error("connect token already used from another address")]
     TokenReused,
-    /// No room for another encryption mapping.
+    /// No room for another encryption mapping. [`crate::Server`] no longer refuses for
+    /// this (a full handshake table evicts, so silent holders of valid tokens cannot lock
+    /// real clients out); the reason stays so counter indices and matches keep working.
     #[error("encryption mapping table full")]
     MappingTableFull,
     /// An encrypted packet from an address with no key.
@@ -145,6 +149,37 @@ impl PacketError {
         Self::QueueFull,
         Self::PayloadSize,
     ];
+
+    /// A short snake_case name for logs and metrics; fixed, so greps and dashboards can
+    /// rely on it even if a variant or its message is reworded.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::TooSmall => "too_small",
+            Self::InvalidType => "invalid_type",
+            Self::TypeNotAllowed => "type_not_allowed",
+            Self::BadSequenceBytes => "bad_sequence_bytes",
+            Self::RequestWrongSize => "request_wrong_size",
+            Self::BadVersion => "bad_version",
+            Self::WrongProtocolId => "wrong_protocol_id",
+            Self::TokenExpired => "token_expired",
+            Self::TokenDecryptFailed => "token_decrypt_failed",
+            Self::TokenMalformed => "token_malformed",
+            Self::ServerAddressNotInToken => "server_address_not_in_token",
+            Self::AddressAlreadyConnected => "address_already_connected",
+            Self::ClientIdAlreadyConnected => "client_id_already_connected",
+            Self::TokenReused => "token_reused",
+            Self::MappingTableFull => "mapping_table_full",
+            Self::NoKeyForAddress => "no_key_for_address",
+            Self::Replayed => "replayed",
+            Self::DecryptFailed => "decrypt_failed",
+            Self::WrongSize => "wrong_size",
+            Self::ChallengeDecryptFailed => "challenge_decrypt_failed",
+            Self::UnexpectedInState => "unexpected_in_state",
+            Self::UnknownAddress => "unknown_address",
+            Self::QueueFull => "queue_full",
+            Self::PayloadSize => "payload_size",
+        }
+    }
 }
 
 /// Packets dropped, by reason.
@@ -180,6 +215,20 @@ impl DropCounters {
     }
 }
 
+/// `reason:count` for each non-zero reason, comma-separated, in counter order (empty when
+/// nothing was dropped): one compact log field, e.g. `no_key_for_address:3,replayed:1`.
+impl fmt::Display for DropCounters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (reason, n)) in self.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{}:{n}", reason.name())?;
+        }
+        Ok(())
+    }
+}
+
 /// A configuration the server cannot run with.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum ConfigError {
@@ -205,4 +254,23 @@ pub enum SendError {
     /// Payloads are 1 to 1200 bytes.
     #[error("payload of {0} bytes is outside 1..=1200")]
     PayloadSize(usize),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reason_names_are_distinct_and_drops_print_compactly() {
+        let mut names: Vec<&str> = PacketError::ALL.iter().map(|r| r.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), PacketError::ALL.len());
+        let mut d = DropCounters::default();
+        assert_eq!(d.to_string(), "");
+        d.add(PacketError::Replayed);
+        d.add(PacketError::NoKeyForAddress);
+        d.add(PacketError::NoKeyForAddress);
+        assert_eq!(d.to_string(), "no_key_for_address:2,replayed:1");
+    }
 }

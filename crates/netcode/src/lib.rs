@@ -123,6 +123,17 @@ pub const REQUEST_PACKET_BYTES: usize =
 pub const MAX_SERVERS_PER_CONNECT: usize = 32;
 /// Most client slots a [`Server`] supports.
 pub const MAX_CLIENTS: usize = 1024;
+/// Pending handshakes (encryption mappings of clients that have not answered their
+/// challenge) a [`Server`] holds, whatever its `max_clients`: the reference's
+/// `NETCODE_MAX_ENCRYPTION_MAPPINGS`. Since slots are at most [`MAX_CLIENTS`], every free
+/// slot can have a handshake in flight at once.
+pub const MAX_ENCRYPTION_MAPPINGS: usize = 1024;
+/// Pending handshakes one source (IPv4 address or IPv6 /64) holds, with the server's
+/// handshake table full, before its own oldest are evicted first. Only a full table
+/// enforces it, so clients behind one NAT connect freely otherwise; 16 is room for a LAN
+/// party connecting during a flood, and all a flooding host keeps of the table once it is
+/// full.
+pub const PENDING_SHARE_PER_SOURCE: usize = 16;
 /// Entries in the replay-protection window.
 pub const REPLAY_PROTECTION_BUFFER_SIZE: usize = 256;
 /// Payloads queued per client (server) or in total (client) before more are dropped.

@@ -3,7 +3,7 @@
 //! packets and events out.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use crate::crypto::Key;
@@ -12,8 +12,8 @@ use crate::packet::{self, ChallengeBody, Packet, PacketType};
 use crate::replay::ReplayProtection;
 use crate::token::{ChallengeToken, PrivateConnectToken};
 use crate::{
-    MAC_BYTES, MAX_CLIENTS, NUM_DISCONNECT_PACKETS, PACKET_QUEUE_SIZE, PACKET_SEND_INTERVAL,
-    Transmit, USER_DATA_BYTES, normalize,
+    MAC_BYTES, MAX_CLIENTS, MAX_ENCRYPTION_MAPPINGS, NUM_DISCONNECT_PACKETS, PACKET_QUEUE_SIZE,
+    PACKET_SEND_INTERVAL, PENDING_SHARE_PER_SOURCE, Transmit, USER_DATA_BYTES, normalize,
 };
 
 /// What a server needs to know.
@@ -99,6 +99,14 @@ pub struct ServerStats {
     pub timeouts: u64,
     /// Connection requests answered with a denied packet (server full).
     pub denied: u64,
+    /// Pending handshakes evicted, with the handshake table full, because their source
+    /// held [`PENDING_SHARE_PER_SOURCE`] or more of them: the mark of one host (or one
+    /// IPv6 /64) flooding requests it does not follow up.
+    pub evicted_crowded_source: u64,
+    /// Pending handshakes evicted, with the handshake table full and no source over its
+    /// share, because they were the oldest: a flood spread over many sources (spoofed, or
+    /// a botnet), or more genuine clients at once than the table holds.
+    pub evicted_oldest: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -108,6 +116,9 @@ struct Mapping {
     timeout_seconds: i32,
     expire_at: Option<Duration>,
     last_access: Duration,
+    /// Place in line for eviction (lower is older). Counted, not timed, so requests that
+    /// arrive at the same instant still have a strict order.
+    order: u64,
 }
 
 impl Mapping {
@@ -145,8 +156,30 @@ struct TokenEntry {
 ///
 /// Feed it every datagram with [`Server::handle_packet`], call [`Server::update`] every
 /// frame, send what [`Server::poll_transmit`] returns and act on [`Server::poll_event`].
-/// All tables are bounded: slots (`max_clients`), encryption mappings (4 per slot),
-/// connect-token history (8 per slot), queued payloads (256 per slot) and outgoing packets.
+/// All tables are bounded: slots (`max_clients`), pending handshakes
+/// ([`MAX_ENCRYPTION_MAPPINGS`], whatever `max_clients`), connect-token history (8 per
+/// slot), queued payloads (256 per slot) and outgoing packets.
+///
+/// # Pending handshakes
+///
+/// A request with a valid token takes an entry (an encryption mapping) until its holder
+/// answers the challenge, or until the token's timeout. Refusing requests once the table is
+/// full, as the reference implementation does, lets anyone holding enough valid tokens keep
+/// every real client out while slots are free, just by never answering. So a full table
+/// evicts instead, and never refuses:
+///
+/// - if some source holds [`PENDING_SHARE_PER_SOURCE`] entries or more, the oldest entry
+///   of the source holding the most goes: a flooding host pays for its own flood;
+/// - otherwise the oldest entry goes. A genuine client answers within a round trip, so a
+///   flood must bring [`MAX_ENCRYPTION_MAPPINGS`] new valid requests per round trip to push
+///   its entry out.
+///
+/// A source is the IPv4 address or the IPv6 /64, ports ignored, because one host picks
+/// any port it likes and usually holds a whole /64. The share applies only when the table
+/// is full, so many clients behind one NAT (or one test machine) connect at once as
+/// freely as from many hosts. An entry keeps its place in line when its address sends
+/// the request again, so resending does not make a silent entry young. Evictions are
+/// counted in [`ServerStats::evicted_crowded_source`] and [`ServerStats::evicted_oldest`].
 pub struct Server {
     config: ServerConfig,
     challenge_key: Key,
@@ -158,6 +191,10 @@ pub struct Server {
     slots: Vec<Option<Slot>>,
     by_addr: HashMap<SocketAddr, usize>,
     mappings: HashMap<SocketAddr, Mapping>,
+    /// The next [`Mapping::order`].
+    mapping_order: u64,
+    /// Pending entries per source, rebuilt on each eviction; kept to reuse its memory.
+    per_source: HashMap<IpAddr, usize>,
     token_entries: Vec<TokenEntry>,
     transmits: VecDeque<Transmit>,
     events: VecDeque<ServerEvent>,
@@ -196,7 +233,9 @@ impl Server {
             now,
             slots: vec![None; n],
             by_addr: HashMap::with_capacity(n),
-            mappings: HashMap::with_capacity(n * 4),
+            mappings: HashMap::new(),
+            mapping_order: 0,
+            per_source: HashMap::new(),
             token_entries: vec![
                 TokenEntry {
                     time: None,
@@ -405,8 +444,9 @@ impl Server {
             timeout_seconds: timeout,
             expire_at: (timeout >= 0).then(|| self.now + Duration::from_secs(timeout as u64)),
             last_access: self.now,
+            order: 0,
         };
-        self.add_mapping(from, mapping)?;
+        self.add_mapping(from, mapping);
         let token = ChallengeToken {
             client_id: private.client_id,
             user_data: private.user_data,
@@ -449,22 +489,52 @@ impl Server {
         }
     }
 
-    fn add_mapping(&mut self, addr: SocketAddr, mapping: Mapping) -> Result<(), PacketError> {
+    /// Takes (or renews) `addr`'s pending entry, evicting another when the table is full
+    /// (see "Pending handshakes" on [`Server`]).
+    fn add_mapping(&mut self, addr: SocketAddr, mut mapping: Mapping) {
         let now = self.now;
         if let Some(m) = self.mappings.get_mut(&addr) {
             if !m.expired(now) {
+                mapping.order = m.order;
                 *m = mapping;
-                return Ok(());
+                return;
             }
         }
-        if self.mappings.len() >= self.config.max_clients * 4 {
+        if self.mappings.len() >= MAX_ENCRYPTION_MAPPINGS {
             self.mappings.retain(|_, m| !m.expired(now));
-            if self.mappings.len() >= self.config.max_clients * 4 {
-                return Err(PacketError::MappingTableFull);
-            }
         }
+        if self.mappings.len() >= MAX_ENCRYPTION_MAPPINGS {
+            self.evict_pending();
+        }
+        mapping.order = self.mapping_order;
+        self.mapping_order += 1;
         self.mappings.insert(addr, mapping);
-        Ok(())
+    }
+
+    /// Evicts one pending entry: the oldest of the most crowded source if it holds its
+    /// share or more, else the oldest of all. Linear in the table, like the reference's
+    /// own scans of it, and only when the table is full.
+    fn evict_pending(&mut self) {
+        self.per_source.clear();
+        for addr in self.mappings.keys() {
+            *self.per_source.entry(source_of(*addr)).or_default() += 1;
+        }
+        let most = self.per_source.values().copied().max().unwrap_or(0);
+        let crowded = most >= PENDING_SHARE_PER_SOURCE;
+        let per_source = &self.per_source;
+        let victim = self
+            .mappings
+            .iter()
+            .filter(|(a, _)| !crowded || per_source.get(&source_of(**a)) == Some(&most))
+            .min_by_key(|(_, m)| m.order)
+            .map(|(a, _)| *a);
+        let Some(victim) = victim else { return };
+        self.mappings.remove(&victim);
+        if crowded {
+            self.stats.evicted_crowded_source += 1;
+        } else {
+            self.stats.evicted_oldest += 1;
+        }
     }
 
     fn process_response(
@@ -660,8 +730,8 @@ impl Server {
             .filter_map(|(i, s)| s.as_ref().map(|_| i))
     }
 
-    /// Encryption mappings held for clients still in the handshake (bounded by
-    /// 4 x `max_clients`).
+    /// Encryption mappings held for clients still in the handshake (at most
+    /// [`MAX_ENCRYPTION_MAPPINGS`]).
     pub fn pending_mappings(&self) -> usize {
         self.mappings.len()
     }
@@ -669,5 +739,41 @@ impl Server {
     /// Events waiting in [`Server::poll_event`].
     pub fn queued_events(&self) -> usize {
         self.events.len()
+    }
+}
+
+/// The source a pending entry is charged to: the IPv4 address, or the IPv6 /64 (an
+/// IPv4-mapped IPv6 address counts as its IPv4 address); never the port.
+fn source_of(addr: SocketAddr) -> IpAddr {
+    match addr.ip() {
+        IpAddr::V4(ip) => IpAddr::V4(ip),
+        IpAddr::V6(ip) => match ip.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = ip.segments();
+                IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_ignore_ports_and_the_ipv6_interface_id() {
+        let a: SocketAddr = "198.51.100.7:1000".parse().expect("addr");
+        let b: SocketAddr = "198.51.100.7:2000".parse().expect("addr");
+        let c: SocketAddr = "198.51.100.8:1000".parse().expect("addr");
+        assert_eq!(source_of(a), source_of(b));
+        assert_ne!(source_of(a), source_of(c));
+        let d: SocketAddr = "[2001:db8:1:2:aaaa::1]:1000".parse().expect("addr");
+        let e: SocketAddr = "[2001:db8:1:2:bbbb::9]:3000".parse().expect("addr");
+        let f: SocketAddr = "[2001:db8:1:3::1]:1000".parse().expect("addr");
+        assert_eq!(source_of(d), source_of(e));
+        assert_ne!(source_of(d), source_of(f));
+        let mapped: SocketAddr = "[::ffff:198.51.100.7]:5000".parse().expect("addr");
+        assert_eq!(source_of(mapped), source_of(a));
     }
 }

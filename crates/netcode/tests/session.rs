@@ -4,8 +4,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use lagless_netcode::{
-    Client, ClientState, ConnectToken, DisconnectReason, PacketError, Server, ServerConfig,
-    ServerEvent, TokenParams,
+    Client, ClientState, ConnectToken, DisconnectReason, MAX_ENCRYPTION_MAPPINGS,
+    PENDING_SHARE_PER_SOURCE, PacketError, Server, ServerConfig, ServerEvent, TokenParams,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -413,15 +413,106 @@ fn flood_of_valid_requests_from_many_addresses_stays_bounded() {
             answered += 1;
         }
     }
-    assert!(s.pending_mappings() <= 2 * 4, "{}", s.pending_mappings());
-    assert!(
-        answered <= 8,
-        "only mapped requests get a challenge: {answered}"
-    );
+    // Every valid request is challenged (one smaller packet each), but the table stays at
+    // its fixed size: all 2000 come from one IP, so that IP's own oldest make room.
+    assert_eq!(answered, 2000);
+    assert_eq!(s.pending_mappings(), MAX_ENCRYPTION_MAPPINGS);
     assert_eq!(
-        s.stats().drops.get(PacketError::MappingTableFull),
-        2000 - answered
+        s.stats().evicted_crowded_source,
+        2000 - MAX_ENCRYPTION_MAPPINGS as u64
     );
+    assert_eq!(s.stats().evicted_oldest, 0);
+    assert_eq!(s.stats().drops.get(PacketError::MappingTableFull), 0);
+}
+
+/// The first packet a client with a fresh token (`client_id`, `seed`) sends: a valid
+/// connection request.
+fn request(client_id: u64, seed: u64) -> Vec<u8> {
+    let mut c = Client::new(&token(client_id, seed), Duration::ZERO);
+    c.update(Duration::ZERO);
+    c.poll_transmit().expect("request").data
+}
+
+/// Sends a valid request for a fresh token from `from` and ignores the challenge, as a
+/// holder of tokens who means to fill the handshake table does.
+fn silent_request(s: &mut Server, now: Duration, from: SocketAddr, next_id: &mut u64) {
+    *next_id += 1;
+    let _ = s.handle_packet(now, from, &request(*next_id, *next_id));
+    while s.poll_transmit().is_some() {}
+}
+
+/// One IPv4 address per `i`, none of them a genuine client's.
+fn spread_addr(i: u64) -> SocketAddr {
+    format!("10.{}.{}.1:6000", i / 256 % 256, i % 256)
+        .parse()
+        .expect("addr")
+}
+
+/// Port `port` of the one flooding host.
+fn crowded_addr(port: u16) -> SocketAddr {
+    SocketAddr::new([203, 0, 113, 7].into(), port)
+}
+
+#[test]
+fn silent_token_flood_does_not_lock_out_real_clients() {
+    let max_clients = 4;
+    let mut s = server(max_clients);
+    let mut now = Duration::ZERO;
+    let mut next_id = 10_000;
+    // 1500 valid tokens whose holders never answer the challenge: 1100 from as many IPs,
+    // then 400 from one host on different ports. Far more than the 4 x max_clients (16)
+    // entries the table used to have, and more than its fixed size now.
+    let spread = 1100;
+    let crowded = 400;
+    for i in 0..spread {
+        silent_request(&mut s, now, spread_addr(i), &mut next_id);
+    }
+    for port in 0..crowded {
+        silent_request(&mut s, now, crowded_addr(10_000 + port), &mut next_id);
+    }
+    assert_eq!(s.pending_mappings(), MAX_ENCRYPTION_MAPPINGS);
+    assert_eq!(s.num_connected(), 0, "slots are free");
+    // By the book: the spread flood pushed out its own oldest; then the flooding host got
+    // its share, and beyond that only evicted its own entries.
+    let share = PENDING_SHARE_PER_SOURCE as u64;
+    let table = MAX_ENCRYPTION_MAPPINGS as u64;
+    assert_eq!(s.stats().evicted_oldest, spread - table + share);
+    assert_eq!(s.stats().evicted_crowded_source, u64::from(crowded) - share);
+
+    // Two genuine clients, one from a fresh IP and one from the flooding host itself,
+    // connect while the flood goes on: each 50 ms, 10 new silent requests from new IPs
+    // and 5 from the flooding host.
+    let a_addr: SocketAddr = "192.0.2.1:50000".parse().expect("addr");
+    let b_addr = crowded_addr(60_000);
+    let mut a = Client::new(&token(1, 1), now);
+    let mut b = Client::new(&token(2, 2), now);
+    let mut spread_next = spread;
+    let mut crowded_next = crowded;
+    for _ in 0..50 {
+        now += Duration::from_millis(50);
+        for _ in 0..10 {
+            silent_request(&mut s, now, spread_addr(spread_next), &mut next_id);
+            spread_next += 1;
+        }
+        for _ in 0..5 {
+            silent_request(
+                &mut s,
+                now,
+                crowded_addr(10_000 + crowded_next),
+                &mut next_id,
+            );
+            crowded_next += 1;
+        }
+        pump(now, &mut s, &mut [(a_addr, &mut a), (b_addr, &mut b)]);
+        if a.is_connected() && b.is_connected() {
+            break;
+        }
+    }
+    assert!(a.is_connected(), "fresh IP: {:?}", a.state());
+    assert!(b.is_connected(), "flooding host's IP: {:?}", b.state());
+    assert_eq!(s.num_connected(), 2);
+    assert!(s.pending_mappings() <= MAX_ENCRYPTION_MAPPINGS);
+    assert_eq!(s.stats().drops.get(PacketError::MappingTableFull), 0);
 }
 
 #[test]

@@ -198,6 +198,23 @@ pub(crate) fn connect_with_truth(
     stop: &AtomicBool,
 ) -> Result<ClientRun, NetError> {
     let mut udp = UdpClient::connect(&settings.token)?;
+    let run = play(&mut udp, settings, config, truth, stop);
+    // Every way out, giving up on the welcome included, sends the redundant disconnect
+    // packets (while netcode is connected), so the server frees the slot at once instead
+    // of after its timeout.
+    udp.disconnect();
+    run
+}
+
+/// The part of [`connect_with_truth`] that runs once the socket exists: waits for the
+/// welcome, then plays. The caller disconnects, however this ends.
+fn play(
+    udp: &mut UdpClient,
+    settings: &ConnectSettings,
+    config: &RunConfig,
+    truth: Option<Arc<RwLock<Truth>>>,
+    stop: &AtomicBool,
+) -> Result<ClientRun, NetError> {
     let deadline = Instant::now() + settings.connect_timeout;
     let welcome = loop {
         udp.update();
@@ -352,7 +369,6 @@ pub(crate) fn connect_with_truth(
         std::thread::sleep(Duration::from_millis(1));
     };
     let seconds = start.elapsed().as_secs_f64();
-    udp.disconnect();
     config.seconds = seconds;
     Ok(ClientRun {
         player,
@@ -363,4 +379,69 @@ pub(crate) fn connect_with_truth(
         ended,
         config,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lagless_netcode::DisconnectReason;
+    use lagless_transport::{ConnectionEvent, PROTOCOL_ID, ServerSettings, UdpServer, keys};
+
+    /// A server whose netcode accepts the client but which never welcomes it: the client
+    /// gives up after its connect timeout, and the server hears it leave at once instead
+    /// of after the token's 30 s timeout.
+    #[test]
+    fn giving_up_on_the_welcome_frees_the_slot_at_once() {
+        let key = [3u8; 32];
+        let bind = "127.0.0.1:0".parse().expect("addr");
+        let mut server =
+            UdpServer::bind(bind, ServerSettings::new(PROTOCOL_ID, key, 2)).expect("bind");
+        let addr = server.local_addr().expect("addr");
+        let token = keys::issue_token(&key, PROTOCOL_ID, 1, vec![addr], 60, 30)
+            .and_then(|t| Ok(t.write()?))
+            .expect("token");
+        let settings = ConnectSettings {
+            token: token.to_vec(),
+            seconds: 1.0,
+            bot: true,
+            ack_only: false,
+            connect_timeout: Duration::from_millis(500),
+        };
+        let client = std::thread::spawn(move || {
+            let stop = AtomicBool::new(false);
+            connect(&settings, &RunConfig::default(), &stop).err()
+        });
+        let start = Instant::now();
+        let mut events = Vec::new();
+        while start.elapsed() < Duration::from_secs(10) {
+            server.update();
+            events.extend(std::iter::from_fn(|| server.poll_event()));
+            if events
+                .iter()
+                .any(|e| matches!(e, ConnectionEvent::Disconnected { .. }))
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let err = client.join().expect("client thread");
+        assert!(
+            matches!(&err, Some(NetError::Connect(m)) if m.contains("no welcome")),
+            "{:?}",
+            err.map(|e| e.to_string())
+        );
+        assert!(
+            matches!(
+                &events[..],
+                [
+                    ConnectionEvent::Connected { client_id: 1, .. },
+                    ConnectionEvent::Disconnected {
+                        client_id: 1,
+                        reason: DisconnectReason::ClientDisconnected
+                    }
+                ]
+            ),
+            "{events:?}"
+        );
+    }
 }

@@ -466,6 +466,8 @@ impl GameServer {
             datagrams_in = stats.datagrams_received,
             datagrams_out = stats.datagrams_sent,
             dropped = netcode.drops.total(),
+            drop_reasons = netcode.drops.to_string(),
+            handshakes_evicted = netcode.evicted_crowded_source + netcode.evicted_oldest,
             cpu_pct = round2(cpu_pct.unwrap_or(f64::NAN)),
             rss_mb = round2(rss_mb().unwrap_or(f64::NAN)),
             "server"
@@ -537,6 +539,8 @@ impl GameServer {
             disconnects = netcode.disconnects,
             timeouts = netcode.timeouts,
             dropped = netcode.drops.total(),
+            drop_reasons = netcode.drops.to_string(),
+            handshakes_evicted = netcode.evicted_crowded_source + netcode.evicted_oldest,
             "server stopped"
         );
         let players = self.scene.scene.player_states().collect();

@@ -73,6 +73,32 @@ pub const MAX_UNRELIABLE_BYTES: usize = lagless_netcode::MAX_PAYLOAD_BYTES - 1;
 pub(crate) const TAG_UNRELIABLE: u8 = 0;
 pub(crate) const TAG_RELIABLE: u8 = 1;
 
+/// Blocks until a datagram is waiting on `socket` (true) or `timeout` has passed (false).
+///
+/// std has no poll(2), so this is a blocking peek under a read timeout on a socket that is
+/// otherwise non-blocking; a socket error also returns true, so the caller's next read
+/// takes it instead of this waiting on it again.
+pub(crate) fn wait_readable(socket: &std::net::UdpSocket, timeout: std::time::Duration) -> bool {
+    // std refuses a zero read timeout (to the OS it would mean none).
+    if timeout.is_zero() {
+        return false;
+    }
+    if socket.set_nonblocking(false).is_err() || socket.set_read_timeout(Some(timeout)).is_err() {
+        let _ = socket.set_nonblocking(true);
+        return false;
+    }
+    // One byte is enough to learn a datagram is there; the datagram stays queued.
+    let ready = match socket.peek_from(&mut [0u8; 1]) {
+        Ok(_) => true,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    };
+    let _ = socket.set_nonblocking(true);
+    ready
+}
+
 pub(crate) fn unreliable_packet(payload: &[u8]) -> Result<Vec<u8>, TransportError> {
     if payload.is_empty() || payload.len() > MAX_UNRELIABLE_BYTES {
         return Err(TransportError::PayloadSize(payload.len()));

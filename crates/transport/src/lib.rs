@@ -11,6 +11,12 @@
 //!   `send_reliable`, `recv`, `recv_reliable`, `disconnect()`.
 //! - [`Proxy`]: `spawn(listen, forward, "mobile", seed)` runs on its own thread until
 //!   `stop()` (or drop); each client address gets its own seeded `Duplex`.
+//! - [`session`]: a game's `lagless_replication` [`Server`](lagless_replication::Server)
+//!   and [`Client`](lagless_replication::Client) over the two, generic over the game:
+//!   [`GameServer`] connects and disconnects clients as netcode.io admits them (events
+//!   the game polls), checks each client's tick and snapshot rates with a hello on the
+//!   reliable channel, counts everything once a second and sleeps until the next tick or
+//!   packet; [`GameClient`] refuses a server of other rates with an error naming both.
 //! - [`keys`]: private-key files (32 raw bytes), OS-seeded randomness, `issue_token` for a
 //!   backend (connect tokens are `lagless_netcode::ConnectToken`, 2048 bytes on disk).
 //!
@@ -57,11 +63,13 @@ pub mod keys;
 mod proxy;
 pub mod reliable;
 mod server;
+pub mod session;
 
 pub use client::UdpClient;
 pub use error::TransportError;
 pub use proxy::{Proxy, ProxyConfig, ProxyStats};
 pub use server::{ConnectionEvent, ServerSettings, TransportStats, UdpServer};
+pub use session::{GameClient, GameServer, SessionEvent, SessionStats};
 
 /// A protocol id for lagless games ("lagless" and a version byte): servers ignore tokens
 /// issued for another protocol id. Games with their own backend may pick their own.

@@ -225,6 +225,35 @@ mod tests {
     }
 
     #[test]
+    fn control_never_panics_on_random_bytes() {
+        // A fixed-seed LCG: lengths 0..16 around the messages' 9 to 14 bytes, first bytes
+        // often a tag so the rest is read too.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (x >> 33) as u8
+        };
+        let mut decoded = 0;
+        for _ in 0..50_000 {
+            let len = usize::from(next() % 16);
+            let mut bytes: Vec<u8> = (0..len).map(|_| next()).collect();
+            if let Some(b) = bytes.first_mut() {
+                *b = [TAG_HELLO, TAG_REFUSED, *b][usize::from(*b % 3)];
+            }
+            if let [TAG_REFUSED, kind, ..] = &mut bytes[..] {
+                *kind %= 3;
+            }
+            if let Ok(c) = Control::decode(&bytes) {
+                assert_eq!(c.encode(), bytes, "decode then encode gives the same bytes");
+                decoded += 1;
+            }
+        }
+        assert!(decoded > 0, "messages of the right length decode");
+    }
+
+    #[test]
     fn mismatches_name_both_values() {
         let tick = Mismatch::TickRate {
             server: 64,

@@ -176,6 +176,12 @@ impl UdpClient {
         self.reliable.drain(..)
     }
 
+    /// Blocks until a datagram arrives or `timeout` passes, whichever comes first. True
+    /// when a datagram is waiting for [`UdpClient::update`].
+    pub fn wait(&self, timeout: Duration) -> bool {
+        crate::wait_readable(&self.socket, timeout)
+    }
+
     /// Leaves: redundant disconnect packets go out now.
     pub fn disconnect(&mut self) {
         self.netcode.disconnect();

@@ -11,6 +11,12 @@
 //!   `send_reliable`, `recv`, `recv_reliable`, `disconnect()`.
 //! - [`Proxy`]: `spawn(listen, forward, "mobile", seed)` runs on its own thread until
 //!   `stop()` (or drop); each client address gets its own seeded `Duplex`.
+//! - [`session`]: a game's `lagless_replication` [`Server`](lagless_replication::Server)
+//!   and [`Client`](lagless_replication::Client) over the two, generic over the game:
+//!   [`GameServer`] connects and disconnects clients as netcode.io admits them (events
+//!   the game polls), checks each client's tick and snapshot rates with a hello on the
+//!   reliable channel, counts everything once a second and sleeps until the next tick or
+//!   packet; [`GameClient`] refuses a server of other rates with an error naming both.
 //! - [`keys`]: private-key files (32 raw bytes), OS-seeded randomness, `issue_token` for a
 //!   backend (connect tokens are `lagless_netcode::ConnectToken`, 2048 bytes on disk).
 //!
@@ -57,11 +63,13 @@ pub mod keys;
 mod proxy;
 pub mod reliable;
 mod server;
+pub mod session;
 
 pub use client::UdpClient;
 pub use error::TransportError;
 pub use proxy::{Proxy, ProxyConfig, ProxyStats};
 pub use server::{ConnectionEvent, ServerSettings, TransportStats, UdpServer};
+pub use session::{GameClient, GameServer, SessionEvent, SessionStats};
 
 /// A protocol id for lagless games ("lagless" and a version byte): servers ignore tokens
 /// issued for another protocol id. Games with their own backend may pick their own.
@@ -72,6 +80,32 @@ pub const MAX_UNRELIABLE_BYTES: usize = lagless_netcode::MAX_PAYLOAD_BYTES - 1;
 
 pub(crate) const TAG_UNRELIABLE: u8 = 0;
 pub(crate) const TAG_RELIABLE: u8 = 1;
+
+/// Blocks until a datagram is waiting on `socket` (true) or `timeout` has passed (false).
+///
+/// std has no poll(2), so this is a blocking peek under a read timeout on a socket that is
+/// otherwise non-blocking; a socket error also returns true, so the caller's next read
+/// takes it instead of this waiting on it again.
+pub(crate) fn wait_readable(socket: &std::net::UdpSocket, timeout: std::time::Duration) -> bool {
+    // std refuses a zero read timeout (to the OS it would mean none).
+    if timeout.is_zero() {
+        return false;
+    }
+    if socket.set_nonblocking(false).is_err() || socket.set_read_timeout(Some(timeout)).is_err() {
+        let _ = socket.set_nonblocking(true);
+        return false;
+    }
+    // One byte is enough to learn a datagram is there; the datagram stays queued.
+    let ready = match socket.peek_from(&mut [0u8; 1]) {
+        Ok(_) => true,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    };
+    let _ = socket.set_nonblocking(true);
+    ready
+}
 
 pub(crate) fn unreliable_packet(payload: &[u8]) -> Result<Vec<u8>, TransportError> {
     if payload.is_empty() || payload.len() > MAX_UNRELIABLE_BYTES {

@@ -338,6 +338,20 @@ impl UdpServer {
         self.channels.get(&client_id).map(|(i, _)| *i)
     }
 
+    /// Reliable messages queued for a connected client and not yet acknowledged by it
+    /// (`None` for an unknown client): zero means everything sent has arrived, so a server
+    /// can disconnect a client once it has read a last message.
+    pub fn reliable_unacked(&self, client_id: u64) -> Option<usize> {
+        self.channels.get(&client_id).map(|(_, c)| c.unacked())
+    }
+
+    /// Blocks until a datagram arrives or `timeout` passes, whichever comes first, so a
+    /// loop can sleep until its next tick and still read packets as they come. True when
+    /// a datagram is waiting for [`UdpServer::update`].
+    pub fn wait(&self, timeout: Duration) -> bool {
+        crate::wait_readable(&self.socket, timeout)
+    }
+
     /// Ids of the connected clients.
     pub fn clients(&self) -> Vec<u64> {
         let mut ids: Vec<u64> = self.channels.keys().copied().collect();

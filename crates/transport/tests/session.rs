@@ -1,0 +1,383 @@
+//! The game session over loopback sockets: refusals of other tick rates on either end,
+//! clients that vanish, garbage at the server's socket, and a loop that sleeps between
+//! ticks. Every wait is bounded by a deadline.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+use lagless_core::{ClientConfig, ClientSession};
+use lagless_replication::{
+    Client, Kind, NetConfig, Pose, PredictedWorld, ReplicationClient, Rollback, Schema, Server,
+    Tick,
+};
+use lagless_transport::session::{
+    Control, GameClient, GameServer, LeaveReason, Mismatch, SessionError, SessionEvent,
+    SessionState,
+};
+use lagless_transport::{ServerSettings, UdpClient, keys};
+
+const PROTOCOL_ID: u64 = 0x5e55_1011;
+
+/// A game with nothing to predict.
+struct Nothing;
+
+impl Rollback for Nothing {
+    type Input = u8;
+    type Saved = ();
+    type Confirmed = ReplicationClient;
+    fn advance(&mut self, _: Tick, _: u8) {}
+    fn save(&self) {}
+    fn diverged(&self, _: &(), _: &ReplicationClient) -> bool {
+        false
+    }
+    fn load(&mut self, _: &ReplicationClient, _: Option<&()>) {}
+}
+
+impl PredictedWorld for Nothing {
+    fn pose(&self, _: u32) -> Option<Pose> {
+        None
+    }
+}
+
+fn schema() -> Schema {
+    Schema::new()
+        .kind(Kind::new("dot").vec2("position", 100.0, 0.01))
+        .build()
+        .expect("schema")
+}
+
+fn host(key: [u8; 32], hz: u32, max_clients: usize) -> GameServer<u8> {
+    let server = Server::new(schema(), &NetConfig::new(hz)).expect("server");
+    let settings = ServerSettings::new(PROTOCOL_ID, key, max_clients);
+    GameServer::bind("127.0.0.1:0".parse().expect("addr"), settings, server).expect("bind")
+}
+
+fn token(key: &[u8; 32], id: u64, addr: SocketAddr, timeout: i32) -> Vec<u8> {
+    let token = keys::issue_token(key, PROTOCOL_ID, id, vec![addr], 30, timeout);
+    token.expect("token").write().expect("write").to_vec()
+}
+
+fn game_client(token: &[u8], hz: u32) -> GameClient<Nothing> {
+    let config = NetConfig::new(hz);
+    let client = Client::new(schema(), Nothing, &config).expect("client");
+    GameClient::connect(token, client, &config).expect("connect")
+}
+
+/// One frame of the server: update, take the ticks due, send.
+fn serve(host: &mut GameServer<u8>, events: &mut Vec<SessionEvent>) {
+    host.update();
+    events.extend(std::iter::from_fn(|| host.poll_event()));
+    let now = host.now();
+    while host.server_mut().next_tick().is_some() {
+        host.server_mut().send_snapshots(now).expect("snapshots");
+    }
+    host.transmit();
+}
+
+/// Runs `step` every 2 ms until it returns true; panics after `secs`.
+fn until(secs: u64, what: &str, mut step: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if step() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn left(events: &[SessionEvent], id: u64) -> Option<LeaveReason> {
+    events.iter().find_map(|e| match e {
+        SessionEvent::Disconnected { client, reason } if *client == id => Some(*reason),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_client_at_another_tick_rate_refuses_the_server_by_name_and_frees_its_slot() {
+    let key = keys::generate_private_key().expect("key");
+    // One slot, so a second client connecting shows the first one's slot is free.
+    let mut host = host(key, 64, 1);
+    let addr = host.local_addr().expect("addr");
+    let mut events = Vec::new();
+    let mut wrong = game_client(&token(&key, 7, addr, 5), 30);
+    until(5, "the refusal", || {
+        serve(&mut host, &mut events);
+        wrong.update().is_err()
+    });
+    let expected = Mismatch::TickRate {
+        server: 64,
+        client: 30,
+    };
+    assert_eq!(wrong.error(), Some(SessionError::Mismatch(expected)));
+    assert_eq!(wrong.update(), Err(SessionError::Mismatch(expected)));
+    let message = wrong.error().expect("ended").to_string();
+    assert_eq!(message, "server runs 64 Hz ticks, this client 30 Hz");
+    // The client said nothing of the game's before it checked the hello.
+    assert_eq!(wrong.client().session().stats().packets_sent, 0);
+
+    until(5, "the server sees it leave", || {
+        serve(&mut host, &mut events);
+        left(&events, 7).is_some()
+    });
+    assert_eq!(left(&events, 7), Some(LeaveReason::Left));
+    assert!(host.clients().is_empty());
+    assert!(host.transport().clients().is_empty());
+
+    let mut right = game_client(&token(&key, 8, addr, 5), 64);
+    until(5, "the next client plays", || {
+        serve(&mut host, &mut events);
+        right.update().expect("no error");
+        right.is_ready()
+    });
+    assert_eq!(host.clients(), vec![8]);
+}
+
+#[test]
+fn the_server_refuses_a_client_whose_packets_announce_another_tick_rate() {
+    let key = keys::generate_private_key().expect("key");
+    let mut host = host(key, 64, 4);
+    let addr = host.local_addr().expect("addr");
+    let mut events = Vec::new();
+    // A client that skips the hello check: its session announces 30 Hz in its pings.
+    let mut udp = UdpClient::connect(&token(&key, 9, addr, 5)).expect("client");
+    let mut session = ClientSession::<u8>::new(ClientConfig {
+        tick_hz: 30,
+        ..ClientConfig::default()
+    });
+    let mut control = Vec::new();
+    until(5, "the refusal and the disconnect", || {
+        serve(&mut host, &mut events);
+        udp.update();
+        let now = udp.now();
+        for p in udp.recv().collect::<Vec<_>>() {
+            let _ = session.handle_packet(now, &p);
+        }
+        control.extend(
+            udp.recv_reliable()
+                .map(|m| Control::decode(&m).expect("control")),
+        );
+        if udp.is_connected() {
+            session.update(now);
+            while let Some(p) = session.poll_transmit(now) {
+                let _ = udp.send(&p);
+            }
+        }
+        udp.state() == lagless_netcode::ClientState::Disconnected
+    });
+    let mismatch = Mismatch::TickRate {
+        server: 64,
+        client: 30,
+    };
+    assert_eq!(
+        control,
+        vec![
+            Control::Hello {
+                tick_hz: 64,
+                snapshot_interval: 1
+            },
+            Control::Refused(mismatch)
+        ]
+    );
+    assert!(matches!(
+        events[..],
+        [
+            SessionEvent::Connected { client: 9, .. },
+            SessionEvent::Disconnected {
+                client: 9,
+                reason: LeaveReason::Refused(_)
+            }
+        ]
+    ));
+    assert_eq!(left(&events, 9), Some(LeaveReason::Refused(mismatch)));
+    until(2, "the slot to be free", || {
+        serve(&mut host, &mut events);
+        host.transport().clients().is_empty()
+    });
+    let stats = host.stats();
+    assert_eq!(
+        (stats.connects, stats.disconnects, stats.refusals),
+        (1, 1, 1)
+    );
+    assert!(stats.refused.tick_rate_mismatch >= 1);
+    // Its disconnect came after the refusal: no second event.
+    assert_eq!(events.len(), 2);
+}
+
+#[test]
+fn a_client_whose_game_runs_another_rate_than_it_says_is_refused_by_name() {
+    let key = keys::generate_private_key().expect("key");
+    let mut host = host(key, 64, 4);
+    let addr = host.local_addr().expect("addr");
+    let mut events = Vec::new();
+    // The host checks 64 Hz against the hello, but the hosted client runs at 30 Hz.
+    let client = Client::new(schema(), Nothing, &NetConfig::new(30)).expect("client");
+    let token = token(&key, 10, addr, 5);
+    let mut c = GameClient::connect(&token, client, &NetConfig::new(64)).expect("connect");
+    until(5, "the refusal", || {
+        serve(&mut host, &mut events);
+        c.step(|_| 0).is_err()
+    });
+    // Whichever end noticed first, the error names both rates.
+    let mismatch = Mismatch::TickRate {
+        server: 64,
+        client: 30,
+    };
+    let error = c.error().expect("ended");
+    assert!(
+        error == SessionError::Refused(mismatch) || error == SessionError::Mismatch(mismatch),
+        "{error:?}"
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("server runs 64 Hz ticks, this client 30 Hz")
+    );
+}
+
+#[test]
+fn a_client_that_vanishes_is_reported_disconnected_after_its_timeout() {
+    let key = keys::generate_private_key().expect("key");
+    let mut host = host(key, 30, 4);
+    let addr = host.local_addr().expect("addr");
+    let mut events = Vec::new();
+    let mut c = game_client(&token(&key, 11, addr, 1), 30);
+    until(5, "the client plays", || {
+        serve(&mut host, &mut events);
+        c.step(|_| 0).expect("no error");
+        c.is_ready()
+    });
+    assert_eq!(c.state(), SessionState::Ready);
+    // No disconnect packets: the socket just closes.
+    drop(c);
+    let gone = Instant::now();
+    until(5, "the timeout", || {
+        serve(&mut host, &mut events);
+        left(&events, 11).is_some()
+    });
+    assert_eq!(left(&events, 11), Some(LeaveReason::TimedOut));
+    assert!(
+        gone.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        gone.elapsed()
+    );
+    assert!(host.clients().is_empty());
+    let stats = host.stats();
+    assert_eq!(
+        (stats.connects, stats.disconnects, stats.timeouts),
+        (1, 1, 1)
+    );
+    // Over a second passed: the once-a-second counters came too, and add up to the totals.
+    let seconds: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            SessionEvent::Second(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    assert!(!seconds.is_empty());
+    let connects: u64 = seconds.iter().map(|s| s.connects).sum();
+    assert!(connects <= 1);
+    assert!(seconds.iter().all(|s| s.datagrams_in <= stats.datagrams_in));
+}
+
+#[test]
+fn garbage_at_the_server_is_counted_and_breaks_nothing() {
+    let key = keys::generate_private_key().expect("key");
+    let mut host = host(key, 30, 4);
+    let addr = host.local_addr().expect("addr");
+    let mut events = Vec::new();
+    let mut c = game_client(&token(&key, 12, addr, 5), 30);
+    until(5, "the client plays", || {
+        serve(&mut host, &mut events);
+        c.step(|_| 0).expect("no error");
+        c.is_ready()
+    });
+
+    // Unauthenticated garbage of every length, some of it starting like netcode.io
+    // packets (type bytes 0 to 7), from a fixed-seed LCG.
+    let socket = UdpSocket::bind("127.0.0.1:0").expect("socket");
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (x >> 33) as u8
+    };
+    let sent = 300;
+    for i in 0..sent {
+        let len = (usize::from(next()) * 7 + i) % 1400;
+        let mut bytes: Vec<u8> = (0..len).map(|_| next()).collect();
+        if let Some(b) = bytes.first_mut().filter(|_| i % 2 == 0) {
+            *b %= 8;
+        }
+        socket.send_to(&bytes, addr).expect("send");
+        if i % 50 == 0 {
+            serve(&mut host, &mut events);
+        }
+    }
+    // Authenticated garbage: a connected client whose payloads are no game packets.
+    let mut raw = UdpClient::connect(&token(&key, 13, addr, 5)).expect("client");
+    until(5, "the raw client connects", || {
+        serve(&mut host, &mut events);
+        c.step(|_| 0).expect("no error");
+        raw.update();
+        raw.is_connected()
+    });
+    raw.send(&[0xff, 1, 2, 3]).expect("send");
+    raw.send(&[0x49]).expect("send");
+    raw.send_reliable(b"not from a client").expect("send");
+    until(5, "the drops to be counted", || {
+        serve(&mut host, &mut events);
+        c.step(|_| 0).expect("no error");
+        raw.update();
+        let s = host.stats();
+        s.netcode_dropped() >= sent as u64 - 10
+            && s.refused.unknown_kind >= 1
+            && s.refused.malformed >= 1
+            && s.malformed_payloads >= 1
+    });
+    let stats = host.stats();
+    assert!(stats.datagrams_in >= sent as u64, "{stats:?}");
+    assert_eq!(stats.refused.tick_rate_mismatch, 0);
+    // Nobody was hurt: the game client still plays, both clients are still connected.
+    for _ in 0..20 {
+        serve(&mut host, &mut events);
+        c.step(|_| 0).expect("no error");
+        raw.update();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(c.is_ready());
+    assert_eq!(host.clients(), vec![12, 13]);
+    assert!(
+        events
+            .iter()
+            .all(|e| !matches!(e, SessionEvent::Disconnected { .. }))
+    );
+}
+
+#[test]
+fn the_server_loop_sleeps_until_its_next_tick() {
+    let key = keys::generate_private_key().expect("key");
+    let mut host = host(key, 64, 4);
+    let mut events = Vec::new();
+    let (mut frames, mut ticks) = (0, 0);
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(1) {
+        host.update();
+        events.extend(std::iter::from_fn(|| host.poll_event()));
+        while host.server_mut().next_tick().is_some() {
+            ticks += 1;
+        }
+        let (now, deadline) = (host.now(), host.next_deadline());
+        assert!(
+            deadline <= now + Duration::from_micros(15_700),
+            "{deadline:?} {now:?}"
+        );
+        host.wait();
+        frames += 1;
+    }
+    // A frame per tick (and the odd early one): a busy loop would run thousands.
+    assert!((55..=70).contains(&ticks), "{ticks} ticks");
+    assert!(frames <= ticks + 20, "{frames} frames for {ticks} ticks");
+}

@@ -317,10 +317,6 @@ pub struct WalkerSettings {
     /// steering time for moving messages (`--steer-ms`); `None`: each message's own sync
     /// interval, as the character-sync article steers.
     pub steer_time: Option<Duration>,
-    /// Every Nth snapshot to each client also carries a forged dead-reckoning message
-    /// (an unknown id, a speed, interval or lag beyond the limits, a tick far ahead, a
-    /// stale tick, in turn), to show they are refused and counted (`--dr-forge`; 0: never).
-    pub forge_every: u32,
 }
 
 impl Default for WalkerSettings {
@@ -330,7 +326,6 @@ impl Default for WalkerSettings {
             sync: WalkerSync::DeadReckoning,
             steering: lagless_replication::deadreckoning::Steering::Arrive,
             steer_time: None,
-            forge_every: 0,
         }
     }
 }

@@ -510,10 +510,6 @@ struct RunArgs {
     /// message's own sync interval, as the character-sync article steers).
     #[arg(long)]
     steer_ms: Option<u64>,
-    /// Walker scene: every Nth snapshot to each client also carries a forged
-    /// dead-reckoning message, which must be refused and counted (0: never).
-    #[arg(long, default_value_t = 0)]
-    dr_forge: u32,
     /// Shooter scene: test rifle shots in the server's present instead of the world the
     /// shooter saw (the baseline without lag compensation).
     #[arg(long)]
@@ -944,7 +940,6 @@ fn run_command(a: RunArgs) -> Result<(), String> {
             SteeringArg::Pvb => lagless_replication::deadreckoning::Steering::Pvb,
         },
         steer_time: a.steer_ms.map(std::time::Duration::from_millis),
-        forge_every: a.dr_forge,
     };
     config.set_tick_hz(tick_hz);
     if !(a.lie_rewind_ms.is_finite() && (0.0..=60_000.0).contains(&a.lie_rewind_ms)) {

@@ -17,22 +17,9 @@ use lagless_replication::{ReplicationClient, ReplicationError, ReplicationServer
 use std::collections::BTreeMap;
 
 /// What the server measured of one client's latency, before a tick: nothing here comes
-/// from what the client says ([`LabScene::server_latency`]).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct ServerLatency {
-    /// The round trip of snapshots, from sending one to its acknowledgement arriving
-    /// (the replication layer's smoothed estimate); `None` before the first.
-    pub rtt: Option<std::time::Duration>,
-    /// How long before it was needed the client's newest input arrived (the input lead
-    /// the server sees; zero when late); `None` before any input.
-    pub input_slack: Option<std::time::Duration>,
-    /// The time between two snapshots the server sends.
-    pub snapshot_interval: std::time::Duration,
-    /// The server's tick period. The input slack runs until the server steps the
-    /// input's tick `N`, one tick after the state `N` that step starts from was made
-    /// (and stamped): a rewind counted from state `N` is a tick shorter.
-    pub tick: std::time::Duration,
-}
+/// from what the client says ([`LabScene::server_latency`]); the game's server gives it
+/// ([`lagless_replication::Server::latency`]).
+pub type ServerLatency = lagless_replication::Latency;
 
 /// A player, as scenes number them: client `k` of a run drives player `k + 1`.
 pub type PlayerId = u32;

@@ -10,7 +10,7 @@
 
 use super::{Control, NetError, SeqCounter};
 use crate::config::{RunConfig, ScriptChoice, SnapshotCodecChoice};
-use crate::replication::{SnapshotReceiver, SnapshotSender};
+use crate::replication::SnapshotReceiver;
 use crate::runner::UDP_IP_HEADER_BYTES;
 use crate::runner::client::{ClientSim, Truth, count_per_second};
 use crate::scenes::{CubeSetup, Cubes, Scripted};
@@ -273,11 +273,7 @@ fn play(
     // A full scene has a cube in every slot; the sparse one counts the slots without
     // building them (64 bots building 900 cubes each starved the server of CPU).
     let local_cubes = CubeScene::new_sparse(scene_config).cube_count();
-    let sender = SnapshotSender::<Cubes>::new(
-        config.snapshot_codec,
-        CubeSetup::new(scene_config, local_cubes),
-        &config,
-    );
+    let setup = CubeSetup::new(scene_config, local_cubes);
     // The runner's client k drives player k + 1 with script seed 1000 + k.
     let script_seed = derive_seed(config.seed, 1000 + u64::from(player - 1));
     let script = match &config.script {
@@ -288,7 +284,7 @@ fn play(
     let mut client = if settings.bot || settings.ack_only {
         Player::Bot(Box::new(Bot {
             session: ClientSession::new(config.client.clone()),
-            snapshots: SnapshotReceiver::new(config.snapshot_codec, &sender),
+            snapshots: SnapshotReceiver::new(config.snapshot_codec, &setup, tick_hz),
             script,
             player,
             view: None,
@@ -306,7 +302,7 @@ fn play(
             (u64::from(player), player),
             link,
             Box::new(Scripted(script)),
-            &sender,
+            &setup,
         )))
     };
     // Building the client took a while, and the server's packets queued meanwhile: handed

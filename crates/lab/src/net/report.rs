@@ -57,7 +57,7 @@ pub(crate) fn build_with(
         let mut config = config.clone();
         config.seconds = seconds;
         config.clients = runs.len() as u32;
-        snapshot_metrics(&mut r, &config, &s.sender, &receivers, down_kbps);
+        snapshot_metrics(&mut r, &config, &s.sender, &s.server, &receivers, down_kbps);
     } else {
         let mut decode = crate::metrics::Histogram::default();
         for c in &receivers {

@@ -1,7 +1,7 @@
 //! `lagless serve`: the cube scene's authoritative server in real time over UDP.
 //!
-//! The same pieces as the virtual-clock runner (`ServerSession`, `CubeScene`,
-//! [`SnapshotSender`]) driven by [`lagless_transport::UdpServer`]: every frame reads the
+//! The same pieces as the virtual-clock runner (the game's `lagless_replication::Server`,
+//! `CubeScene`, [`SnapshotSender`]) driven by [`lagless_transport::UdpServer`]: every frame reads the
 //! socket, ticks the server as its fixed timestep asks and sends what the session has. A
 //! client that connects (netcode.io slot `k`) gets a fresh lagless `ClientId` and player
 //! `k + 1`, and a [`Control::Welcome`]; one that leaves or times out takes its player and
@@ -16,8 +16,9 @@ use crate::replication::SnapshotSender;
 use crate::runner::UDP_IP_HEADER_BYTES;
 use crate::runner::client::{Truth, pos};
 use crate::scenes::Cubes;
-use lagless_core::{ClientId, ServerConfig, ServerSession};
+use lagless_core::ClientId;
 use lagless_netcode::Key;
+use lagless_replication::Server;
 use lagless_scenes::cubes::{BodyState, CubeInput, CubeScene, CubeSceneConfig, PlayerId};
 use lagless_transport::{ConnectionEvent, PROTOCOL_ID, ServerSettings, UdpServer};
 use std::collections::{BTreeMap, HashMap};
@@ -85,7 +86,7 @@ pub struct GameServer {
     udp: UdpServer,
     config: RunConfig,
     scene: Cubes,
-    session: ServerSession<CubeInput>,
+    session: Server<CubeInput>,
     sender: SnapshotSender<Cubes>,
     /// By netcode.io client id (the id in the token).
     conns: BTreeMap<u64, Conn>,
@@ -169,13 +170,7 @@ impl GameServer {
             ..CubeSceneConfig::default()
         };
         let (scene, setup) = Cubes::from_scene(CubeScene::new(scene_config));
-        let session = ServerSession::new(ServerConfig {
-            snapshot_interval: (f64::from(tick_hz) / f64::from(config.snapshot_hz))
-                .round()
-                .max(1.0) as u32,
-            ..config.server.clone()
-        });
-        let sender = SnapshotSender::<Cubes>::new(config.snapshot_codec, setup, config);
+        let (sender, session) = SnapshotSender::<Cubes>::new(config.snapshot_codec, setup, config)?;
         let truth = track_players.map(|n| {
             let players: Vec<Track> = (1..=n)
                 .map(|p| {
@@ -252,7 +247,6 @@ impl GameServer {
         let mut ran = 0;
         while ran < MAX_TICKS_PER_STEP {
             let now = self.receive();
-            self.sender.acknowledge(&self.session, now);
             self.session.update(now);
             let Some(step) = self.session.next_tick() else {
                 break;
@@ -287,7 +281,7 @@ impl GameServer {
             if let Some(c) = self.conns.get_mut(&nid) {
                 c.up.observe(&bytes);
                 // Refused packets are counted by the session.
-                let _ = self.session.handle_packet(c.id, now, &bytes);
+                let _ = self.session.receive(c.id, now, &bytes);
             }
         }
         // Clients send nothing on the reliable channel; drop whatever comes.
@@ -371,13 +365,12 @@ impl GameServer {
         let player = slot as PlayerId + 1;
         let id = self.next_id;
         self.next_id += 1;
-        if let Err(e) = self.session.add_client(id) {
+        if let Err(e) = self.session.connect(id) {
             tracing::warn!(client_id = nid, "refused by the session: {e}");
             let _ = self.udp.disconnect(nid);
             return;
         }
         self.scene.scene.add_player(player);
-        self.sender.add_client(id);
         self.by_session.insert(id, nid);
         self.conns.insert(
             nid,
@@ -419,10 +412,9 @@ impl GameServer {
             return;
         };
         self.count_session(c.id);
-        self.session.remove_client(c.id);
+        self.sender.remove_client(&mut self.session, c.id);
         self.by_session.remove(&c.id);
         self.scene.scene.remove_player(c.player);
-        self.sender.remove_client(c.id);
         tracing::info!(
             client_id = nid,
             player = c.player,
@@ -547,6 +539,7 @@ impl GameServer {
         ServeOutcome {
             figures: self.figures,
             sender: self.sender,
+            server: self.session,
             players,
             netcode: netcode.clone(),
         }
@@ -559,6 +552,8 @@ pub struct ServeOutcome {
     pub figures: ServerFigures,
     /// The snapshot encoder, with its counters.
     pub sender: SnapshotSender<Cubes>,
+    /// The game's server, with its counters.
+    pub server: Server<CubeInput>,
     /// The players still in the scene at the end.
     pub players: Vec<(PlayerId, BodyState)>,
     /// The netcode.io server's counters (connects, timeouts, drops by reason).

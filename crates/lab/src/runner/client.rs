@@ -7,7 +7,7 @@ use crate::config::RunConfig;
 use crate::cpu::CpuTimer;
 use crate::playback::PolicyShadows;
 use crate::remote_view::{RemoteView, Track};
-use crate::replication::{SnapshotReceiver, SnapshotSender};
+use crate::replication::SnapshotReceiver;
 use crate::scene::{LabScene, PlayerId, RenderedFrame, RenderedFrames, Script};
 use lagless_core::interpolation::{DelayPolicy, InterpolationBuffer, InterpolationConfig, Pose};
 use lagless_core::{
@@ -115,10 +115,9 @@ impl<S: LabScene> ClientSim<S> {
         (id, player): (ClientId, PlayerId),
         link: Duplex,
         script: Box<dyn Script<S>>,
-        sender: &SnapshotSender<S>,
+        setup: &S::Setup,
     ) -> Self {
         let remote_config = config.playback.buffer_config(config.server.tick_hz);
-        let setup = sender.setup().clone();
         Self {
             id,
             player,
@@ -126,8 +125,8 @@ impl<S: LabScene> ClientSim<S> {
             link,
             prediction: config
                 .prediction
-                .then(|| Prediction::new(config, &setup, player, config.smoothing)),
-            setup,
+                .then(|| Prediction::new(config, setup, player, config.smoothing)),
+            setup: setup.clone(),
             script,
             manual: None,
             view: None,
@@ -138,7 +137,7 @@ impl<S: LabScene> ClientSim<S> {
             delivered_bytes: 0,
             up_bytes: 0,
             down_per_second: Vec::new(),
-            snapshots: SnapshotReceiver::new(config.snapshot_codec, sender),
+            snapshots: SnapshotReceiver::new(config.snapshot_codec, setup, config.server.tick_hz),
             packet_errors: 0,
             remote: InterpolationBuffer::new(InterpolationConfig {
                 policy: config.interpolation,

@@ -17,8 +17,9 @@ use crate::remote_view::Track;
 use crate::replication::SnapshotSender;
 use crate::scene::{LabScene, PlayerId, RawEntity};
 use client::{ClientSim, Truth, pos};
-use lagless_core::{ClientId, ClientStats, ServerClientStats, ServerConfig, ServerSession, Tick};
+use lagless_core::{ClientId, ClientStats, ServerClientStats, Tick};
 use lagless_netem::{ConfigError, Duplex, LinkConfig, PROFILE_NAMES, derive_seed, profile};
+use lagless_replication::Server;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -150,8 +151,9 @@ fn check(config: &RunConfig) -> Result<LinkConfig, RunError> {
 pub(crate) struct Sim<'a, S: LabScene> {
     pub(crate) config: &'a RunConfig,
     pub(crate) scene: S,
-    pub(crate) server: ServerSession<S::Input>,
-    sender: SnapshotSender<S>,
+    /// The game's server, as a game runs it.
+    pub(crate) server: Server<S::Input>,
+    pub(crate) sender: SnapshotSender<S>,
     pub(crate) clients: Vec<ClientSim<S>>,
     /// Each client with the player it drives.
     client_players: Vec<(ClientId, PlayerId)>,
@@ -180,23 +182,16 @@ impl<'a, S: LabScene> Sim<'a, S> {
         let (up_cfg, down_cfg) = config.net.apply(&base);
         let tick_hz = config.server.tick_hz;
         let (mut scene, setup) = S::build(config)?;
-        let server_config = ServerConfig {
-            snapshot_interval: (tick_hz as f64 / f64::from(config.snapshot_hz))
-                .round()
-                .max(1.0) as u32,
-            ..config.server.clone()
-        };
-        let mut server = ServerSession::<S::Input>::new(server_config);
-        let mut sender = SnapshotSender::<S>::new(config.snapshot_codec, setup.clone(), config);
+        let (sender, mut server) =
+            SnapshotSender::<S>::new(config.snapshot_codec, setup.clone(), config)?;
         let mut clients = Vec::new();
         for k in 0..config.clients {
             let id = ClientId::from(k) + 1;
             let player = k + 1;
             server
-                .add_client(id)
+                .connect(id)
                 .map_err(|e| RunError::Invalid(e.to_string()))?;
             scene.add_player(player);
-            sender.add_client(id);
             let script_seed = derive_seed(config.seed, 1000 + u64::from(k));
             let script = S::script(config, &setup, script_seed)?;
             let mut link = Duplex::new(
@@ -207,7 +202,7 @@ impl<'a, S: LabScene> Sim<'a, S> {
             for o in &config.outages {
                 link.add_outage(o.outage, o.direction);
             }
-            clients.push(ClientSim::new(config, (id, player), link, script, &sender));
+            clients.push(ClientSim::new(config, (id, player), link, script, &setup));
         }
         if S::dead_reckoning(&setup).is_some()
             && config.snapshot_codec != crate::config::SnapshotCodecChoice::Delta
@@ -264,10 +259,9 @@ impl<'a, S: LabScene> Sim<'a, S> {
         for c in &mut self.clients {
             while let Some(p) = c.link.up.poll(now) {
                 // Rejected packets are counted by the session; nothing else to do.
-                let _ = self.server.handle_packet(c.id, now, &p);
+                let _ = self.server.receive(c.id, now, &p);
             }
         }
-        self.sender.acknowledge(&self.server, now);
         self.server.update(now);
         while let Some(step) = self.server.next_tick() {
             let started = CpuTimer::start();
@@ -280,30 +274,18 @@ impl<'a, S: LabScene> Sim<'a, S> {
                 .collect();
             // What the server measured of each client's latency, for lag compensation:
             // its own observations (acknowledgements, input arrival), never a claim.
-            let tick_secs = 1.0 / f64::from(self.server.config().tick_hz.max(1));
-            let snapshot_interval = Duration::from_secs_f64(
-                f64::from(self.server.config().snapshot_interval) * tick_secs,
-            );
             for c in &self.clients {
-                let input_slack = self
-                    .server
-                    .input_slack(c.id)
-                    .map(|ticks| Duration::from_secs_f64((ticks * tick_secs).clamp(0.0, 60.0)));
-                let latency = crate::scene::ServerLatency {
-                    rtt: self.sender.rtt(c.id),
-                    input_slack,
-                    snapshot_interval,
-                    tick: Duration::from_secs_f64(tick_secs),
-                };
-                self.scene.server_latency(c.player, latency);
+                if let Some(latency) = self.server.latency(c.id) {
+                    self.scene.server_latency(c.player, latency);
+                }
             }
             self.scene.step_at(step.tick, &inputs);
             let physics = started.ms();
             // The characters' senders are the server's work: timed with the tick.
             self.characters.clear();
             self.scene.characters(&mut self.characters);
-            let tick = self.server.current_tick();
-            self.sender.update_characters(now, tick, &self.characters);
+            self.sender
+                .update_characters(&mut self.server, &self.characters);
             let fed: Vec<Option<bool>> = step
                 .inputs
                 .iter()
@@ -330,8 +312,12 @@ impl<'a, S: LabScene> Sim<'a, S> {
             {
                 let tick = self.server.current_tick().0;
                 for c in &self.clients {
-                    self.sender
-                        .measure_staleness(c.id, &c.snapshots.layer, tick);
+                    self.sender.measure_staleness(
+                        self.server.replication(),
+                        c.id,
+                        &c.snapshots.layer,
+                        tick,
+                    );
                 }
             }
             for (i, c) in self.clients.iter().enumerate() {

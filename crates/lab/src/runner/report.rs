@@ -34,7 +34,14 @@ pub(super) fn build<S: LabScene>(
         seconds: sim.seconds,
         ..config.clone()
     };
-    snapshot_metrics(&mut r, &ran, &sim.sender, &receivers, down_kbps);
+    snapshot_metrics(
+        &mut r,
+        &ran,
+        &sim.sender,
+        &sim.server,
+        &receivers,
+        down_kbps,
+    );
 
     dead_reckoning(&mut r, sim);
     sim.scene.report(&mut r);
@@ -392,7 +399,7 @@ fn dead_reckoning<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
         "deadreckoning.unseen_pct",
         (seen + unseen > 0).then(|| unseen as f64 * 100.0 / (seen + unseen) as f64),
     );
-    let Some(sent) = sim.sender.dr_stats() else {
+    let Some(sent) = sim.sender.dr_stats(&sim.server) else {
         r.set("deadreckoning.mode", Metric::Text("interpolation".into()));
         return;
     };
@@ -411,8 +418,7 @@ fn dead_reckoning<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
         "deadreckoning.kbps_mean",
         Some(sent.bits as f64 / 1000.0 / secs / clients),
     );
-    r.set("deadreckoning.forged", Metric::Count(sent.forged));
-    if let Some(s) = sim.sender.dr_server_stats() {
+    if let Some(s) = sim.server.dead_reckoning().map(|d| d.stats()) {
         // Why messages became due, all characters together (each then goes to every
         // client): which part of the rate is momentum changes, resends, sync, idle.
         for (trigger, n) in &s.due {

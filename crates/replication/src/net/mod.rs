@@ -15,7 +15,7 @@ mod client;
 mod server;
 
 pub use client::{Client, ClientNetStats, Policy, PredictedWorld, Render};
-pub use server::{CharacterRelevance, Latency, Server};
+pub use server::{CharacterRelevance, Latency, Server, SnapshotCounters};
 
 use crate::budget::BudgetConfig;
 use crate::deadreckoning::{DrConfig, DrError};
@@ -34,6 +34,10 @@ pub struct NetConfig {
     pub snapshot_hz: u32,
     /// The per-client bandwidth budget.
     pub budget: BudgetConfig,
+    /// The replication server's other settings (relevance, tolerances, limits); its
+    /// `tick_hz`, `snapshot_hz`, `budget` and `max_snapshot_bytes` are set from the
+    /// fields above.
+    pub replication: crate::ServerConfig,
     /// How corrections of predicted entities are hidden.
     pub smoothing: SmoothingConfig,
     /// How far back the client's prediction can roll back.
@@ -63,6 +67,7 @@ impl NetConfig {
             tick_hz,
             snapshot_hz: tick_hz,
             budget: BudgetConfig::default(),
+            replication: crate::ServerConfig::default(),
             smoothing: SmoothingConfig::default(),
             prediction: PredictionConfig::default(),
             interpolation: InterpolationConfig::default(),

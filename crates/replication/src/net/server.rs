@@ -36,7 +36,27 @@ pub struct Server<I: Input> {
     /// Per client, the events to ride in front of its next snapshot (`None`: snapshots
     /// carry no events, [`NetConfig::snapshot_events`]).
     events: Option<BTreeMap<ClientId, Vec<u8>>>,
+    /// What went out with each client's snapshots.
+    counters: BTreeMap<ClientId, SnapshotCounters>,
     now: Duration,
+}
+
+/// What [`Server::send_snapshots`] sent one client besides the replication bytes (those
+/// are counted in [`Server::replication_stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SnapshotCounters {
+    /// Snapshots sent.
+    pub snapshots: u64,
+    /// Of those, needing more than one packet.
+    pub fragmented: u64,
+    /// Essential parts sent before fragmented snapshots.
+    pub essential: u64,
+    /// Bytes of snapshot events ([`Server::set_snapshot_events`]).
+    pub event_bytes: u64,
+    /// Dead-reckoning messages sent.
+    pub dead_reckoning_messages: u64,
+    /// Bits of the dead-reckoning batches (their counts included).
+    pub dead_reckoning_bits: u64,
 }
 
 /// What the server measured of one client's latency: its own observations, never what
@@ -78,7 +98,7 @@ impl<I: Input> Server<I> {
                 snapshot_hz: f64::from(config.tick_hz) / f64::from(config.snapshot_interval()),
                 budget: config.budget,
                 max_snapshot_bytes: config.server_session.max_snapshot_bytes,
-                ..ServerConfig::default()
+                ..config.replication.clone()
             },
         );
         Ok(Self {
@@ -90,6 +110,7 @@ impl<I: Input> Server<I> {
             relevant: None,
             message_bytes: BTreeMap::new(),
             events: config.snapshot_events.then(BTreeMap::new),
+            counters: BTreeMap::new(),
             now: Duration::ZERO,
         })
     }
@@ -110,6 +131,7 @@ impl<I: Input> Server<I> {
         self.session.remove_client(id);
         self.replication.remove_client(id);
         self.message_bytes.remove(&id);
+        self.counters.remove(&id);
         if let Some(events) = &mut self.events {
             events.remove(&id);
         }
@@ -323,9 +345,13 @@ impl<I: Input> Server<I> {
                 Err(ReplicationError::UnknownClient(_)) => continue,
                 Err(e) => return Err(e.into()),
             };
+            let counters = self.counters.entry(id).or_default();
+            counters.snapshots += 1;
             let mut framed = Writer::new();
             if let Some(events) = &mut self.events {
-                framed.write_len_prefixed(&events.remove(&id).unwrap_or_default());
+                let bytes = events.remove(&id).unwrap_or_default();
+                counters.event_bytes += bytes.len() as u64;
+                framed.write_len_prefixed(&bytes);
             }
             if let Some((dr, codec)) = &mut self.dead_reckoning {
                 let mut bits = BitWriter::new();
@@ -338,22 +364,26 @@ impl<I: Input> Server<I> {
                     relevant.as_ref().is_none_or(|f| f(id, c)) && replication.client_holds(id, c)
                 });
                 codec.write_batch(&mut bits, &messages)?;
+                counters.dead_reckoning_messages += messages.len() as u64;
+                counters.dead_reckoning_bits += bits.bit_len() as u64;
                 framed.write_bytes(bits.as_bytes());
             }
             framed.write_bytes(&snapshot.bytes);
             let bytes = framed.into_bytes();
+            let fragmented = bytes.len() > FRAGMENT_PAYLOAD_BYTES;
+            counters.fragmented += u64::from(fragmented);
             let owned = self.replication.owned(id);
-            if bytes.len() > FRAGMENT_PAYLOAD_BYTES && !owned.is_empty() {
-                let essential = self.replication.encode_standalone(owned, tick);
-                if essential.len() <= FRAGMENT_PAYLOAD_BYTES {
+            let essential = (fragmented && !owned.is_empty())
+                .then(|| self.replication.encode_standalone(owned, tick))
+                .filter(|e| e.len() <= FRAGMENT_PAYLOAD_BYTES);
+            match essential {
+                Some(essential) => {
+                    counters.essential += 1;
                     self.session
                         .send_snapshot_with_essential(id, now, &essential, &bytes)?;
                     self.replication.charge(id, essential.len() as u64 * 8);
-                } else {
-                    self.session.send_snapshot(id, now, &bytes)?;
                 }
-            } else {
-                self.session.send_snapshot(id, now, &bytes)?;
+                None => self.session.send_snapshot(id, now, &bytes)?,
             }
             // The messages that rode this snapshot come out of the next one's budget.
             let sent = self.session.message_bytes_sent(id);
@@ -377,6 +407,35 @@ impl<I: Input> Server<I> {
     /// Client `id`'s replication counters (snapshots, bits, budget).
     pub fn replication_stats(&self, id: ClientId) -> Option<ClientReplicationStats> {
         self.replication.client_stats(id)
+    }
+
+    /// What went out with client `id`'s snapshots besides the replication bytes.
+    pub fn snapshot_counters(&self, id: ClientId) -> Option<&SnapshotCounters> {
+        self.counters.get(&id)
+    }
+
+    /// True when the tick just stepped is one snapshots go out on (every
+    /// [`NetConfig::snapshot_hz`]th of a second).
+    pub fn snapshot_due(&self) -> bool {
+        self.session.snapshot_due()
+    }
+
+    /// Sends a snapshot every `ticks` ticks from now on (a server under load, or a
+    /// tuning knob); clients follow from the ticks that arrive.
+    pub fn set_snapshot_interval(&mut self, ticks: u32) {
+        self.session.set_snapshot_interval(ticks);
+    }
+
+    /// The replication server, to read what it holds.
+    pub fn replication(&self) -> &ReplicationServer {
+        &self.replication
+    }
+
+    /// The session, to send what this API does not (another snapshot codec: the
+    /// uncompressed baseline a lab compares against). Snapshots sent here bypass the
+    /// replication layer: a client of this [`Server`] would refuse them.
+    pub fn session_mut(&mut self) -> &mut ServerSession<I> {
+        &mut self.session
     }
 
     /// The session, for what this API does not cover.

@@ -45,18 +45,21 @@
 //! read front to back), and the acknowledged view changes in place. `lagless
 //! bench-snapshot --clients 64` measures it against the physics step.
 
+mod store;
+
 use crate::budget::{BudgetConfig, BudgetController, BudgetStats};
 use crate::error::ReplicationError;
 use crate::field::{self, Motion};
 use crate::schema::{KindId, Schema};
 use crate::snapshot::{self, Change, Limits};
 use crate::state::StateWriter;
-use crate::view::{Entry, View, codes_hash};
+use crate::view::{Entry, View};
 use lagless_core::Tick;
 use lagless_wire::{BitWriter, var_u32_bits};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
+use store::{Live, Store};
 
 /// std's map with a faster hash: the keys are the server's own ids and versions.
 type HashMap<K, V> = foldhash::HashMap<K, V>;
@@ -120,23 +123,6 @@ impl Default for ServerConfig {
             packet_overhead_bytes: 60,
         }
     }
-}
-
-/// A live entity.
-#[derive(Debug, Clone)]
-struct Live {
-    kind: KindId,
-    generation: u32,
-    version: u64,
-    codes: Arc<[i32]>,
-    /// A hash of `codes` (the view's entry hash), a cheap test of whether two states may
-    /// be equal before their codes are compared.
-    hash: u64,
-    /// Its position, for relevance.
-    position: Option<[f32; 3]>,
-    /// The velocity declared for its position (zero if none), for what a client
-    /// dead-reckons from this state.
-    velocity: [f32; 3],
 }
 
 /// A snapshot in flight: its tick, the baseline it was encoded against, what it
@@ -309,16 +295,14 @@ struct ClientState {
 impl ClientState {
     /// Forgets what the client holds: the next snapshot goes against nothing, with the
     /// list of every entity it should show.
-    fn start_over(&mut self, entities: &[Option<Live>]) {
+    fn start_over(&mut self, store: &Store) {
         self.in_flight.clear();
         self.acked = None;
         self.lost_track = true;
         self.shown.clear();
         self.stats.resyncs += 1;
-        for (i, e) in entities.iter().enumerate() {
-            if e.is_some() {
-                self.pending.mark(i as u32);
-            }
+        for id in store.ids() {
+            self.pending.mark(id);
         }
     }
 }
@@ -487,13 +471,7 @@ pub type RelevanceFn = dyn Fn(ClientKey, u32, KindId, &[i32]) -> f32 + Send + Sy
 pub struct ReplicationServer {
     schema: Arc<Schema>,
     config: ServerConfig,
-    entities: Vec<Option<Live>>,
-    live: usize,
-    /// Per id, the generation of its newest incarnation: an id's spawns are counted, so
-    /// a despawn and a spawn of the same id (in one tick, or while snapshots were lost)
-    /// are two entities on every client.
-    generations: Vec<u32>,
-    next_version: u64,
+    store: Store,
     clients: BTreeMap<ClientKey, ClientState>,
     cache: HashMap<(u32, u64, u64, u32), BitWriter>,
     /// Emptied body writers, for the next tick's cache.
@@ -537,10 +515,7 @@ impl ReplicationServer {
         Self {
             schema: Arc::new(schema),
             config,
-            entities: Vec::new(),
-            live: 0,
-            generations: Vec::new(),
-            next_version: 0,
+            store: Store::default(),
             clients: BTreeMap::new(),
             cache: HashMap::default(),
             pool: Vec::new(),
@@ -562,12 +537,12 @@ impl ReplicationServer {
 
     /// Live entities.
     pub fn len(&self) -> usize {
-        self.live
+        self.store.len()
     }
 
     /// True when no entity lives.
     pub fn is_empty(&self) -> bool {
-        self.live == 0
+        self.store.len() == 0
     }
 
     /// Spawns an entity of `kind` at the lowest free id, its state written by `write`.
@@ -576,11 +551,7 @@ impl ReplicationServer {
         kind: KindId,
         write: impl FnOnce(&mut StateWriter),
     ) -> Result<u32, ReplicationError> {
-        let id = self
-            .entities
-            .iter()
-            .position(Option::is_none)
-            .unwrap_or(self.entities.len()) as u32;
+        let id = self.store.free_id();
         self.spawn_with_id(id, kind, write)?;
         Ok(id)
     }
@@ -592,39 +563,8 @@ impl ReplicationServer {
         kind: KindId,
         write: impl FnOnce(&mut StateWriter),
     ) -> Result<(), ReplicationError> {
-        if id > self.config.limits.max_id {
-            return Err(ReplicationError::IdOutOfRange(u64::from(id)));
-        }
-        if self.live >= self.config.limits.max_entities {
-            return Err(ReplicationError::TooManyEntities {
-                count: self.live + 1,
-                max: self.config.limits.max_entities,
-            });
-        }
-        if self.entities.get(id as usize).is_some_and(Option::is_some) {
-            return Err(ReplicationError::IdTaken(id));
-        }
-        let codes = self.write_codes(kind, write)?;
-        if self.entities.len() <= id as usize {
-            self.entities.resize(id as usize + 1, None);
-        }
-        if self.generations.len() <= id as usize {
-            self.generations.resize(id as usize + 1, 0);
-        }
-        let generation = self.generations[id as usize].wrapping_add(1);
-        self.generations[id as usize] = generation;
-        self.next_version += 1;
-        let (position, velocity) = motion_in(&self.schema, kind, &codes);
-        self.entities[id as usize] = Some(Live {
-            kind,
-            generation,
-            version: self.next_version,
-            hash: codes_hash(&codes),
-            codes: Arc::from(codes),
-            position,
-            velocity,
-        });
-        self.live += 1;
+        self.store
+            .spawn(&self.schema, &self.config.limits, id, kind, write)?;
         self.touch(id);
         Ok(())
     }
@@ -635,28 +575,11 @@ impl ReplicationServer {
         id: u32,
         write: impl FnOnce(&mut StateWriter),
     ) -> Result<bool, ReplicationError> {
-        let kind = self
-            .entities
-            .get(id as usize)
-            .and_then(Option::as_ref)
-            .ok_or(ReplicationError::NoSuchEntity(id))?
-            .kind;
-        let codes = self.write_codes(kind, write)?;
-        let (position, velocity) = motion_in(&self.schema, kind, &codes);
-        let Some(Some(e)) = self.entities.get_mut(id as usize) else {
-            return Err(ReplicationError::NoSuchEntity(id));
-        };
-        if e.codes[..] == codes[..] {
-            return Ok(false);
+        let changed = self.store.update(&self.schema, id, write)?;
+        if changed {
+            self.touch(id);
         }
-        self.next_version += 1;
-        e.version = self.next_version;
-        e.hash = codes_hash(&codes);
-        e.codes = Arc::from(codes);
-        e.position = position;
-        e.velocity = velocity;
-        self.touch(id);
-        Ok(true)
+        Ok(changed)
     }
 
     /// Sets entity `id`'s state, spawning it as `kind` if it does not live: what a game
@@ -678,20 +601,14 @@ impl ReplicationServer {
 
     /// Removes entity `id`; clients are told.
     pub fn despawn(&mut self, id: u32) -> Result<(), ReplicationError> {
-        match self.entities.get_mut(id as usize) {
-            Some(slot @ Some(_)) => {
-                *slot = None;
-                self.live -= 1;
-                self.touch(id);
-                Ok(())
-            }
-            _ => Err(ReplicationError::NoSuchEntity(id)),
-        }
+        self.store.despawn(id)?;
+        self.touch(id);
+        Ok(())
     }
 
     /// The codes of entity `id`, and its kind.
     pub fn codes(&self, id: u32) -> Option<(KindId, &[i32])> {
-        let e = self.entities.get(id as usize)?.as_ref()?;
+        let e = self.store.get(id)?;
         Some((e.kind, &e.codes))
     }
 
@@ -709,24 +626,7 @@ impl ReplicationServer {
 
     /// Live entity ids, ascending.
     pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {
-        self.entities
-            .iter()
-            .enumerate()
-            .filter_map(|(i, e)| e.as_ref().map(|_| i as u32))
-    }
-
-    fn write_codes(
-        &self,
-        kind: KindId,
-        write: impl FnOnce(&mut StateWriter),
-    ) -> Result<Vec<i32>, ReplicationError> {
-        let k = self
-            .schema
-            .get(kind)
-            .ok_or(ReplicationError::UnknownKind(u32::from(kind)))?;
-        let mut w = StateWriter::new(k);
-        write(&mut w);
-        Ok(w.finish()?)
+        self.store.ids()
     }
 
     /// A snapshot of `tick` that stands alone: entities `ids` (ascending; ids not live
@@ -738,7 +638,7 @@ impl ReplicationServer {
     pub fn encode_standalone(&self, ids: &[u32], tick: Tick) -> Vec<u8> {
         let live: Vec<(u32, &Live)> = ids
             .iter()
-            .filter_map(|&id| Some((id, self.entities.get(id as usize)?.as_ref()?)))
+            .filter_map(|&id| Some((id, self.store.get(id)?)))
             .collect();
         let mut w = BitWriter::new();
         snapshot::write_header(&mut w, 0, None, live.len());
@@ -749,19 +649,7 @@ impl ReplicationServer {
             next = id + 1;
             snapshot::write_op(&mut w, Change::Spawned);
             snapshot::write_spawn_payload(&mut w, &self.schema, e.kind, e.generation, &e.codes);
-            changes.push((
-                id,
-                Some(Entry {
-                    kind: e.kind,
-                    generation: e.generation,
-                    version: e.version,
-                    hash: e.hash,
-                    position: e.position,
-                    velocity: e.velocity,
-                    tick,
-                    codes: Arc::clone(&e.codes),
-                }),
-            ));
+            changes.push((id, Some(e.entry(tick))));
         }
         snapshot::write_checksum(&mut w, View::new().checksum_with(&changes));
         w.into_bytes()
@@ -870,10 +758,10 @@ impl ReplicationServer {
     /// a snapshot against nothing was acknowledged changes nothing, so a client that asks
     /// in every packet until one arrives is answered once.
     pub fn resync(&mut self, client: ClientKey) {
-        let entities = &self.entities;
+        let store = &self.store;
         if let Some(c) = self.clients.get_mut(&client) {
             if c.acked.is_some() || !c.lost_track {
-                c.start_over(entities);
+                c.start_over(store);
             }
         }
     }
@@ -995,7 +883,7 @@ impl ReplicationServer {
         let schema = Arc::clone(&self.schema);
         let config = self.config.clone();
         let relevance = self.relevance.as_deref();
-        let entities = &self.entities;
+        let store = &self.store;
         let cache = &mut self.cache;
         let c = self
             .clients
@@ -1005,7 +893,7 @@ impl ReplicationServer {
         if c.in_flight.len() >= config.max_in_flight.max(1) {
             // Nothing the client can still acknowledge is remembered: it cannot decode
             // against what it acknowledged (or has been gone that long). Start over.
-            c.start_over(entities);
+            c.start_over(store);
         }
         let elapsed = c
             .last_tick
@@ -1016,8 +904,8 @@ impl ReplicationServer {
             Some(a) if a.tick < tick => (Some(a.tick), &a.view),
             _ => (None, &empty),
         };
-        if c.priority.len() < entities.len() {
-            c.priority.resize(entities.len(), 0.0);
+        if c.priority.len() < store.slots() {
+            c.priority.resize(store.slots(), 0.0);
         }
 
         // What differs from the client's view, and what it is worth.
@@ -1049,10 +937,8 @@ impl ReplicationServer {
             if c.scan_countdown == 0 {
                 // A game's relevance can change without the entity changing.
                 c.scan_countdown = RESCAN_EVERY;
-                for (i, e) in entities.iter().enumerate() {
-                    if e.is_some() {
-                        c.pending.mark(i as u32);
-                    }
+                for id in store.ids() {
+                    c.pending.mark(id);
                 }
             }
         }
@@ -1110,7 +996,7 @@ impl ReplicationServer {
                     keep: keep || held,
                 }
             };
-            let Some(e) = entities.get(i).and_then(Option::as_ref) else {
+            let Some(e) = store.get(id) else {
                 return gone();
             };
             let weight = relevant(id, e);
@@ -1264,7 +1150,7 @@ impl ReplicationServer {
                            id: u32,
                            change: Change|
          -> Option<(BodyKey, usize)> {
-            let e = entities.get(id as usize)?.as_ref()?;
+            let e = store.get(id)?;
             let kind = schema.get(e.kind)?;
             let (key, from, age) = match (change, base.get(id)) {
                 (Change::Updated, Some(b)) => {
@@ -1389,11 +1275,9 @@ impl ReplicationServer {
         let mut w = BitWriter::with_capacity(used / 8 + 16);
         let age = base_tick.map_or(0, |b| tick.0.wrapping_sub(b.0));
         let members: Option<Vec<u32>> = (c.lost_track && base_tick.is_none()).then(|| {
-            entities
-                .iter()
-                .enumerate()
-                .filter(|(i, e)| e.as_ref().is_some_and(|e| relevant(*i as u32, e) > 0.0))
-                .map(|(i, _)| i as u32)
+            store
+                .ids()
+                .filter(|&id| store.get(id).is_some_and(|e| relevant(id, e) > 0.0))
                 .collect()
         });
         snapshot::write_header(&mut w, age, members.as_deref(), chosen.len());
@@ -1416,19 +1300,10 @@ impl ReplicationServer {
                     w.append(body);
                 }
             }
-            let live = entities.get(i).and_then(Option::as_ref);
+            let live = store.get(id);
             let entry = live
                 .filter(|_| ch.change != Change::Despawned)
-                .map(|e| Entry {
-                    kind: e.kind,
-                    generation: e.generation,
-                    version: e.version,
-                    hash: e.hash,
-                    position: e.position,
-                    velocity: e.velocity,
-                    tick,
-                    codes: Arc::clone(&e.codes),
-                });
+                .map(|e| e.entry(tick));
             let state = live.filter(|_| entry.is_some()).map(|e| StateId {
                 generation: e.generation,
                 version: e.version,
@@ -1633,31 +1508,6 @@ fn work_out_shown(base: &View, base_tick: Option<Tick>, old: &Shown, id: u32) ->
     s.set_state(state);
     s.set_held(held.map(|b| b.generation));
     s
-}
-
-/// The position codes of `kind` hold (its [`crate::Kind::position_field`]) and that
-/// position's declared velocity (zero if none), padded to three components: for
-/// relevance, and for how far what a client shows is from the truth.
-fn motion_in(schema: &Schema, kind: KindId, codes: &[i32]) -> (Option<[f32; 3]>, [f32; 3]) {
-    let Some(k) = schema.get(kind) else {
-        return (None, [0.0; 3]);
-    };
-    let Some(f) = k.position_field() else {
-        return (None, [0.0; 3]);
-    };
-    let read = |f: &crate::schema::Field| {
-        let mut v = [0.0f32; 3];
-        let n = f.ty.width().min(3);
-        if let Some(c) = codes.get(f.offset..f.offset + n) {
-            field::dequantize(f, c, &mut v[..n]);
-        }
-        v
-    };
-    let velocity = f
-        .velocity
-        .and_then(|v| k.fields().get(v))
-        .map_or([0.0; 3], read);
-    (Some(read(f)), velocity)
 }
 
 #[cfg(test)]

@@ -46,6 +46,7 @@
 //! bench-snapshot --clients 64` measures it against the physics step.
 
 mod store;
+mod views;
 
 use crate::budget::{BudgetConfig, BudgetController, BudgetStats};
 use crate::error::ReplicationError;
@@ -60,6 +61,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use store::{Live, Store};
+use views::{InFlight, Views};
 
 /// std's map with a faster hash: the keys are the server's own ids and versions.
 type HashMap<K, V> = foldhash::HashMap<K, V>;
@@ -125,109 +127,6 @@ impl Default for ServerConfig {
     }
 }
 
-/// A snapshot in flight: its tick, the baseline it was encoded against, what it
-/// changed, and when it left. The client's view once it decodes it is the baseline's
-/// with `changes` applied; the server builds that view only for the one snapshot
-/// acknowledged (see [`Acked`]).
-#[derive(Debug, Clone)]
-struct InFlight {
-    tick: Tick,
-    /// The acknowledged snapshot it was encoded against (`None`: none, a full snapshot).
-    base: Option<Tick>,
-    /// What it carried, ascending by id (`None`: a despawn). Once acknowledged or given
-    /// up on, what the client shows of these is to be worked out again.
-    changes: Vec<(u32, Option<Entry>)>,
-    sent_at: Duration,
-    /// In unit tests, the whole view the client holds once it decodes it, built the
-    /// plain way (a copy of the baseline's, changed), to check [`Acked`] against.
-    #[cfg(test)]
-    shadow: View,
-}
-
-/// The view of the newest snapshot a client acknowledged, owned by the server alone so
-/// it changes in place, and the log that takes it back to the older views snapshots
-/// still in flight were encoded against.
-///
-/// A copy per snapshot in flight (the earlier design) cost a copy of every chunk a
-/// snapshot touched, per client per tick: with 64 clients under a budget it was most of
-/// the server's encoding time. Now a snapshot in flight keeps only its changes; when one
-/// is acknowledged its view is rebuilt from the present one: back to its baseline with
-/// the log, then its changes on top.
-#[derive(Debug, Default)]
-struct Acked {
-    tick: Tick,
-    view: View,
-    /// Every change made to `view`, oldest first: the tick of the acknowledged view it
-    /// was made to (non-decreasing), the entity, and what it held before.
-    undo: Vec<(Tick, u32, Option<Entry>)>,
-    /// The oldest acknowledged view the log can take `view` back to.
-    floor: Tick,
-    /// In unit tests, the acknowledged snapshot's [`InFlight::shadow`].
-    #[cfg(test)]
-    shadow: View,
-}
-
-impl Acked {
-    /// Makes the view that of snapshot `tick`, encoded against `base` (an acknowledged
-    /// view this one came from, no newer than it; `None`: a full snapshot) with
-    /// `changes`; `changed` is told every id whose entry it changed. False (and nothing
-    /// changed) if `base` is one the log cannot take the view back to.
-    fn advance(
-        &mut self,
-        tick: Tick,
-        base: Option<Tick>,
-        changes: &[(u32, Option<Entry>)],
-        changed: &mut impl FnMut(u32),
-    ) -> bool {
-        let mut back: Vec<(u32, Option<Entry>)> = Vec::new();
-        match base {
-            Some(base) if base > self.tick || base < self.floor => return false,
-            Some(base) => {
-                // Back to the baseline: each id the log changed since then gets what it
-                // held before its first change since.
-                let from = self.undo.partition_point(|u| u.0 < base);
-                let mut seen = std::collections::HashSet::new();
-                for (_, id, old) in &self.undo[from..] {
-                    if seen.insert(*id) {
-                        back.push((*id, old.clone()));
-                    }
-                }
-            }
-            // A full snapshot: the view it stands on is empty. Emptied through the log,
-            // so snapshots in flight against older views can still be rebuilt.
-            None => back.extend(self.view.iter().map(|(id, _)| (id, None))),
-        }
-        let at = self.tick;
-        // Only what differs is logged and told: an entry the view already holds leaves
-        // what the client shows of it as it was (with 64 clients, telling every id of
-        // every acknowledged snapshot had the encoder look each up again).
-        let mut set = |view: &mut View, undo: &mut Vec<_>, id: u32, entry: Option<Entry>| {
-            let old = view.get(id);
-            if old != entry.as_ref() {
-                undo.push((at, id, old.cloned()));
-                view.set(id, entry);
-                changed(id);
-            }
-        };
-        for (id, old) in back {
-            set(&mut self.view, &mut self.undo, id, old);
-        }
-        for (id, entry) in changes {
-            set(&mut self.view, &mut self.undo, *id, entry.clone());
-        }
-        self.tick = tick;
-        true
-    }
-
-    /// Forgets the log older than `oldest`, the oldest baseline a snapshot in flight
-    /// may still need.
-    fn trim(&mut self, oldest: Tick) {
-        let keep = self.undo.partition_point(|u| u.0 < oldest);
-        self.undo.drain(..keep);
-        self.floor = self.floor.max(oldest);
-    }
-}
-
 /// One client's counters.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ClientReplicationStats {
@@ -255,26 +154,15 @@ pub struct ClientReplicationStats {
 }
 
 struct ClientState {
-    acked: Option<Acked>,
-    in_flight: VecDeque<InFlight>,
+    /// What it acknowledged, and what is in flight.
+    views: Views,
     priority: Vec<f32>,
     last_tick: Option<Tick>,
     focus: Option<[f32; 3]>,
     budget: BudgetController,
     limited: bool,
-    /// The server no longer knows what the client shows (every snapshot in flight went
-    /// unacknowledged): send the member list until an acknowledgement comes.
-    lost_track: bool,
     /// Entities that may differ from what the client holds.
     pending: Pending,
-    /// Entities the client may hold: sent to it alive, and no acknowledged snapshot has
-    /// carried their despawn since. A despawn goes again in every snapshot until one
-    /// that carried it is acknowledged. What the client shows of an entity a snapshot
-    /// leaves out can come from a snapshot newer than that one's baseline (see
-    /// `ReplicationClient`), which acknowledgements do not always reveal: the server's
-    /// idea of what the client shows can say "nothing" while it shows a projectile that
-    /// ended long ago (seen with four clients on `mobile`).
-    may_hold: Pending,
     /// Per entity, what the client shows of it as the newest send and the acknowledged view say,
     /// worked out once and kept until an acknowledgement changes either: with a crowded
     /// world nearly every entity waits in every snapshot, and looking each up again for
@@ -290,21 +178,6 @@ struct ClientState {
     /// Bits sent beside snapshots since the last one ([`ReplicationServer::charge`]).
     charged: u64,
     stats: ClientReplicationStats,
-}
-
-impl ClientState {
-    /// Forgets what the client holds: the next snapshot goes against nothing, with the
-    /// list of every entity it should show.
-    fn start_over(&mut self, store: &Store) {
-        self.in_flight.clear();
-        self.acked = None;
-        self.lost_track = true;
-        self.shown.clear();
-        self.stats.resyncs += 1;
-        for id in store.ids() {
-            self.pending.mark(id);
-        }
-    }
 }
 
 /// With a game's relevance rule, every entity is looked at again this often (encodes):
@@ -620,7 +493,7 @@ impl ReplicationServer {
     pub fn client_holds(&self, client: ClientKey, id: u32) -> bool {
         self.clients
             .get(&client)
-            .and_then(|c| c.acked.as_ref())
+            .and_then(|c| c.views.acked.as_ref())
             .is_some_and(|a| a.view.get(id).is_some())
     }
 
@@ -668,16 +541,13 @@ impl ReplicationServer {
         let budget = BudgetController::new(self.config.budget);
         let live: Vec<u32> = self.ids().collect();
         let c = self.clients.entry(client).or_insert_with(|| ClientState {
-            acked: None,
-            in_flight: VecDeque::new(),
+            views: Views::default(),
             priority: Vec::new(),
             last_tick: None,
             focus: None,
             budget,
             limited: false,
-            lost_track: false,
             pending: Pending::default(),
-            may_hold: Pending::default(),
             shown: Vec::new(),
             scan_countdown: 1,
             owned: Vec::new(),
@@ -760,7 +630,7 @@ impl ReplicationServer {
     pub fn resync(&mut self, client: ClientKey) {
         let store = &self.store;
         if let Some(c) = self.clients.get_mut(&client) {
-            if c.acked.is_some() || !c.lost_track {
+            if c.views.acked.is_some() || !c.views.lost_track {
                 c.start_over(store);
             }
         }
@@ -770,94 +640,8 @@ impl ReplicationServer {
     /// at `now` ([`lagless_core::ServerSession::snapshot_ack`]). Older or repeated
     /// acknowledgements change nothing.
     pub fn acknowledge(&mut self, client: ClientKey, tick: Tick, now: Duration) {
-        let Some(c) = self.clients.get_mut(&client) else {
-            return;
-        };
-        if c.acked.as_ref().is_some_and(|a| tick <= a.tick) {
-            return;
-        }
-        if !c.in_flight.iter().any(|f| f.tick == tick) {
-            // Older than what is remembered, or never sent: nothing to use.
-            c.stats.stale_acks += 1;
-            return;
-        }
-        while let Some(f) = c.in_flight.pop_front() {
-            for (id, _) in &f.changes {
-                // A newest send at or after the acknowledged snapshot still stands, and
-                // the acknowledged view's generation changes only for what the view does
-                // (told below): only the others are worked out again. Forgetting every
-                // one had the encoder look the view up for a fifth of what it weighed.
-                if let Some(s) = c.shown.get_mut(*id as usize) {
-                    if !(s.in_flight && s.since >= tick) {
-                        s.known = false;
-                    }
-                }
-            }
-            if f.tick == tick {
-                let rtt = now.saturating_sub(f.sent_at).as_secs_f64();
-                c.budget.on_rtt(now, rtt);
-                c.budget.on_outcome(true);
-                // Its despawns arrived: those entities are gone from the client for good,
-                // unless a later snapshot brings them back.
-                for (id, _) in f.changes.iter().filter(|(_, e)| e.is_none()) {
-                    let back = c.in_flight.iter().any(|later| {
-                        later
-                            .changes
-                            .binary_search_by_key(id, |(i, _)| *i)
-                            .is_ok_and(|k| later.changes[k].1.is_some())
-                    });
-                    if !back {
-                        c.may_hold.remove(*id);
-                    }
-                }
-                // The new baseline may differ from the old one in entities nobody
-                // touched since (it was encoded against an older baseline still): they
-                // are to be looked at again.
-                let (pending, shown) = (&mut c.pending, &mut c.shown);
-                let mut changed = |id| {
-                    pending.mark(id);
-                    forget_shown(shown, id);
-                };
-                let a = c.acked.get_or_insert_with(Acked::default);
-                if !a.advance(f.tick, f.base, &f.changes, &mut changed) {
-                    // A baseline the server never had (it cannot happen: every baseline
-                    // was the acknowledged view when its snapshot was encoded). Taken as
-                    // a full snapshot, so the server sends anything it is unsure of.
-                    c.stats.stale_acks += 1;
-                    a.advance(f.tick, None, &f.changes, &mut changed);
-                }
-                #[cfg(test)]
-                {
-                    let mut differ = Vec::new();
-                    a.view.diff(&f.shadow, |id, _, _| differ.push(id));
-                    assert!(
-                        differ.is_empty(),
-                        "view of {:?} differs in {differ:?}",
-                        f.tick
-                    );
-                    a.shadow = f.shadow;
-                }
-                // What it carried is what the acknowledged view now holds of those
-                // entities, and where the newest send of one is this snapshot or a later
-                // one, what the client shows of it is known without looking the view up
-                // again (with the caches cold each lookup cost two misses).
-                for (id, entry) in &f.changes {
-                    if let Some(s) = c.shown.get_mut(*id as usize) {
-                        if s.in_flight && s.since >= f.tick {
-                            s.set_held(entry.as_ref().map(|e| e.generation));
-                            s.in_flight = s.since > f.tick;
-                            s.known = true;
-                        }
-                    }
-                }
-                let oldest = c.in_flight.iter().filter_map(|f| f.base).min();
-                a.trim(oldest.unwrap_or(a.tick));
-                c.lost_track = false;
-                recycle(&mut c.spare, f.changes);
-                break;
-            }
-            c.budget.on_outcome(false);
-            recycle(&mut c.spare, f.changes);
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.acknowledge(tick, now);
         }
     }
 
@@ -890,7 +674,7 @@ impl ReplicationServer {
             .get_mut(&client)
             .ok_or(ReplicationError::UnknownClient(client))?;
         c.budget.update(now, c.limited);
-        if c.in_flight.len() >= config.max_in_flight.max(1) {
+        if c.views.in_flight.len() >= config.max_in_flight.max(1) {
             // Nothing the client can still acknowledge is remembered: it cannot decode
             // against what it acknowledged (or has been gone that long). Start over.
             c.start_over(store);
@@ -900,7 +684,7 @@ impl ReplicationServer {
             .map_or(1.0, |t| tick.0.wrapping_sub(t.0).clamp(1, 1024) as f32);
         c.last_tick = Some(tick);
         let empty = View::new();
-        let (base_tick, base) = match &c.acked {
+        let (base_tick, base) = match &c.views.acked {
             Some(a) if a.tick < tick => (Some(a.tick), &a.view),
             _ => (None, &empty),
         };
@@ -1074,7 +858,7 @@ impl ReplicationServer {
         for &id in &ids {
             let i = id as usize;
             let owned = c.owned.binary_search(&id).is_ok();
-            match look(&mut c.shown, &c.may_hold, &c.in_flight, id) {
+            match look(&mut c.shown, &c.views.may_hold, &c.views.in_flight, id) {
                 Look::Gone { shown, keep: k } => {
                     if shown {
                         forced.push((id, Change::Despawned));
@@ -1274,7 +1058,7 @@ impl ReplicationServer {
         // Write it, and the view the client holds once it decodes it.
         let mut w = BitWriter::with_capacity(used / 8 + 16);
         let age = base_tick.map_or(0, |b| tick.0.wrapping_sub(b.0));
-        let members: Option<Vec<u32>> = (c.lost_track && base_tick.is_none()).then(|| {
+        let members: Option<Vec<u32>> = (c.views.lost_track && base_tick.is_none()).then(|| {
             store
                 .ids()
                 .filter(|&id| store.get(id).is_some_and(|e| relevant(id, e) > 0.0))
@@ -1284,7 +1068,7 @@ impl ReplicationServer {
         let mut changes = c.spare.pop().unwrap_or_default();
         changes.reserve(chosen.len());
         #[cfg(test)]
-        let mut shadow = match (&c.acked, base_tick) {
+        let mut shadow = match (&c.views.acked, base_tick) {
             (Some(a), Some(_)) => a.shadow.clone(),
             _ => View::new(),
         };
@@ -1320,12 +1104,12 @@ impl ReplicationServer {
             #[cfg(test)]
             shadow.set(id, entry.clone());
             if entry.is_some() {
-                c.may_hold.mark(id);
+                c.views.may_hold.mark(id);
             }
             changes.push((id, entry));
         }
         snapshot::write_checksum(&mut w, base.checksum_with(&changes));
-        c.in_flight.push_back(InFlight {
+        c.views.in_flight.push_back(InFlight {
             tick,
             base: base_tick,
             changes,
@@ -1433,14 +1217,6 @@ fn exact_bits(chosen: &[Chosen]) -> usize {
         next = c.id + 1;
     }
     bits
-}
-
-/// Keeps an emptied change list for the next snapshot (a few at most).
-fn recycle(spare: &mut Vec<Vec<(u32, Option<Entry>)>>, mut changes: Vec<(u32, Option<Entry>)>) {
-    if spare.len() < 4 {
-        changes.clear();
-        spare.push(changes);
-    }
 }
 
 /// The codes the client shows of entity `id` (see [`work_out_shown`]).

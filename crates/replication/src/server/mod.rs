@@ -45,26 +45,31 @@
 //! read front to back), and the acknowledged view changes in place. `lagless
 //! bench-snapshot --clients 64` measures it against the physics step.
 
+mod cache;
+mod relevance;
+mod select;
+mod shown;
 mod store;
 mod views;
+mod write;
 
 use crate::budget::{BudgetConfig, BudgetController, BudgetStats};
 use crate::error::ReplicationError;
-use crate::field::{self, Motion};
 use crate::schema::{KindId, Schema};
-use crate::snapshot::{self, Change, Limits};
+use crate::snapshot::Limits;
 use crate::state::StateWriter;
 use crate::view::{Entry, View};
+use cache::BodyCache;
 use lagless_core::Tick;
-use lagless_wire::{BitWriter, var_u32_bits};
-use std::collections::{BTreeMap, VecDeque};
+use lagless_wire::BitWriter;
+use relevance::Relevance;
+use select::{Picked, Room, Scratch};
+use shown::{ErrorScale, Shown};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use store::{Live, Store};
-use views::{InFlight, Views};
-
-/// std's map with a faster hash: the keys are the server's own ids and versions.
-type HashMap<K, V> = foldhash::HashMap<K, V>;
+use store::Store;
+use views::Views;
 
 /// A client, as the game names it.
 pub type ClientKey = u64;
@@ -153,13 +158,18 @@ pub struct ClientReplicationStats {
     pub budget: BudgetStats,
 }
 
+/// One client's state: what it acknowledged and what is in flight to it, what it shows,
+/// what waits for it and how much, and its budget.
 struct ClientState {
     /// What it acknowledged, and what is in flight.
     views: Views,
+    /// Per entity, the priority gained waiting.
     priority: Vec<f32>,
+    /// The tick of its last snapshot, for how long entities waited since.
     last_tick: Option<Tick>,
     focus: Option<[f32; 3]>,
     budget: BudgetController,
+    /// The last snapshot left something out for want of room: the budget is in use.
     limited: bool,
     /// Entities that may differ from what the client holds.
     pending: Pending,
@@ -180,97 +190,75 @@ struct ClientState {
     stats: ClientReplicationStats,
 }
 
-/// With a game's relevance rule, every entity is looked at again this often (encodes):
-/// its relevance may change while the entity does not.
-const RESCAN_EVERY: u32 = 16;
-
-/// Which state of which incarnation of an entity: equal ids mean equal codes (a new
-/// version is taken only when the codes change).
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct StateId {
-    generation: u32,
-    version: u64,
-    /// The low half of [`codes_hash`] of its codes: a state that changed and changed back
-    /// has a new version but the same codes, and only when the hashes agree are the codes
-    /// compared.
-    hash: u32,
-    /// Its position, for how far the entity has moved since.
-    position: Option<[f32; 3]>,
-    /// Its position's velocity (zero if none): the client carries the position on by it.
-    velocity: [f32; 3],
-}
-
-/// What a client shows of an entity, and what its acknowledged view holds: one record
-/// per client and entity, read in id order by every encode and written for each entity a
-/// snapshot carries. The newest state sent since the acknowledged view lives here too
-/// (`in_flight`): it is the only send that decides what the client shows, since an older
-/// one either arrived before it or went before the acknowledged view, which covers it.
-/// (Kept apart, as a list per entity, it cost the encoder its worst cache misses.)
-///
-/// Laid out flat (56 bytes against 80 with `Option`s and the codes), since every encode
-/// streams one per waiting entity and, with the caches cold, that stream was the largest
-/// single cost of looking at the world. The codes a snapshot in flight carried are found
-/// in that snapshot ([`sent_codes`]): they are needed only when an entity changed back.
-#[derive(Debug, Clone, Copy, Default)]
-struct Shown {
-    /// Of the state shown (see [`StateId`]).
-    version: u64,
-    hash: u32,
-    generation: u32,
-    /// NaN: none.
-    position: [f32; 3],
-    velocity: [f32; 3],
-    /// The generation the acknowledged view holds, if `has_held`, which decides whether
-    /// an update can be a delta.
-    held: u32,
-    /// The tick of the snapshot that carried the state shown.
-    since: Tick,
-    /// False: not worked out since the last change of the acknowledged view.
-    known: bool,
-    /// A snapshot newer than the acknowledged view carried the state shown, and is
-    /// assumed to have arrived until an acknowledgement says otherwise.
-    in_flight: bool,
-    /// The client shows a state (false: nothing).
-    has_state: bool,
-    has_held: bool,
-}
-
-impl Shown {
-    /// The state the client shows (`None`: nothing).
-    fn state(&self) -> Option<StateId> {
-        self.has_state.then(|| StateId {
-            generation: self.generation,
-            version: self.version,
-            hash: self.hash,
-            position: (!self.position[0].is_nan()).then_some(self.position),
-            velocity: self.velocity,
-        })
+impl ClientState {
+    fn new(budget: BudgetController) -> Self {
+        Self {
+            views: Views::default(),
+            priority: Vec::new(),
+            last_tick: None,
+            focus: None,
+            budget,
+            limited: false,
+            pending: Pending::default(),
+            shown: Vec::new(),
+            scan_countdown: 1,
+            owned: Vec::new(),
+            spare: Vec::new(),
+            charged: 0,
+            stats: ClientReplicationStats::default(),
+        }
     }
 
-    fn set_state(&mut self, state: Option<StateId>) {
-        self.has_state = state.is_some();
-        let s = state.unwrap_or(StateId {
-            generation: 0,
-            version: 0,
-            hash: 0,
-            position: None,
-            velocity: [0.0; 3],
-        });
-        self.generation = s.generation;
-        self.version = s.version;
-        self.hash = s.hash;
-        self.position = s.position.unwrap_or([f32::NAN; 3]);
-        self.velocity = s.velocity;
+    /// Readies the client for its snapshot of `tick` at `now`: returns the ticks its
+    /// waiting entities waited since the last one.
+    fn begin(&mut self, tick: Tick, now: Duration, config: &ServerConfig, store: &Store) -> f32 {
+        self.budget.update(now, self.limited);
+        if self.views.in_flight.len() >= config.max_in_flight.max(1) {
+            // Nothing the client can still acknowledge is remembered: it cannot decode
+            // against what it acknowledged (or has been gone that long). Start over.
+            self.start_over(store);
+        }
+        let elapsed = self
+            .last_tick
+            .map_or(1.0, |t| tick.0.wrapping_sub(t.0).clamp(1, 1024) as f32);
+        self.last_tick = Some(tick);
+        if self.priority.len() < store.slots() {
+            self.priority.resize(store.slots(), 0.0);
+        }
+        elapsed
     }
 
-    /// The generation the acknowledged view holds (`None`: nothing).
-    fn held(&self) -> Option<u32> {
-        self.has_held.then_some(self.held)
-    }
-
-    fn set_held(&mut self, held: Option<u32>) {
-        self.has_held = held.is_some();
-        self.held = held.unwrap_or(0);
+    /// Counts the snapshot `w`, against `base` (`age` ticks old) with `entries` entries,
+    /// as `picked` and `room` chose them, and returns it.
+    fn count(
+        &mut self,
+        w: BitWriter,
+        base: Option<Tick>,
+        age: u32,
+        entries: usize,
+        picked: &Picked,
+        room: &Room,
+    ) -> EncodedSnapshot {
+        self.limited = picked.deferred > 0;
+        let bits = w.bit_len();
+        let s = &mut self.stats;
+        s.snapshots += 1;
+        s.full += u64::from(base.is_none());
+        s.bits += bits as u64;
+        s.candidates += picked.candidates as u64;
+        s.deferred += picked.deferred as u64;
+        s.sent += entries as u64;
+        s.baseline_age_ticks += u64::from(age);
+        EncodedSnapshot {
+            bytes: w.into_bytes(),
+            bits,
+            baseline: base,
+            entries,
+            candidates: picked.candidates,
+            deferred: picked.deferred,
+            resent: picked.resent,
+            budget_bits: room.budget_bits,
+        }
     }
 }
 
@@ -346,40 +334,34 @@ pub struct ReplicationServer {
     config: ServerConfig,
     store: Store,
     clients: BTreeMap<ClientKey, ClientState>,
-    cache: HashMap<(u32, u64, u64, u32), BitWriter>,
-    /// Emptied body writers, for the next tick's cache.
-    pool: Vec<BitWriter>,
+    bodies: BodyCache,
+    /// Kept between encodes for their memory.
     scratch: Scratch,
-    cache_tick: Option<Tick>,
     relevance: Option<Box<RelevanceFn>>,
 }
 
-/// A candidate entry while a snapshot is built.
-struct Candidate {
-    id: u32,
-    change: Change,
-    priority: f32,
-    /// The client predicts it ([`ReplicationServer::set_owned`]).
-    owned: bool,
-    /// Sent again only because no acknowledgement has said the newest send arrived: not
-    /// a changed entity (counted apart, as [`EncodedSnapshot::resent`]), and not deferred
-    /// when left out.
-    resend: bool,
+/// What one encode reads and leaves as it is: the world, the settings, and the client's
+/// views and rules. Every step of the encode sees the same.
+struct Sight<'a> {
+    tick: Tick,
+    schema: &'a Schema,
+    config: &'a ServerConfig,
+    store: &'a Store,
+    views: &'a Views,
+    /// The acknowledged view the snapshot goes against (empty: none) and its tick.
+    base: &'a View,
+    base_tick: Option<Tick>,
+    /// Entities the client predicts, ascending.
+    owned: &'a [u32],
+    relevance: Relevance<'a>,
+    scale: ErrorScale,
 }
 
-/// What looking at an entity for a client found.
-enum Look {
-    /// Despawned, or irrelevant to the client: a despawn if the client may show it.
-    Gone { shown: bool, keep: bool },
-    /// The client shows its state.
-    Current { keep: bool },
-    /// Differs from what the client shows; waiting gains `rate` per tick. A `resend`
-    /// differs only from the acknowledged view: the newest send in flight carries it.
-    Waiting {
-        change: Change,
-        rate: f32,
-        resend: bool,
-    },
+impl Sight<'_> {
+    /// The baseline's age, ticks (0: none).
+    fn age(&self) -> u32 {
+        self.base_tick.map_or(0, |b| self.tick.0.wrapping_sub(b.0))
+    }
 }
 
 impl ReplicationServer {
@@ -390,10 +372,8 @@ impl ReplicationServer {
             config,
             store: Store::default(),
             clients: BTreeMap::new(),
-            cache: HashMap::default(),
-            pool: Vec::new(),
+            bodies: BodyCache::default(),
             scratch: Scratch::default(),
-            cache_tick: None,
             relevance: None,
         }
     }
@@ -491,10 +471,7 @@ impl ReplicationServer {
     /// messages for ids it never spawned, and a spawn the budget held back arrives
     /// snapshots after the first message would.
     pub fn client_holds(&self, client: ClientKey, id: u32) -> bool {
-        self.clients
-            .get(&client)
-            .and_then(|c| c.views.acked.as_ref())
-            .is_some_and(|a| a.view.get(id).is_some())
+        self.clients.get(&client).is_some_and(|c| c.views.holds(id))
     }
 
     /// Live entity ids, ascending.
@@ -509,23 +486,7 @@ impl ReplicationServer {
     /// entities with when the fragments of the full snapshot are lost
     /// ([`lagless_core::ServerSession::send_snapshot_with_essential`]).
     pub fn encode_standalone(&self, ids: &[u32], tick: Tick) -> Vec<u8> {
-        let live: Vec<(u32, &Live)> = ids
-            .iter()
-            .filter_map(|&id| Some((id, self.store.get(id)?)))
-            .collect();
-        let mut w = BitWriter::new();
-        snapshot::write_header(&mut w, 0, None, live.len());
-        let mut next = 0u32;
-        let mut changes = Vec::with_capacity(live.len());
-        for &(id, e) in &live {
-            w.write_var_u32(id - next);
-            next = id + 1;
-            snapshot::write_op(&mut w, Change::Spawned);
-            snapshot::write_spawn_payload(&mut w, &self.schema, e.kind, e.generation, &e.codes);
-            changes.push((id, Some(e.entry(tick))));
-        }
-        snapshot::write_checksum(&mut w, View::new().checksum_with(&changes));
-        w.into_bytes()
+        write::standalone(&self.schema, &self.store, ids, tick)
     }
 
     /// The entities `client` predicts ([`ReplicationServer::set_owned`]), ascending.
@@ -540,21 +501,10 @@ impl ReplicationServer {
         }
         let budget = BudgetController::new(self.config.budget);
         let live: Vec<u32> = self.ids().collect();
-        let c = self.clients.entry(client).or_insert_with(|| ClientState {
-            views: Views::default(),
-            priority: Vec::new(),
-            last_tick: None,
-            focus: None,
-            budget,
-            limited: false,
-            pending: Pending::default(),
-            shown: Vec::new(),
-            scan_countdown: 1,
-            owned: Vec::new(),
-            spare: Vec::new(),
-            charged: 0,
-            stats: ClientReplicationStats::default(),
-        });
+        let c = self
+            .clients
+            .entry(client)
+            .or_insert_with(|| ClientState::new(budget));
         for id in live {
             c.pending.mark(id);
         }
@@ -628,11 +578,8 @@ impl ReplicationServer {
     /// a snapshot against nothing was acknowledged changes nothing, so a client that asks
     /// in every packet until one arrives is answered once.
     pub fn resync(&mut self, client: ClientKey) {
-        let store = &self.store;
         if let Some(c) = self.clients.get_mut(&client) {
-            if c.views.acked.is_some() || !c.views.lost_track {
-                c.start_over(store);
-            }
+            c.resync(&self.store);
         }
     }
 
@@ -654,636 +601,52 @@ impl ReplicationServer {
         tick: Tick,
         now: Duration,
     ) -> Result<EncodedSnapshot, ReplicationError> {
-        if self.cache_tick != Some(tick) {
-            // The bodies' memory is kept for the next tick's: with 64 clients a tick
-            // encodes thousands, and allocating each was a tenth of the encoding time.
-            for (_, mut w) in self.cache.drain() {
-                w.clear();
-                self.pool.push(w);
-            }
-            self.cache_tick = Some(tick);
-        }
-        let pool = &mut self.pool;
-        let schema = Arc::clone(&self.schema);
-        let config = self.config.clone();
-        let relevance = self.relevance.as_deref();
-        let store = &self.store;
-        let cache = &mut self.cache;
+        self.bodies.start(tick);
         let c = self
             .clients
             .get_mut(&client)
             .ok_or(ReplicationError::UnknownClient(client))?;
-        c.budget.update(now, c.limited);
-        if c.views.in_flight.len() >= config.max_in_flight.max(1) {
-            // Nothing the client can still acknowledge is remembered: it cannot decode
-            // against what it acknowledged (or has been gone that long). Start over.
-            c.start_over(store);
+        let elapsed = c.begin(tick, now, &self.config, &self.store);
+        if self.relevance.is_some() {
+            relevance::rescan(&mut c.scan_countdown, &mut c.pending, &self.store);
         }
-        let elapsed = c
-            .last_tick
-            .map_or(1.0, |t| tick.0.wrapping_sub(t.0).clamp(1, 1024) as f32);
-        c.last_tick = Some(tick);
+        let mut lists = std::mem::take(&mut self.scratch);
+        lists.clear();
         let empty = View::new();
-        let (base_tick, base) = match &c.views.acked {
-            Some(a) if a.tick < tick => (Some(a.tick), &a.view),
-            _ => (None, &empty),
+        let (base_tick, base) = match c.views.base(tick) {
+            Some((t, view)) => (Some(t), view),
+            None => (None, &empty),
         };
-        if c.priority.len() < store.slots() {
-            c.priority.resize(store.slots(), 0.0);
-        }
-
-        // What differs from the client's view, and what it is worth.
-        let focus = c.focus;
-        let near_boost = if config.near_boost.is_finite() && config.near_boost > 0.0 {
-            config.near_boost
-        } else {
-            1.0
-        };
-        let relevant = |id: u32, e: &Live| -> f32 {
-            match relevance {
-                Some(f) => f(client, id, e.kind, &e.codes),
-                None => match (focus, e.position) {
-                    (Some(f), Some(p)) => {
-                        let d2: f32 = (0..3).map(|i| (f[i] - p[i]).powi(2)).sum();
-                        let r = config.relevance_distance.max(1e-3);
-                        let near = config.near_distance;
-                        let boost = if d2 <= near * near { near_boost } else { 1.0 };
-                        boost / (1.0 + d2 / (r * r))
-                    }
-                    _ => 1.0,
-                },
-            }
-        };
-        // Only entities marked since they last matched what the client holds can
-        // differ from it: the work per client follows what changes, not the world.
-        if relevance.is_some() {
-            c.scan_countdown = c.scan_countdown.saturating_sub(1);
-            if c.scan_countdown == 0 {
-                // A game's relevance can change without the entity changing.
-                c.scan_countdown = RESCAN_EVERY;
-                for id in store.ids() {
-                    c.pending.mark(id);
-                }
-            }
-        }
-        let tolerance = if config.error_tolerance.is_finite() {
-            config.error_tolerance.max(0.0)
-        } else {
-            0.0
-        };
-        let dead_reckoning = if config.dead_reckoning_secs.is_finite() {
-            config.dead_reckoning_secs.max(0.0)
-        } else {
-            0.0
-        };
-        let hz = config.tick_hz.max(1) as f32;
-        // Lists kept between encodes for their memory (see [`Scratch`]).
-        let Scratch {
-            mut ids,
-            mut candidates,
-            mut keep,
-            mut forced,
-            mut chosen,
-        } = std::mem::take(&mut self.scratch);
-        ids.clear();
-        candidates.clear();
-        keep.clear();
-        forced.clear();
-        chosen.clear();
-        // What the client shows of an entity against what it is now, and what waiting
-        // is worth.
-        let look = |shown: &mut Vec<Shown>,
-                    may_hold: &Pending,
-                    in_flight_snapshots: &VecDeque<InFlight>,
-                    id: u32|
-         -> Look {
-            let i = id as usize;
-            if shown.len() <= i {
-                shown.resize(i + 1, Shown::default());
-            }
-            if !shown[i].known {
-                shown[i] = work_out_shown(base, base_tick, &shown[i], id);
-            }
-            let now_shown = shown[i];
-            let (state, held, in_flight, since) = (
-                now_shown.state(),
-                now_shown.held(),
-                now_shown.in_flight,
-                now_shown.since,
-            );
-            let keep = state.is_some() || in_flight;
-            // Gone: tell the client if it may show it, until it is known not to.
-            let gone = || {
-                let held = state.is_some() || may_hold.contains(id);
-                Look::Gone {
-                    shown: held,
-                    keep: keep || held,
-                }
-            };
-            let Some(e) = store.get(id) else {
-                return gone();
-            };
-            let weight = relevant(id, e);
-            // NaN counts as irrelevant too.
-            if weight.is_nan() || weight <= 0.0 {
-                return gone();
-            }
-            let current = state.is_some_and(|s| {
-                s.generation == e.generation
-                    && (s.version == e.version
-                        || (s.hash == e.hash as u32
-                            && shown_codes(base, in_flight_snapshots, &now_shown, id)
-                                .is_some_and(|codes| *codes == e.codes[..])))
-            });
-            // The acknowledged view holds this very state: every snapshot from now on
-            // leaves the client with it, whatever the sends in flight since.
-            let acknowledged = || {
-                base.get(id).is_some_and(|b| {
-                    b.generation == e.generation && (b.version == e.version || b.codes == e.codes)
-                })
-            };
-            if current && (!in_flight || acknowledged()) {
-                return Look::Current { keep: false };
-            }
-            if current {
-                // The newest send carries this state and has probably arrived, but a
-                // snapshot is decoded against the acknowledged view alone (Fiedler's
-                // "Snapshot Compression"), so the entity goes again, with whatever room
-                // is left, until an acknowledgement says which send arrived. Never
-                // taking it on trust is what keeps a lost send from leaving the client
-                // silently stale.
-                let change = match held {
-                    Some(g) if g == e.generation => Change::Updated,
-                    Some(_) => Change::Replaced,
-                    None => Change::Spawned,
-                };
-                return Look::Waiting {
-                    change,
-                    rate: 0.0,
-                    resend: true,
-                };
-            }
-            let (change, wrong) = match held {
-                Some(g) if g == e.generation => {
-                    // How wrong the client is by now, in tolerances.
-                    let wrong = match (state, e.position) {
-                        (Some(s), Some(p)) if tolerance > 0.0 => {
-                            let a = s.position.unwrap_or(p);
-                            let dt = (tick.0.saturating_sub(since.0) as f32 / hz)
-                                .clamp(0.0, dead_reckoning);
-                            let d2: f32 = (0..3)
-                                .map(|k| (a[k] + s.velocity[k] * dt - p[k]).powi(2))
-                                .sum();
-                            let v2: f32 = (0..3)
-                                .map(|k| (s.velocity[k] - e.velocity[k]).powi(2))
-                                .sum();
-                            (d2.sqrt() + v2.sqrt() * dead_reckoning) / tolerance
-                        }
-                        _ => 0.0,
-                    };
-                    // NaN (a non-finite position) counts as far off.
-                    (Change::Updated, wrong.min(MAX_WRONG))
-                }
-                Some(_) => (Change::Replaced, UNSEEN_WRONG),
-                None => (Change::Spawned, UNSEEN_WRONG),
-            };
-            let kind_weight = schema.get(e.kind).map_or(1.0, |k| k.priority_weight());
-            Look::Waiting {
-                change,
-                rate: kind_weight * weight * (1.0 + wrong),
-                resend: false,
-            }
-        };
-        c.pending.drain_into(&mut ids);
-        for &id in &ids {
-            let i = id as usize;
-            let owned = c.owned.binary_search(&id).is_ok();
-            match look(&mut c.shown, &c.views.may_hold, &c.views.in_flight, id) {
-                Look::Gone { shown, keep: k } => {
-                    if shown {
-                        forced.push((id, Change::Despawned));
-                    }
-                    if k {
-                        keep.push(id);
-                    }
-                    c.priority[i] = 0.0;
-                }
-                Look::Current { keep: k } => {
-                    if k {
-                        keep.push(id);
-                    }
-                    c.priority[i] = 0.0;
-                }
-                Look::Waiting {
-                    change,
-                    rate,
-                    resend,
-                } => {
-                    keep.push(id);
-                    c.priority[i] += rate * elapsed;
-                    // A resend of what the client predicts waits for room like any
-                    // other: forced into every snapshot until acknowledged, a resting
-                    // player's state crowded a thin link (128 kbit/s on `mobile`).
-                    let owned = owned && !resend;
-                    let priority = match (owned, resend) {
-                        (true, _) => f32::MAX,
-                        (false, true) => 0.0,
-                        (false, false) => c.priority[i],
-                    };
-                    candidates.push(Candidate {
-                        id,
-                        change,
-                        priority,
-                        owned,
-                        resend,
-                    });
-                }
-            }
-        }
-        for &id in &keep {
-            c.pending.mark(id);
-        }
-
-        // The budget.
-        let limit_bits = config.max_snapshot_bytes.saturating_mul(8);
-        let budget_bits = c.budget.bits_per_snapshot(config.snapshot_hz);
-        // One packet's overhead per snapshot; a budget too small for more sends one
-        // snapshot's worth anyway, so nothing starves outright.
-        let overhead = config.packet_overhead_bytes * 8;
-        let charged = usize::try_from(std::mem::take(&mut c.charged)).unwrap_or(usize::MAX);
-        let mut cap = budget_bits.map_or(limit_bits, |b| {
-            b.saturating_sub(overhead)
-                .saturating_sub(charged)
-                .max(MIN_SNAPSHOT_BITS)
-                .min(limit_bits)
-        });
-        let resends = candidates.iter().filter(|c| c.resend).count();
-        let n_candidates = candidates.len() - resends;
-        // With a budget, the candidates are taken highest first; they are put in that
-        // order a batch at a time, as far as the snapshot gets, and the rest, which waits
-        // anyway, stays unordered.
-        let by_priority = |a: &Candidate, b: &Candidate| b.priority.total_cmp(&a.priority);
-        let mut ordered = if budget_bits.is_some() {
-            0
-        } else {
-            candidates.len()
-        };
-        // Each entry's body, encoded once per tick for every client that needs the same
-        // delta, and looked up by its key instead of copied.
-        let mut payload = |cache: &mut HashMap<BodyKey, BitWriter>,
-                           id: u32,
-                           change: Change|
-         -> Option<(BodyKey, usize)> {
-            let e = store.get(id)?;
-            let kind = schema.get(e.kind)?;
-            let (key, from, age) = match (change, base.get(id)) {
-                (Change::Updated, Some(b)) => {
-                    let age = tick.0.wrapping_sub(b.tick.0);
-                    ((id, b.version, e.version, age), Some(b), age)
-                }
-                _ => ((id, u64::MAX, e.version, 0), None, 0),
-            };
-            let w = cache.entry(key).or_insert_with(|| {
-                let mut w = pool.pop().unwrap_or_default();
-                match from {
-                    Some(b) => {
-                        let m = Motion {
-                            age,
-                            tick_hz: config.tick_hz,
-                        };
-                        field::write_entity(&mut w, kind, &b.codes, &e.codes, m);
-                    }
-                    None => snapshot::write_spawn_payload(
-                        &mut w,
-                        &schema,
-                        e.kind,
-                        e.generation,
-                        &e.codes,
-                    ),
-                }
-                w
-            });
-            Some((key, w.bit_len()))
-        };
-        // Despawns first, then by priority while the budget lasts. An entry's id gap and
-        // operation are guessed at ENTRY_GUESS bits until the order is known; then the
-        // lowest-priority entries go until the exact size fits.
-        let mut used = 64 + CHECKSUM_BITS + forced.len() * ENTRY_GUESS;
-        chosen.extend(forced.drain(..).map(|(id, change)| Chosen {
-            id,
-            change,
-            body: None,
-            rank: 0,
-            resend: false,
-        }));
-        let mut deferred = 0usize;
-        // Once a few in a row do not fit, the rest wait without being encoded: with a
-        // crowded world that is most of them, and encoding them would cost more than
-        // everything else a snapshot takes.
-        let mut misses = 0;
-        for k in 0..candidates.len() {
-            if k == ordered {
-                let rest = &mut candidates[k..];
-                let n = rest.len().min(ORDER_BATCH);
-                if rest.len() > n {
-                    rest.select_nth_unstable_by(n, by_priority);
-                }
-                rest[..n].sort_unstable_by(by_priority);
-                ordered += n;
-            }
-            let cand = &candidates[k];
-            let change = cand.change;
-            if cand.owned {
-                // What the client predicts always goes (it reconciles against it), and
-                // on top of the least a snapshot carries, so a small budget cannot spend
-                // itself on the client's own player every time and starve everything
-                // else for good (the ball of a car-and-ball game, say). Owned entities
-                // sort first, so the room is set before anything else is chosen.
-                let Some(body) = payload(cache, cand.id, change) else {
-                    continue;
-                };
-                used += body.1 + ENTRY_GUESS;
-                cap = cap.max((used + MIN_SNAPSHOT_BITS - 64).min(limit_bits));
-                chosen.push(Chosen {
-                    id: cand.id,
-                    change,
-                    body: Some(body),
-                    rank: 0,
-                    resend: cand.resend,
-                });
-                continue;
-            }
-            if misses >= MAX_MISSES || used + ENTRY_GUESS + 8 > cap {
-                deferred += candidates.len() - k;
-                break;
-            }
-            let Some(body) = payload(cache, cand.id, change) else {
-                continue;
-            };
-            let cost = body.1 + ENTRY_GUESS;
-            if used + cost > cap {
-                deferred += 1;
-                misses += 1;
-                continue;
-            }
-            misses = 0;
-            used += cost;
-            let rank = chosen.len() + 1;
-            chosen.push(Chosen {
-                id: cand.id,
-                change,
-                body: Some(body),
-                rank,
-                resend: cand.resend,
-            });
-        }
-        chosen.sort_unstable_by_key(|c| c.id);
-        while exact_bits(&chosen) > cap {
-            let Some(last) = chosen
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| c.rank > 0)
-                .max_by_key(|(_, c)| c.rank)
-                .map(|(i, _)| i)
-            else {
-                break;
-            };
-            chosen.remove(last);
-            deferred += 1;
-        }
-        // Resends left out are not deferred: the client probably shows them right.
-        let resent = chosen.iter().filter(|c| c.resend).count();
-        deferred = deferred.saturating_sub(resends - resent);
-
-        // Write it, and the view the client holds once it decodes it.
-        let mut w = BitWriter::with_capacity(used / 8 + 16);
-        let age = base_tick.map_or(0, |b| tick.0.wrapping_sub(b.0));
-        let members: Option<Vec<u32>> = (c.views.lost_track && base_tick.is_none()).then(|| {
-            store
-                .ids()
-                .filter(|&id| store.get(id).is_some_and(|e| relevant(id, e) > 0.0))
-                .collect()
-        });
-        snapshot::write_header(&mut w, age, members.as_deref(), chosen.len());
-        let mut changes = c.spare.pop().unwrap_or_default();
-        changes.reserve(chosen.len());
-        #[cfg(test)]
-        let mut shadow = match (&c.views.acked, base_tick) {
-            (Some(a), Some(_)) => a.shadow.clone(),
-            _ => View::new(),
-        };
-        let mut next = 0u32;
-        for ch in &chosen {
-            let (id, i) = (ch.id, ch.id as usize);
-            w.write_var_u32(id - next);
-            next = id + 1;
-            snapshot::write_op(&mut w, ch.change);
-            if let Some((key, _)) = ch.body {
-                c.priority[i] = 0.0;
-                if let Some(body) = cache.get(&key) {
-                    w.append(body);
-                }
-            }
-            let live = store.get(id);
-            let entry = live
-                .filter(|_| ch.change != Change::Despawned)
-                .map(|e| e.entry(tick));
-            let state = live.filter(|_| entry.is_some()).map(|e| StateId {
-                generation: e.generation,
-                version: e.version,
-                hash: e.hash as u32,
-                position: e.position,
-                velocity: e.velocity,
-            });
-            // Looked at above, so there is a slot: it now shows what this snapshot sent.
-            if let Some(s) = c.shown.get_mut(i) {
-                s.set_state(state);
-                s.in_flight = true;
-                s.since = tick;
-            }
-            #[cfg(test)]
-            shadow.set(id, entry.clone());
-            if entry.is_some() {
-                c.views.may_hold.mark(id);
-            }
-            changes.push((id, entry));
-        }
-        snapshot::write_checksum(&mut w, base.checksum_with(&changes));
-        c.views.in_flight.push_back(InFlight {
+        let sight = Sight {
             tick,
-            base: base_tick,
-            changes,
-            sent_at: now,
-            #[cfg(test)]
-            shadow,
-        });
-        c.limited = deferred > 0;
-
-        let bits = w.bit_len();
-        let s = &mut c.stats;
-        s.snapshots += 1;
-        s.full += u64::from(base_tick.is_none());
-        s.bits += bits as u64;
-        s.candidates += n_candidates as u64;
-        s.deferred += deferred as u64;
-        s.sent += chosen.len() as u64;
-        s.baseline_age_ticks += u64::from(age);
-        let entries = chosen.len();
-        self.scratch = Scratch {
-            ids,
-            candidates,
-            keep,
-            forced,
-            chosen,
+            schema: &self.schema,
+            config: &self.config,
+            store: &self.store,
+            views: &c.views,
+            base,
+            base_tick,
+            owned: &c.owned,
+            relevance: Relevance::new(self.relevance.as_deref(), client, c.focus, &self.config),
+            scale: ErrorScale::new(&self.config),
         };
-        Ok(EncodedSnapshot {
-            bytes: w.into_bytes(),
-            bits,
-            baseline: base_tick,
-            entries,
-            candidates: n_candidates,
-            deferred,
-            resent,
-            budget_bits,
-        })
+        select::rank(
+            &sight,
+            &mut c.shown,
+            &mut c.pending,
+            &mut c.priority,
+            elapsed,
+            &mut lists,
+        );
+        let mut room = Room::new(&c.budget, std::mem::take(&mut c.charged), &self.config);
+        let picked = select::select(&sight, &mut self.bodies, &mut lists, &mut room);
+        let changes = write::carried(&sight, &lists.chosen, c.spare.pop().unwrap_or_default());
+        let w = write::write(&sight, &lists.chosen, &changes, &self.bodies, picked.used);
+        let age = sight.age();
+        c.track(&lists.chosen, changes, base_tick, tick, now);
+        let snapshot = c.count(w, base_tick, age, lists.chosen.len(), &picked, &room);
+        self.scratch = lists;
+        Ok(snapshot)
     }
-}
-
-/// The most a waiting entity's error counts for, in tolerances
-/// ([`ServerConfig::error_tolerance`]): a body 5 m off (at the default 5 cm) is as urgent
-/// as one farther, and the rate stays finite.
-const MAX_WRONG: f32 = 100.0;
-
-/// What an entity the client does not hold (a spawn, or a new incarnation) counts as, in
-/// tolerances: ahead of small errors, behind a body that is plainly somewhere else. In
-/// the busy-world run, 100 cost every held entity's error (all-entity error p99 57 cm
-/// against 50), 1 left more entities unseen for longer (7.8% of entity frames against
-/// 4.9%).
-const UNSEEN_WRONG: f32 = 9.0;
-
-/// The lists one encode fills and empties, kept for the next one's: allocating and
-/// freeing them for each of 64 clients every tick showed in the encoding time.
-#[derive(Default)]
-struct Scratch {
-    ids: Vec<u32>,
-    candidates: Vec<Candidate>,
-    keep: Vec<u32>,
-    forced: Vec<(u32, Change)>,
-    chosen: Vec<Chosen>,
-}
-
-/// Candidates put in priority order at a time (see [`ReplicationServer::encode`]):
-/// about what a 256 kbit/s snapshot of moving bodies takes.
-const ORDER_BATCH: usize = 48;
-
-/// Least a snapshot may carry with a budget, bits (its 64-bit header included), besides
-/// the entities the client predicts.
-const MIN_SNAPSHOT_BITS: usize = 256;
-
-/// The view checksum at the end of every snapshot.
-const CHECKSUM_BITS: usize = 16;
-
-/// Candidates in a row that may not fit before the rest of a snapshot's wait unencoded.
-const MAX_MISSES: usize = 8;
-
-/// Bits an entry's id gap and operation are guessed to take before the order is known
-/// (a gap of up to 278 and a two-bit operation).
-const ENTRY_GUESS: usize = 15;
-
-/// An encoded entity body in the per-tick cache: (id, baseline version or `u64::MAX`
-/// for none, version, baseline age).
-type BodyKey = (u32, u64, u64, u32);
-
-/// An entry a snapshot will carry.
-struct Chosen {
-    id: u32,
-    change: Change,
-    /// The body's cache key and length in bits (`None`: a despawn).
-    body: Option<(BodyKey, usize)>,
-    /// 0 for a despawn, which always goes; else its place in priority order.
-    rank: usize,
-    /// See [`Candidate::resend`].
-    resend: bool,
-}
-
-/// The exact size of a snapshot of `chosen` (ascending ids), header bound included.
-fn exact_bits(chosen: &[Chosen]) -> usize {
-    let mut next = 0u32;
-    let mut bits = 64 + CHECKSUM_BITS;
-    for c in chosen {
-        bits += var_u32_bits(c.id - next) as usize;
-        bits += if c.change == Change::Updated { 1 } else { 2 };
-        bits += c.body.map_or(0, |(_, len)| len);
-        next = c.id + 1;
-    }
-    bits
-}
-
-/// The codes the client shows of entity `id` (see [`work_out_shown`]).
-fn shown_codes<'a>(
-    base: &'a View,
-    in_flight: &'a VecDeque<InFlight>,
-    shown: &Shown,
-    id: u32,
-) -> Option<&'a [i32]> {
-    if shown.in_flight {
-        sent_codes(in_flight, shown.since, id)
-    } else {
-        base.get(id).map(|b| &b.codes[..])
-    }
-}
-
-/// The codes the snapshot of `tick`, still in flight, carried for entity `id` (`None`:
-/// a despawn, or not found).
-fn sent_codes(in_flight: &VecDeque<InFlight>, tick: Tick, id: u32) -> Option<&[i32]> {
-    let f = &in_flight[in_flight.binary_search_by_key(&tick, |f| f.tick).ok()?];
-    let k = f.changes.binary_search_by_key(&id, |(i, _)| *i).ok()?;
-    f.changes[k].1.as_ref().map(|e| &e.codes[..])
-}
-
-/// What the client shows of entity `id` has to be worked out again.
-fn forget_shown(shown: &mut [Shown], id: u32) {
-    if let Some(s) = shown.get_mut(id as usize) {
-        s.known = false;
-    }
-}
-
-/// What the client shows of entity `id`: the newest state sent since the baseline
-/// (`base`, of `base_tick`) if that snapshot arrived, else the baseline's. Until an
-/// acknowledgement says which, the newest sent is assumed to have arrived (it is worked
-/// out again then). `old` is what was worked out before: its newest send counts only if
-/// it went after the baseline (what went before is in the baseline, or lost).
-fn work_out_shown(base: &View, base_tick: Option<Tick>, old: &Shown, id: u32) -> Shown {
-    let held = base.get(id);
-    if old.in_flight && base_tick.is_none_or(|b| old.since > b) {
-        let mut s = *old;
-        s.known = true;
-        s.set_held(held.map(|b| b.generation));
-        return s;
-    }
-    let (state, since) = match held {
-        Some(b) => {
-            // From the entry, not its codes: those are an older allocation, and reading
-            // them missed the cache for most entities of most clients.
-            let state = StateId {
-                generation: b.generation,
-                version: b.version,
-                hash: b.hash as u32,
-                position: b.position,
-                velocity: b.velocity,
-            };
-            (Some(state), b.tick)
-        }
-        None => (None, Tick(0)),
-    };
-    let mut s = Shown {
-        known: true,
-        since,
-        ..Shown::default()
-    };
-    s.set_state(state);
-    s.set_held(held.map(|b| b.generation));
-    s
 }
 
 #[cfg(test)]

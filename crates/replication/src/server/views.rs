@@ -4,7 +4,8 @@
 //! acknowledged, the snapshots sent since, and what it may still hold; an acknowledgement
 //! advances the view and settles what the client shows of what the snapshot carried.
 
-use super::forget_shown;
+use super::select::Chosen;
+use super::shown::{self, forget_shown};
 use super::store::Store;
 use super::{ClientState, Pending};
 use crate::view::{Entry, View};
@@ -17,7 +18,7 @@ use std::time::Duration;
 pub(super) struct Views {
     /// The newest snapshot it acknowledged (`None`: none since it was added or started
     /// over).
-    pub(super) acked: Option<Acked>,
+    acked: Option<Acked>,
     /// Snapshots sent since, oldest first.
     pub(super) in_flight: VecDeque<InFlight>,
     /// The server no longer knows what the client shows (every snapshot in flight went
@@ -33,6 +34,24 @@ pub(super) struct Views {
     pub(super) may_hold: Pending,
 }
 
+impl Views {
+    /// The acknowledged view a snapshot of `tick` goes against, and its tick (`None`: a
+    /// full snapshot).
+    pub(super) fn base(&self, tick: Tick) -> Option<(Tick, &View)> {
+        match &self.acked {
+            Some(a) if a.tick < tick => Some((a.tick, &a.view)),
+            _ => None,
+        }
+    }
+
+    /// The newest view the client acknowledged holds entity `id`.
+    pub(super) fn holds(&self, id: u32) -> bool {
+        self.acked
+            .as_ref()
+            .is_some_and(|a| a.view.get(id).is_some())
+    }
+}
+
 /// A snapshot in flight: its tick, the baseline it was encoded against, what it
 /// changed, and when it left. The client's view once it decodes it is the baseline's
 /// with `changes` applied; the server builds that view only for the one snapshot
@@ -41,15 +60,15 @@ pub(super) struct Views {
 pub(super) struct InFlight {
     pub(super) tick: Tick,
     /// The acknowledged snapshot it was encoded against (`None`: none, a full snapshot).
-    pub(super) base: Option<Tick>,
+    base: Option<Tick>,
     /// What it carried, ascending by id (`None`: a despawn). Once acknowledged or given
     /// up on, what the client shows of these is to be worked out again.
     pub(super) changes: Vec<(u32, Option<Entry>)>,
-    pub(super) sent_at: Duration,
+    sent_at: Duration,
     /// In unit tests, the whole view the client holds once it decodes it, built the
     /// plain way (a copy of the baseline's, changed), to check [`Acked`] against.
     #[cfg(test)]
-    pub(super) shadow: View,
+    shadow: View,
 }
 
 /// The view of the newest snapshot a client acknowledged, owned by the server alone so
@@ -62,9 +81,9 @@ pub(super) struct InFlight {
 /// is acknowledged its view is rebuilt from the present one: back to its baseline with
 /// the log, then its changes on top.
 #[derive(Debug, Default)]
-pub(super) struct Acked {
-    pub(super) tick: Tick,
-    pub(super) view: View,
+struct Acked {
+    tick: Tick,
+    view: View,
     /// Every change made to `view`, oldest first: the tick of the acknowledged view it
     /// was made to (non-decreasing), the entity, and what it held before.
     undo: Vec<(Tick, u32, Option<Entry>)>,
@@ -72,7 +91,7 @@ pub(super) struct Acked {
     floor: Tick,
     /// In unit tests, the acknowledged snapshot's [`InFlight::shadow`].
     #[cfg(test)]
-    pub(super) shadow: View,
+    shadow: View,
 }
 
 impl Acked {
@@ -150,6 +169,14 @@ impl ClientState {
         }
     }
 
+    /// The client asked for a snapshot against nothing (see
+    /// [`super::ReplicationServer::resync`]).
+    pub(super) fn resync(&mut self, store: &Store) {
+        if self.views.acked.is_some() || !self.views.lost_track {
+            self.start_over(store);
+        }
+    }
+
     /// The client has decoded the snapshot of `tick` (see
     /// [`super::ReplicationServer::acknowledge`]).
     pub(super) fn acknowledge(&mut self, tick: Tick, now: Duration) {
@@ -163,17 +190,7 @@ impl ClientState {
         }
         // Every snapshot older than the one acknowledged is given up on.
         while let Some(f) = self.views.in_flight.pop_front() {
-            for (id, _) in &f.changes {
-                // A newest send at or after the acknowledged snapshot still stands, and
-                // the acknowledged view's generation changes only for what the view does
-                // (told below): only the others are worked out again. Forgetting every
-                // one had the encoder look the view up for a fifth of what it weighed.
-                if let Some(s) = self.shown.get_mut(*id as usize) {
-                    if !(s.in_flight && s.since >= tick) {
-                        s.known = false;
-                    }
-                }
-            }
+            shown::given_up(&mut self.shown, &f.changes, tick);
             if f.tick == tick {
                 self.take_acknowledged(f, now);
                 break;
@@ -229,23 +246,49 @@ impl ClientState {
             );
             a.shadow = f.shadow;
         }
-        // What it carried is what the acknowledged view now holds of those
-        // entities, and where the newest send of one is this snapshot or a later
-        // one, what the client shows of it is known without looking the view up
-        // again (with the caches cold each lookup cost two misses).
-        for (id, entry) in &f.changes {
-            if let Some(s) = self.shown.get_mut(*id as usize) {
-                if s.in_flight && s.since >= f.tick {
-                    s.set_held(entry.as_ref().map(|e| e.generation));
-                    s.in_flight = s.since > f.tick;
-                    s.known = true;
-                }
-            }
-        }
+        shown::acknowledged(&mut self.shown, &f.changes, f.tick);
         let oldest = self.views.in_flight.iter().filter_map(|f| f.base).min();
         a.trim(oldest.unwrap_or(a.tick));
         self.views.lost_track = false;
         recycle(&mut self.spare, f.changes);
+    }
+
+    /// Records the snapshot of `tick`, sent at `now` against `base` with `chosen`
+    /// (ascending) leaving the client with `changes` ([`super::write::carried`]): the
+    /// client is taken to show what it carried until an acknowledgement says otherwise.
+    pub(super) fn track(
+        &mut self,
+        chosen: &[Chosen],
+        changes: Vec<(u32, Option<Entry>)>,
+        base: Option<Tick>,
+        tick: Tick,
+        now: Duration,
+    ) {
+        #[cfg(test)]
+        let mut shadow = match (&self.views.acked, base) {
+            (Some(a), Some(_)) => a.shadow.clone(),
+            _ => View::new(),
+        };
+        for (ch, (id, entry)) in chosen.iter().zip(&changes) {
+            if ch.body.is_some() {
+                // Sent: it waits from nothing again.
+                self.priority[*id as usize] = 0.0;
+            }
+            shown::sent(&mut self.shown, *id, entry.as_ref(), tick);
+            #[cfg(test)]
+            shadow.set(*id, entry.clone());
+            if entry.is_some() {
+                self.views.may_hold.mark(*id);
+            }
+        }
+        self.views.in_flight.push_back(InFlight {
+            tick,
+            base,
+            changes,
+            sent_at: now,
+            #[cfg(test)]
+            shadow,
+        });
     }
 }
 

@@ -3,9 +3,10 @@
 //! The game spawns, updates and despawns entities as its world changes; an update that
 //! quantizes to the codes the entity already has changes nothing. For each client the
 //! server keeps the view the client acknowledged last and, per snapshot in flight, what
-//! it changed (a view is rebuilt for the one acknowledged). A snapshot lists only entities that differ from the acknowledged view, each
-//! as a delta against it, so an unchanged entity costs nothing and a lost snapshot
-//! costs nothing either: the next one simply carries what is still different.
+//! it changed (a view is rebuilt for the one acknowledged). A snapshot lists only
+//! entities that differ from the acknowledged view, each as a delta against it, so an
+//! unchanged entity costs nothing and a lost snapshot costs nothing either: the next one
+//! simply carries what is still different.
 //!
 //! # Budget and priorities
 //! Each client has a byte budget per snapshot ([`BudgetController`]). Every entity that
@@ -22,10 +23,8 @@
 //! * **How wrong** is the distance between where the client shows the entity, its last
 //!   state carried on by its velocity as [`crate::ReplicationClient::values_at`] does, and
 //!   where it is, plus the velocity's error over that carrying time. A body moving as the
-//!   client predicts waits; one that hit something goes. With 16 players stirring 900
-//!   cubes at 256 kbit/s this took the error of every interpolated cube (p99) from 73 to
-//!   50 cm, and within 5 m of the player from 25 to 3 cm; a body moving evenly now waits
-//!   longer (staleness p99 1.7 s to 2.6 s), since the client shows it right meanwhile.
+//!   client predicts waits; one that hit something goes, so the budget goes where the
+//!   client is wrong rather than where the world merely moves.
 //!
 //! Despawns always go, and so does an entity the newest snapshot in flight already
 //! carries a newer state of (the client shows the newest snapshot it decoded; leaving
@@ -42,8 +41,21 @@
 //! Under a budget most changed entities wait many snapshots. The work per client per
 //! tick follows what changes, not the world: only entities marked since they last
 //! matched what the client holds are visited (in id order, so each client's arrays are
-//! read front to back), and the acknowledged view changes in place. `lagless
-//! bench-snapshot --clients 64` measures it against the physics step.
+//! read front to back), and the acknowledged view changes in place.
+//!
+//! # Where things are
+//! One file per job: the entity store (`store.rs`); acknowledgement and view tracking
+//! (`views.rs`); relevance and focus (`relevance.rs`); what each client shows and how
+//! wrong (`shown.rs`); priority and selection under the budget (`select.rs`); the
+//! per-tick body cache (`cache.rs`); writing a snapshot (`write.rs`). [`ReplicationServer`]
+//! and its public surface are here, and [`ReplicationServer::encode`] is their pipeline:
+//! `begin` (the budget, starting over when nothing in flight can be acknowledged),
+//! `rescan`, `rank` (what may differ, looked at and given its priority), `select` (what
+//! fits), `carried` and `write` (the entries, and the view they leave), `track` (what the
+//! client is taken to show until acknowledged), `count`.
+//!
+//! Measured figures behind these choices and the design's history are in
+//! `docs/replication-server.md`.
 
 mod cache;
 mod relevance;
@@ -173,17 +185,17 @@ struct ClientState {
     limited: bool,
     /// Entities that may differ from what the client holds.
     pending: Pending,
-    /// Per entity, what the client shows of it as the newest send and the acknowledged view say,
-    /// worked out once and kept until an acknowledgement changes either: with a crowded
-    /// world nearly every entity waits in every snapshot, and looking each up again for
-    /// every client every tick was most of the encoding work.
+    /// Per entity, what the client shows of it as the newest send and the acknowledged
+    /// view say, worked out once and kept until an acknowledgement changes either: with a
+    /// crowded world nearly every entity waits in every snapshot, and looking each up
+    /// again for every client every tick would be most of the encoding work.
     shown: Vec<Shown>,
     /// Encodes left before every entity is looked at again (with a game's relevance).
     scan_countdown: u32,
     /// Entities the client predicts, ascending: sent ahead of every priority.
     owned: Vec<u32>,
     /// Emptied change lists of acknowledged snapshots, for the next ones: memory the
-    /// cache still holds, where a fresh allocation per snapshot missed it on every write.
+    /// cache still holds, which a fresh allocation per snapshot would not be.
     spare: Vec<Vec<(u32, Option<Entry>)>>,
     /// Bits sent beside snapshots since the last one ([`ReplicationServer::charge`]).
     charged: u64,

@@ -59,12 +59,10 @@ impl StateId {
 /// snapshot carries. The newest state sent since the acknowledged view lives here too
 /// (`in_flight`): it is the only send that decides what the client shows, since an older
 /// one either arrived before it or went before the acknowledged view, which covers it.
-/// (Kept apart, as a list per entity, it cost the encoder its worst cache misses.)
 ///
-/// Laid out flat (56 bytes against 80 with `Option`s and the codes), since every encode
-/// streams one per waiting entity and, with the caches cold, that stream was the largest
-/// single cost of looking at the world. The codes a snapshot in flight carried are found
-/// in that snapshot ([`sent_codes`]): they are needed only when an entity changed back.
+/// Laid out flat (no `Option`s, no codes), since every encode streams one per waiting
+/// entity, mostly from cold caches. The codes a snapshot in flight carried are found in
+/// that snapshot ([`sent_codes`]): they are needed only when an entity changed back.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Shown {
     /// Of the state shown (see [`StateId`]).
@@ -290,8 +288,7 @@ pub(super) fn sent(shown: &mut [Shown], id: u32, entry: Option<&Entry>, tick: Ti
 /// Snapshots older than the one of `tick`, whose acknowledgement came, carried `changes`:
 /// what the client shows of those is to be worked out again, unless a newest send at or
 /// after `tick` still stands. (The acknowledged view's generation changes only for what
-/// the view does, which [`forget_shown`] is told.) Forgetting every one had the encoder
-/// look the view up for a fifth of what it weighed.
+/// the view does, which [`forget_shown`] is told.) Only those are looked up again.
 pub(super) fn given_up(shown: &mut [Shown], changes: &[(u32, Option<Entry>)], tick: Tick) {
     for (id, _) in changes {
         if let Some(s) = shown.get_mut(*id as usize) {
@@ -305,7 +302,7 @@ pub(super) fn given_up(shown: &mut [Shown], changes: &[(u32, Option<Entry>)], ti
 /// The snapshot of `tick`, just acknowledged, carried `changes`: that is what the
 /// acknowledged view now holds of those entities, and where the newest send of one is
 /// this snapshot or a later one, what the client shows of it is known without looking
-/// the view up again (with the caches cold each lookup cost two misses).
+/// the view up again.
 pub(super) fn acknowledged(shown: &mut [Shown], changes: &[(u32, Option<Entry>)], tick: Tick) {
     for (id, entry) in changes {
         if let Some(s) = shown.get_mut(*id as usize) {

@@ -30,7 +30,7 @@ pub(super) struct Views {
     /// leaves out can come from a snapshot newer than that one's baseline (see
     /// `ReplicationClient`), which acknowledgements do not always reveal: the server's
     /// idea of what the client shows can say "nothing" while it shows a projectile that
-    /// ended long ago (seen with four clients on `mobile`).
+    /// ended long ago.
     pub(super) may_hold: Pending,
 }
 
@@ -75,11 +75,10 @@ pub(super) struct InFlight {
 /// it changes in place, and the log that takes it back to the older views snapshots
 /// still in flight were encoded against.
 ///
-/// A copy per snapshot in flight (the earlier design) cost a copy of every chunk a
-/// snapshot touched, per client per tick: with 64 clients under a budget it was most of
-/// the server's encoding time. Now a snapshot in flight keeps only its changes; when one
-/// is acknowledged its view is rebuilt from the present one: back to its baseline with
-/// the log, then its changes on top.
+/// A snapshot in flight keeps only its changes, not a copy of its view (which would
+/// copy every chunk a snapshot touches, per client per tick); when one is acknowledged
+/// its view is rebuilt from the present one: back to its baseline with the log, then its
+/// changes on top.
 #[derive(Debug, Default)]
 struct Acked {
     tick: Tick,
@@ -126,8 +125,8 @@ impl Acked {
         }
         let at = self.tick;
         // Only what differs is logged and told: an entry the view already holds leaves
-        // what the client shows of it as it was (with 64 clients, telling every id of
-        // every acknowledged snapshot had the encoder look each up again).
+        // what the client shows of it as it was, so the encoder need not look it up
+        // again.
         let mut set = |view: &mut View, undo: &mut Vec<_>, id: u32, entry: Option<Entry>| {
             let old = view.get(id);
             if old != entry.as_ref() {

@@ -203,6 +203,7 @@ struct ClientState {
 }
 
 impl ClientState {
+    /// A client that holds nothing yet, under `budget`.
     fn new(budget: BudgetController) -> Self {
         Self {
             views: Views::default(),
@@ -282,6 +283,7 @@ struct Pending {
 }
 
 impl Pending {
+    /// Adds `id`.
     fn mark(&mut self, id: u32) {
         let w = id as usize / 64;
         if self.words.len() <= w {
@@ -290,12 +292,14 @@ impl Pending {
         self.words[w] |= 1 << (id % 64);
     }
 
+    /// True if `id` is in the set.
     fn contains(&self, id: u32) -> bool {
         self.words
             .get(id as usize / 64)
             .is_some_and(|w| w & (1 << (id % 64)) != 0)
     }
 
+    /// Takes `id` out.
     fn remove(&mut self, id: u32) {
         if let Some(w) = self.words.get_mut(id as usize / 64) {
             *w &= !(1 << (id % 64));

@@ -151,6 +151,7 @@ pub(super) struct ErrorScale {
 }
 
 impl ErrorScale {
+    /// The scale `config` sets; a negative or non-finite setting counts as 0.
     pub(super) fn new(config: &ServerConfig) -> Self {
         let finite = |v: f32| if v.is_finite() { v.max(0.0) } else { 0.0 };
         Self {

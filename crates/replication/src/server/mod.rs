@@ -1,0 +1,669 @@
+//! The server side: the authoritative entities, and one snapshot per client per send.
+//!
+//! The game spawns, updates and despawns entities as its world changes; an update that
+//! quantizes to the codes the entity already has changes nothing. For each client the
+//! server keeps the view the client acknowledged last and, per snapshot in flight, what
+//! it changed (a view is rebuilt for the one acknowledged). A snapshot lists only
+//! entities that differ from the acknowledged view, each as a delta against it, so an
+//! unchanged entity costs nothing and a lost snapshot costs nothing either: the next one
+//! simply carries what is still different.
+//!
+//! # Budget and priorities
+//! Each client has a byte budget per snapshot ([`BudgetController`]). Every entity that
+//! differs from what the client holds gains priority each tick it waits: its kind's
+//! priority × its relevance to the client × (1 + how wrong the client shows it, in
+//! [`ServerConfig::error_tolerance`]s) (Fiedler's "State Synchronization" priority
+//! accumulator; Unity Netcode for Entities' importance scaling). A snapshot takes the
+//! highest until the budget is spent; the rest keep climbing.
+//!
+//! * **Relevance** is by default how near the entity is to the client's focus
+//!   ([`ReplicationServer::set_focus`]): it halves at [`ServerConfig::relevance_distance`],
+//!   and within [`ServerConfig::near_distance`] it is [`ServerConfig::near_boost`] times
+//!   more, so what the player touches goes before the rest of a busy world.
+//! * **How wrong** is the distance between where the client shows the entity, its last
+//!   state carried on by its velocity as [`crate::ReplicationClient::values_at`] does, and
+//!   where it is, plus the velocity's error over that carrying time. A body moving as the
+//!   client predicts waits; one that hit something goes, so the budget goes where the
+//!   client is wrong rather than where the world merely moves.
+//!
+//! Despawns always go, and so does an entity the newest snapshot in flight already
+//! carries a newer state of (the client shows the newest snapshot it decoded; leaving
+//! such an entity out would take it back to the acknowledged state): once an update is
+//! sent, it is sent again until acknowledged, as without a budget. A relevance of 0 (a
+//! game's own [`ReplicationServer::set_relevance`]) keeps an entity from that client
+//! altogether: interest management.
+//!
+//! # Shared work
+//! The same entity's delta against the same baseline state at the same age is encoded
+//! once per tick and copied into every snapshot that needs it.
+//!
+//! # Cost per client
+//! Under a budget most changed entities wait many snapshots. The work per client per
+//! tick follows what changes, not the world: only entities marked since they last
+//! matched what the client holds are visited (in id order, so each client's arrays are
+//! read front to back), and the acknowledged view changes in place.
+//!
+//! # Where things are
+//! One file per job: the entity store (`store.rs`); acknowledgement and view tracking
+//! (`views.rs`); relevance and focus (`relevance.rs`); what each client shows and how
+//! wrong (`shown.rs`); priority and selection under the budget (`select.rs`); the
+//! per-tick body cache (`cache.rs`); writing a snapshot (`write.rs`). [`ReplicationServer`]
+//! and its public surface are here, and [`ReplicationServer::encode`] is their pipeline:
+//! `begin` (the budget, starting over when nothing in flight can be acknowledged),
+//! `rescan`, `rank` (what may differ, looked at and given its priority), `select` (what
+//! fits), `carried` and `write` (the entries, and the view they leave), `track` (what the
+//! client is taken to show until acknowledged), `count`.
+//!
+//! Measured figures behind these choices and the design's history are in
+//! `docs/replication-server.md`.
+
+mod cache;
+mod relevance;
+mod select;
+mod shown;
+mod store;
+mod views;
+mod write;
+
+use crate::budget::{BudgetConfig, BudgetController, BudgetStats};
+use crate::error::ReplicationError;
+use crate::schema::{KindId, Schema};
+use crate::snapshot::Limits;
+use crate::state::StateWriter;
+use crate::view::{Entry, View};
+use cache::BodyCache;
+use lagless_core::Tick;
+use lagless_wire::BitWriter;
+use relevance::Relevance;
+use select::{Picked, Room, Scratch};
+use shown::{ErrorScale, Shown};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use store::Store;
+use views::Views;
+
+/// A client, as the game names it.
+pub type ClientKey = u64;
+
+/// Server settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// Simulation ticks per second (positions are predicted from velocities over ticks).
+    pub tick_hz: u32,
+    /// Snapshots sent per second to each client, to turn the budget into bits.
+    pub snapshot_hz: f64,
+    /// The per-client budget.
+    pub budget: BudgetConfig,
+    /// Snapshots in flight remembered per client (their views): acknowledgements of older
+    /// ones are ignored. Bounds memory whatever a client acknowledges.
+    pub max_in_flight: usize,
+    /// Entity counts and ids.
+    pub limits: Limits,
+    /// Largest snapshot payload, bytes, budget or not.
+    pub max_snapshot_bytes: usize,
+    /// Distance at which the default relevance halves, in the position field's units.
+    pub relevance_distance: f32,
+    /// Within this distance of the client's focus the default relevance is multiplied by
+    /// [`Self::near_boost`]: what the player looks at and collides with goes before the
+    /// rest of the world whenever the budget is short. In the position field's units.
+    pub near_distance: f32,
+    /// See [`Self::near_distance`]; 1 turns the near field off.
+    pub near_boost: f32,
+    /// The error, in the position field's units, that doubles how fast a waiting entity
+    /// gains priority: the distance between where the client shows it (its last state
+    /// carried on by its velocity, as [`crate::ReplicationClient::values_at`] does) and
+    /// where it is. A body moving as the client predicts waits; one that hit something
+    /// goes. 0 leaves error out (priority then grows with waiting alone).
+    pub error_tolerance: f32,
+    /// How long clients carry a held-back entity on by its velocity, s: the `max_secs`
+    /// the game passes to [`crate::ReplicationClient::values_at`] and
+    /// [`crate::ReplicationClient::read_all_at`]. The server weighs errors with it.
+    pub dead_reckoning_secs: f32,
+    /// Bytes each packet costs on the link beyond the snapshot payload (the session's
+    /// header and UDP/IP's), taken off the budget so the budget is what the link carries.
+    pub packet_overhead_bytes: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            tick_hz: 64,
+            snapshot_hz: 64.0,
+            budget: BudgetConfig::default(),
+            max_in_flight: 256,
+            limits: Limits::default(),
+            max_snapshot_bytes: 60 * 1024,
+            relevance_distance: 10.0,
+            near_distance: 6.0,
+            near_boost: 8.0,
+            error_tolerance: 0.05,
+            dead_reckoning_secs: 0.25,
+            packet_overhead_bytes: 60,
+        }
+    }
+}
+
+/// One client's counters.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClientReplicationStats {
+    /// Snapshots encoded.
+    pub snapshots: u64,
+    /// Of those, without a baseline.
+    pub full: u64,
+    /// Payload bits.
+    pub bits: u64,
+    /// Entities that differed from what the client held, summed over snapshots.
+    pub candidates: u64,
+    /// Of those, held back by the budget.
+    pub deferred: u64,
+    /// Entries sent (updates, spawns, despawns).
+    pub sent: u64,
+    /// Summed baseline age, ticks, over snapshots with one.
+    pub baseline_age_ticks: u64,
+    /// Acknowledgements of snapshots no longer remembered (ignored).
+    pub stale_acks: u64,
+    /// Times every snapshot in flight went unacknowledged (a long outage, or a client
+    /// that lost its baselines): the server started again from nothing.
+    pub resyncs: u64,
+    /// Budget counters.
+    pub budget: BudgetStats,
+}
+
+/// One client's state: what it acknowledged and what is in flight to it, what it shows,
+/// what waits for it and how much, and its budget.
+struct ClientState {
+    /// What it acknowledged, and what is in flight.
+    views: Views,
+    /// Per entity, the priority gained waiting.
+    priority: Vec<f32>,
+    /// The tick of its last snapshot, for how long entities waited since.
+    last_tick: Option<Tick>,
+    focus: Option<[f32; 3]>,
+    budget: BudgetController,
+    /// The last snapshot left something out for want of room: the budget is in use.
+    limited: bool,
+    /// Entities that may differ from what the client holds.
+    pending: Pending,
+    /// Per entity, what the client shows of it as the newest send and the acknowledged
+    /// view say, worked out once and kept until an acknowledgement changes either: with a
+    /// crowded world nearly every entity waits in every snapshot, and looking each up
+    /// again for every client every tick would be most of the encoding work.
+    shown: Vec<Shown>,
+    /// Encodes left before every entity is looked at again (with a game's relevance).
+    scan_countdown: u32,
+    /// Entities the client predicts, ascending: sent ahead of every priority.
+    owned: Vec<u32>,
+    /// Emptied change lists of acknowledged snapshots, for the next ones: memory the
+    /// cache still holds, which a fresh allocation per snapshot would not be.
+    spare: Vec<Vec<(u32, Option<Entry>)>>,
+    /// Bits sent beside snapshots since the last one ([`ReplicationServer::charge`]).
+    charged: u64,
+    stats: ClientReplicationStats,
+}
+
+impl ClientState {
+    /// A client that holds nothing yet, under `budget`.
+    fn new(budget: BudgetController) -> Self {
+        Self {
+            views: Views::default(),
+            priority: Vec::new(),
+            last_tick: None,
+            focus: None,
+            budget,
+            limited: false,
+            pending: Pending::default(),
+            shown: Vec::new(),
+            scan_countdown: 1,
+            owned: Vec::new(),
+            spare: Vec::new(),
+            charged: 0,
+            stats: ClientReplicationStats::default(),
+        }
+    }
+
+    /// Readies the client for its snapshot of `tick` at `now`: returns the ticks its
+    /// waiting entities waited since the last one.
+    fn begin(&mut self, tick: Tick, now: Duration, config: &ServerConfig, store: &Store) -> f32 {
+        self.budget.update(now, self.limited);
+        if self.views.in_flight.len() >= config.max_in_flight.max(1) {
+            // Nothing the client can still acknowledge is remembered: it cannot decode
+            // against what it acknowledged (or has been gone that long). Start over.
+            self.start_over(store);
+        }
+        let elapsed = self
+            .last_tick
+            .map_or(1.0, |t| tick.0.wrapping_sub(t.0).clamp(1, 1024) as f32);
+        self.last_tick = Some(tick);
+        if self.priority.len() < store.slots() {
+            self.priority.resize(store.slots(), 0.0);
+        }
+        elapsed
+    }
+
+    /// Counts the snapshot `w`, against `base` (`age` ticks old) with `entries` entries,
+    /// as `picked` and `room` chose them, and returns it.
+    fn count(
+        &mut self,
+        w: BitWriter,
+        base: Option<Tick>,
+        age: u32,
+        entries: usize,
+        picked: &Picked,
+        room: &Room,
+    ) -> EncodedSnapshot {
+        self.limited = picked.deferred > 0;
+        let bits = w.bit_len();
+        let s = &mut self.stats;
+        s.snapshots += 1;
+        s.full += u64::from(base.is_none());
+        s.bits += bits as u64;
+        s.candidates += picked.candidates as u64;
+        s.deferred += picked.deferred as u64;
+        s.sent += entries as u64;
+        s.baseline_age_ticks += u64::from(age);
+        EncodedSnapshot {
+            bytes: w.into_bytes(),
+            bits,
+            baseline: base,
+            entries,
+            candidates: picked.candidates,
+            deferred: picked.deferred,
+            resent: picked.resent,
+            budget_bits: room.budget_bits,
+        }
+    }
+}
+
+/// A set of entity ids, as bits: taken in ascending order, so what is looked up per
+/// entity (each client's arrays) is read front to back rather than all over memory.
+#[derive(Default)]
+struct Pending {
+    words: Vec<u64>,
+}
+
+impl Pending {
+    /// Adds `id`.
+    fn mark(&mut self, id: u32) {
+        let w = id as usize / 64;
+        if self.words.len() <= w {
+            self.words.resize(w + 1, 0);
+        }
+        self.words[w] |= 1 << (id % 64);
+    }
+
+    /// True if `id` is in the set.
+    fn contains(&self, id: u32) -> bool {
+        self.words
+            .get(id as usize / 64)
+            .is_some_and(|w| w & (1 << (id % 64)) != 0)
+    }
+
+    /// Takes `id` out.
+    fn remove(&mut self, id: u32) {
+        if let Some(w) = self.words.get_mut(id as usize / 64) {
+            *w &= !(1 << (id % 64));
+        }
+    }
+
+    /// Empties the set into `out`, ascending.
+    fn drain_into(&mut self, out: &mut Vec<u32>) {
+        for (w, word) in self.words.iter_mut().enumerate() {
+            let mut bits = std::mem::take(word);
+            while bits != 0 {
+                out.push(w as u32 * 64 + bits.trailing_zeros());
+                bits &= bits - 1;
+            }
+        }
+    }
+}
+
+/// What [`ReplicationServer::encode`] made for one client.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodedSnapshot {
+    /// The payload.
+    pub bytes: Vec<u8>,
+    /// Bits before padding.
+    pub bits: usize,
+    /// The baseline used, `None` for none.
+    pub baseline: Option<Tick>,
+    /// Entries sent.
+    pub entries: usize,
+    /// Entities that differed from the baseline.
+    pub candidates: usize,
+    /// Of those, held back by the budget.
+    pub deferred: usize,
+    /// Entries sent again only because no acknowledgement has said an earlier send of
+    /// the same state arrived (each snapshot decodes against the acknowledged view).
+    pub resent: usize,
+    /// The budget, bits, if any.
+    pub budget_bits: Option<usize>,
+}
+
+/// A game's relevance rule: `(client, entity id, kind, codes) -> weight`; 0 keeps the
+/// entity from the client.
+pub type RelevanceFn = dyn Fn(ClientKey, u32, KindId, &[i32]) -> f32 + Send + Sync;
+
+/// The server's side of replication. See the module docs.
+pub struct ReplicationServer {
+    schema: Arc<Schema>,
+    config: ServerConfig,
+    store: Store,
+    clients: BTreeMap<ClientKey, ClientState>,
+    bodies: BodyCache,
+    /// Kept between encodes for their memory.
+    scratch: Scratch,
+    relevance: Option<Box<RelevanceFn>>,
+}
+
+/// What one encode reads and leaves as it is: the world, the settings, and the client's
+/// views and rules. Every step of the encode sees the same.
+struct Sight<'a> {
+    tick: Tick,
+    schema: &'a Schema,
+    config: &'a ServerConfig,
+    store: &'a Store,
+    views: &'a Views,
+    /// The acknowledged view the snapshot goes against (empty: none) and its tick.
+    base: &'a View,
+    base_tick: Option<Tick>,
+    /// Entities the client predicts, ascending.
+    owned: &'a [u32],
+    relevance: Relevance<'a>,
+    scale: ErrorScale,
+}
+
+impl Sight<'_> {
+    /// The baseline's age, ticks (0: none).
+    fn age(&self) -> u32 {
+        self.base_tick.map_or(0, |b| self.tick.0.wrapping_sub(b.0))
+    }
+}
+
+impl ReplicationServer {
+    /// A server replicating `schema`'s kinds.
+    pub fn new(schema: Schema, config: ServerConfig) -> Self {
+        Self {
+            schema: Arc::new(schema),
+            config,
+            store: Store::default(),
+            clients: BTreeMap::new(),
+            bodies: BodyCache::default(),
+            scratch: Scratch::default(),
+            relevance: None,
+        }
+    }
+
+    /// The schema.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// Live entities.
+    pub fn len(&self) -> usize {
+        self.store.len()
+    }
+
+    /// True when no entity lives.
+    pub fn is_empty(&self) -> bool {
+        self.store.len() == 0
+    }
+
+    /// Spawns an entity of `kind` at the lowest free id, its state written by `write`.
+    pub fn spawn(
+        &mut self,
+        kind: KindId,
+        write: impl FnOnce(&mut StateWriter),
+    ) -> Result<u32, ReplicationError> {
+        let id = self.store.free_id();
+        self.spawn_with_id(id, kind, write)?;
+        Ok(id)
+    }
+
+    /// Spawns an entity of `kind` under `id` (which must be free and within the limits).
+    pub fn spawn_with_id(
+        &mut self,
+        id: u32,
+        kind: KindId,
+        write: impl FnOnce(&mut StateWriter),
+    ) -> Result<(), ReplicationError> {
+        self.store
+            .spawn(&self.schema, &self.config.limits, id, kind, write)?;
+        self.touch(id);
+        Ok(())
+    }
+
+    /// Sets entity `id`'s state. Returns whether its codes changed.
+    pub fn update(
+        &mut self,
+        id: u32,
+        write: impl FnOnce(&mut StateWriter),
+    ) -> Result<bool, ReplicationError> {
+        let changed = self.store.update(&self.schema, id, write)?;
+        if changed {
+            self.touch(id);
+        }
+        Ok(changed)
+    }
+
+    /// Sets entity `id`'s state, spawning it as `kind` if it does not live: what a game
+    /// calls for each entity when it copies its world into the layer every tick. Returns
+    /// whether anything changed (a spawn, or new codes). An entity living under another
+    /// kind is updated as its own kind.
+    pub fn put(
+        &mut self,
+        id: u32,
+        kind: KindId,
+        write: impl FnOnce(&mut StateWriter),
+    ) -> Result<bool, ReplicationError> {
+        if self.codes(id).is_some() {
+            self.update(id, write)
+        } else {
+            self.spawn_with_id(id, kind, write).map(|()| true)
+        }
+    }
+
+    /// Removes entity `id`; clients are told.
+    pub fn despawn(&mut self, id: u32) -> Result<(), ReplicationError> {
+        self.store.despawn(id)?;
+        self.touch(id);
+        Ok(())
+    }
+
+    /// The codes of entity `id`, and its kind.
+    pub fn codes(&self, id: u32) -> Option<(KindId, &[i32])> {
+        let e = self.store.get(id)?;
+        Some((e.kind, &e.codes))
+    }
+
+    /// True if `client` acknowledged a snapshot whose view holds entity `id`: the client
+    /// has it spawned. A game that sends an entity's motion some other way (dead
+    /// reckoning, `crate::deadreckoning`) waits for this, since a receiver refuses
+    /// messages for ids it never spawned, and a spawn the budget held back arrives
+    /// snapshots after the first message would.
+    pub fn client_holds(&self, client: ClientKey, id: u32) -> bool {
+        self.clients.get(&client).is_some_and(|c| c.views.holds(id))
+    }
+
+    /// Live entity ids, ascending.
+    pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.store.ids()
+    }
+
+    /// A snapshot of `tick` that stands alone: entities `ids` (ascending; ids not live
+    /// are left out) in full, against nothing and without a member list, so a fresh
+    /// [`crate::ReplicationClient`] decodes it whatever it held before. Nothing about any
+    /// client's views changes: it is the essential part a client reconciles its own
+    /// entities with when the fragments of the full snapshot are lost
+    /// ([`lagless_core::ServerSession::send_snapshot_with_essential`]).
+    pub fn encode_standalone(&self, ids: &[u32], tick: Tick) -> Vec<u8> {
+        write::standalone(&self.schema, &self.store, ids, tick)
+    }
+
+    /// The entities `client` predicts ([`ReplicationServer::set_owned`]), ascending.
+    pub fn owned(&self, client: ClientKey) -> &[u32] {
+        self.clients.get(&client).map_or(&[], |c| &c.owned)
+    }
+
+    /// Adds a client (nothing happens if it is there already).
+    pub fn add_client(&mut self, client: ClientKey) {
+        if self.clients.contains_key(&client) {
+            return;
+        }
+        let budget = BudgetController::new(self.config.budget);
+        let live: Vec<u32> = self.ids().collect();
+        let c = self
+            .clients
+            .entry(client)
+            .or_insert_with(|| ClientState::new(budget));
+        for id in live {
+            c.pending.mark(id);
+        }
+    }
+
+    /// Marks `id` as possibly differing from what every client holds.
+    fn touch(&mut self, id: u32) {
+        for c in self.clients.values_mut() {
+            c.pending.mark(id);
+        }
+    }
+
+    /// Takes `bits` the client's link carried beside its snapshots (the game's messages)
+    /// out of its next snapshot's budget, so the budget stays what the link carries.
+    pub fn charge(&mut self, client: ClientKey, bits: u64) {
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.charged = c.charged.saturating_add(bits);
+        }
+    }
+
+    /// Forgets a client.
+    pub fn remove_client(&mut self, client: ClientKey) {
+        self.clients.remove(&client);
+    }
+
+    /// Where the client's player is: the default relevance favours what is near it.
+    pub fn set_focus(&mut self, client: ClientKey, focus: Option<[f32; 3]>) {
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.focus = focus;
+        }
+    }
+
+    /// Entities `client` predicts (its own player, say): when they differ from what it
+    /// holds they go in every snapshot ahead of everything else, so its prediction is
+    /// never compared with a state the budget held back. Replaces the previous set.
+    pub fn set_owned(&mut self, client: ClientKey, entities: &[u32]) {
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.owned = entities.to_vec();
+            c.owned.sort_unstable();
+            c.owned.dedup();
+        }
+    }
+
+    /// Replaces the default relevance (nearness to the client's focus) with the game's.
+    pub fn set_relevance(&mut self, f: Box<RelevanceFn>) {
+        self.relevance = Some(f);
+    }
+
+    /// The client's counters.
+    pub fn client_stats(&self, client: ClientKey) -> Option<ClientReplicationStats> {
+        self.clients.get(&client).map(|c| ClientReplicationStats {
+            budget: c.budget.stats().clone(),
+            ..c.stats.clone()
+        })
+    }
+
+    /// The client's budget now, kbit/s (`None`: unlimited or unknown client).
+    pub fn budget_kbps(&self, client: ClientKey) -> Option<f64> {
+        self.clients.get(&client)?.budget.kbps()
+    }
+
+    /// The client's round trip as its acknowledgements show it, seconds.
+    pub fn rtt(&self, client: ClientKey) -> Option<f64> {
+        self.clients.get(&client)?.budget.srtt()
+    }
+
+    /// The client holds no view this server may send a delta against (it refused a
+    /// snapshot whose checksum did not match, or forgot its baselines), as its session
+    /// reports ([`lagless_core::ServerSession::resync_requested`]): the next snapshot goes
+    /// against nothing, with the list of every entity it should show. Asking again before
+    /// a snapshot against nothing was acknowledged changes nothing, so a client that asks
+    /// in every packet until one arrives is answered once.
+    pub fn resync(&mut self, client: ClientKey) {
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.resync(&self.store);
+        }
+    }
+
+    /// The client has decoded the snapshot of `tick` (its newest), as its session reports
+    /// at `now` ([`lagless_core::ServerSession::snapshot_ack`]). Older or repeated
+    /// acknowledgements change nothing.
+    pub fn acknowledge(&mut self, client: ClientKey, tick: Tick, now: Duration) {
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.acknowledge(tick, now);
+        }
+    }
+
+    /// The snapshot of `tick` for `client`, against the newest view it acknowledged, at
+    /// `now`. The game sends it through its session
+    /// ([`lagless_core::ServerSession::send_snapshot`]).
+    pub fn encode(
+        &mut self,
+        client: ClientKey,
+        tick: Tick,
+        now: Duration,
+    ) -> Result<EncodedSnapshot, ReplicationError> {
+        self.bodies.start(tick);
+        let c = self
+            .clients
+            .get_mut(&client)
+            .ok_or(ReplicationError::UnknownClient(client))?;
+        let elapsed = c.begin(tick, now, &self.config, &self.store);
+        if self.relevance.is_some() {
+            relevance::rescan(&mut c.scan_countdown, &mut c.pending, &self.store);
+        }
+        let mut lists = std::mem::take(&mut self.scratch);
+        lists.clear();
+        let empty = View::new();
+        let (base_tick, base) = match c.views.base(tick) {
+            Some((t, view)) => (Some(t), view),
+            None => (None, &empty),
+        };
+        let sight = Sight {
+            tick,
+            schema: &self.schema,
+            config: &self.config,
+            store: &self.store,
+            views: &c.views,
+            base,
+            base_tick,
+            owned: &c.owned,
+            relevance: Relevance::new(self.relevance.as_deref(), client, c.focus, &self.config),
+            scale: ErrorScale::new(&self.config),
+        };
+        select::rank(
+            &sight,
+            &mut c.shown,
+            &mut c.pending,
+            &mut c.priority,
+            elapsed,
+            &mut lists,
+        );
+        let mut room = Room::new(&c.budget, std::mem::take(&mut c.charged), &self.config);
+        let picked = select::select(&sight, &mut self.bodies, &mut lists, &mut room);
+        let changes = write::carried(&sight, &lists.chosen, c.spare.pop().unwrap_or_default());
+        let w = write::write(&sight, &lists.chosen, &changes, &self.bodies, picked.used);
+        let age = sight.age();
+        c.track(&lists.chosen, changes, base_tick, tick, now);
+        let snapshot = c.count(w, base_tick, age, lists.chosen.len(), &picked, &room);
+        self.scratch = lists;
+        Ok(snapshot)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,91 @@
+//! Relevance and focus: how much an entity matters to a client, 0 keeping it from the
+//! client altogether.
+//!
+//! By default an entity matters by how near it is to the client's focus
+//! ([`super::ReplicationServer::set_focus`]); a game can replace that with its own rule
+//! ([`super::ReplicationServer::set_relevance`]).
+
+use super::store::{Live, Store};
+use super::{ClientKey, Pending, RelevanceFn, ServerConfig};
+
+/// With a game's relevance rule, every entity is looked at again this often (encodes):
+/// its relevance may change while the entity does not.
+const RESCAN_EVERY: u32 = 16;
+
+/// One client's relevance rule, for one encode.
+pub(super) struct Relevance<'a> {
+    /// The game's rule, which replaces the default.
+    game: Option<&'a RelevanceFn>,
+    client: ClientKey,
+    focus: Option<[f32; 3]>,
+    /// [`ServerConfig::relevance_distance`], kept off zero.
+    distance: f32,
+    /// [`ServerConfig::near_distance`].
+    near: f32,
+    /// [`ServerConfig::near_boost`], 1 unless a positive number.
+    boost: f32,
+}
+
+impl<'a> Relevance<'a> {
+    /// `client`'s relevance: `game`'s rule if any, else nearness to `focus`.
+    pub(super) fn new(
+        game: Option<&'a RelevanceFn>,
+        client: ClientKey,
+        focus: Option<[f32; 3]>,
+        config: &ServerConfig,
+    ) -> Self {
+        let boost = if config.near_boost.is_finite() && config.near_boost > 0.0 {
+            config.near_boost
+        } else {
+            1.0
+        };
+        Self {
+            game,
+            client,
+            focus,
+            distance: config.relevance_distance.max(1e-3),
+            near: config.near_distance,
+            boost,
+        }
+    }
+
+    /// How much entity `id` matters to the client (0 or NaN: not at all).
+    pub(super) fn weight(&self, id: u32, e: &Live) -> f32 {
+        match self.game {
+            Some(f) => f(self.client, id, e.kind, &e.codes),
+            None => match (self.focus, e.position) {
+                (Some(f), Some(p)) => {
+                    let d2: f32 = (0..3).map(|i| (f[i] - p[i]).powi(2)).sum();
+                    let r = self.distance;
+                    let near = self.near;
+                    let boost = if d2 <= near * near { self.boost } else { 1.0 };
+                    boost / (1.0 + d2 / (r * r))
+                }
+                // Without a focus or a position, nearness cannot rank it: all alike.
+                _ => 1.0,
+            },
+        }
+    }
+
+    /// The live entities the client should show, ascending: the member list of a
+    /// snapshot against nothing, so the client drops whatever else it holds.
+    pub(super) fn members(&self, store: &Store) -> Vec<u32> {
+        store
+            .ids()
+            .filter(|&id| store.get(id).is_some_and(|e| self.weight(id, e) > 0.0))
+            .collect()
+    }
+}
+
+/// With a game's relevance rule, marks every live entity to be looked at again once
+/// every [`RESCAN_EVERY`] encodes (`countdown` counts them): only changed entities are
+/// looked at otherwise, and a game's relevance can change without the entity changing.
+pub(super) fn rescan(countdown: &mut u32, pending: &mut Pending, store: &Store) {
+    *countdown = countdown.saturating_sub(1);
+    if *countdown == 0 {
+        *countdown = RESCAN_EVERY;
+        for id in store.ids() {
+            pending.mark(id);
+        }
+    }
+}

@@ -363,6 +363,8 @@ impl Default for ShooterSettings {
 pub struct RunConfig {
     /// Scene name (`crate::scenes::SCENES`).
     pub scene: String,
+    /// Cube scene: cubes per side of its grid (30: 900 cubes; smaller for quick runs).
+    pub grid: u32,
     /// Network profile name (see `lagless_netem::PROFILE_NAMES`).
     pub profile: String,
     /// Overrides on top of the profile.
@@ -433,6 +435,7 @@ impl Default for RunConfig {
     fn default() -> Self {
         Self {
             scene: "cubes".into(),
+            grid: lagless_scenes::cubes::CubeSceneConfig::default().grid,
             profile: "mobile".into(),
             net: NetOverrides::default(),
             link_changes: Vec::new(),

@@ -86,6 +86,10 @@ pub(crate) struct ConnectArgs {
     /// process, reported together.
     #[arg(long = "token", required = true)]
     pub(crate) tokens: Vec<PathBuf>,
+    /// The scene the server runs (its welcome says which; another is refused by name).
+    /// The scene's own settings (walkers, shooter) must match the server's.
+    #[arg(long, default_value = "cubes")]
+    pub(crate) scene: String,
     /// Seconds to play once connected.
     #[arg(long, default_value_t = 30.0)]
     pub(crate) seconds: f64,
@@ -226,6 +230,7 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<(), String> {
     let key = keys::read_key_file(&a.key_file).map_err(|e| e.to_string())?;
     let mut config = RunConfig {
         scene: a.scene.clone(),
+        grid: a.grid,
         snapshot_hz: a.snapshot_hz,
         budget_kbps: a.budget_kbps,
         snapshot_codec: match a.snapshot_codec {
@@ -241,10 +246,20 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<(), String> {
         private_key: key,
         max_clients: a.max_clients as usize,
         public_addresses: a.public_addrs.clone(),
-        grid: a.grid,
     };
     let stop = ctrl_c_flag()?;
-    let server = GameServer::bind(&settings, &config, None).map_err(|e| e.to_string())?;
+    lagless_lab::with_scene!(config.scene.as_str(), S => serve_scene::<S>(a, &settings, &config, &stop),
+        else Err(lagless_lab::RunError::UnknownScene(config.scene.clone()).to_string()))
+}
+
+/// `lagless serve` of scene `S`.
+fn serve_scene<S: lagless_lab::scene::LabScene>(
+    a: &ServeArgs,
+    settings: &ServeSettings,
+    config: &RunConfig,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<(), String> {
+    let server = GameServer::<S>::bind(settings, config, None).map_err(|e| e.to_string())?;
     tracing::info!(
         addr = %server.local_addr().map_err(|e| e.to_string())?,
         scene = config.scene,
@@ -253,7 +268,7 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<(), String> {
         max_clients = a.max_clients,
         "serving"
     );
-    let outcome = server.run(a.seconds, &stop);
+    let outcome = server.run(a.seconds, stop);
     let mut report = Report::default();
     report.set("scene", lagless_lab::Metric::Text(config.scene.clone()));
     report.set(
@@ -273,6 +288,7 @@ pub(crate) fn connect(a: &ConnectArgs) -> Result<(), String> {
         return Err("--connect-timeout-s must be a positive number".into());
     }
     let mut config = RunConfig {
+        scene: a.scene.clone(),
         seed: a.seed,
         seconds: a.seconds,
         script: ScriptChoice::Named(a.script.clone()),
@@ -287,6 +303,17 @@ pub(crate) fn connect(a: &ConnectArgs) -> Result<(), String> {
         tokens.push(keys::read_token_file(path).map_err(|e| e.to_string())?);
     }
     let stop = ctrl_c_flag()?;
+    lagless_lab::with_scene!(config.scene.as_str(), S => connect_scene::<S>(a, &config, tokens, &stop),
+        else Err(lagless_lab::RunError::UnknownScene(config.scene.clone()).to_string()))
+}
+
+/// `lagless connect` as clients of scene `S`.
+fn connect_scene<S: lagless_lab::scene::LabScene>(
+    a: &ConnectArgs,
+    config: &RunConfig,
+    tokens: Vec<Vec<u8>>,
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Result<(), String> {
     let mut threads = Vec::new();
     for token in tokens {
         let settings = ConnectSettings {
@@ -300,7 +327,7 @@ pub(crate) fn connect(a: &ConnectArgs) -> Result<(), String> {
         let config = config.clone();
         let stop = stop.clone();
         threads.push(std::thread::spawn(move || {
-            let run = connect_one(&settings, &config, &stop);
+            let run = connect_one::<S>(&settings, &config, &stop);
             match &run {
                 Ok(r) => tracing::info!(player = r.player, ended = r.ended, "client done"),
                 Err(e) => tracing::warn!("client failed: {e}"),

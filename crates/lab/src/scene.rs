@@ -86,24 +86,35 @@ pub struct Keys {
 }
 
 /// A scene the lab can run. See the module docs.
-pub trait LabScene: Sized + 'static {
+/// Every part is `Send`: `run --transport udp` runs the server and each client on
+/// threads of their own.
+pub trait LabScene: Sized + Send + 'static {
     /// A player's input.
     type Input: Input;
     /// What a client knows of the server's world at one tick, decoded: what its
     /// prediction compares and loads, and what it interpolates.
-    type Known;
+    type Known: Send;
     /// The client's predicted world (its own player and what it interacts with).
-    type World: Rollback<Input = Self::Input, Confirmed = Self::Known>;
+    type World: Rollback<Input = Self::Input, Confirmed = Self::Known, Saved: Send> + Send;
     /// What both ends know of the scene before it starts (its layout, its grid), built
     /// by the server and handed to each client.
-    type Setup: Clone;
+    type Setup: Clone + Send;
     /// What a script sees of its own player.
-    type Seen;
+    type Seen: Send;
 
     /// Builds the server's world (without players) for `config`.
     fn build(config: &RunConfig) -> Result<(Self, Self::Setup), RunError>;
+    /// What a client builds of the scene before it starts, for `config` (the same as
+    /// [`LabScene::build`]'s, which the default builds the whole world for; a scene whose
+    /// world is costly to build gives it more cheaply).
+    fn client_setup(config: &RunConfig) -> Result<Self::Setup, RunError> {
+        Self::build(config).map(|(_, setup)| setup)
+    }
     /// Adds player `player` to the server's world.
     fn add_player(&mut self, player: PlayerId);
+    /// Takes player `player` out of the server's world (a client left). The default
+    /// leaves it where it is, without input.
+    fn remove_player(&mut self, _player: PlayerId) {}
     /// One simulation step with each player's input.
     fn step(&mut self, inputs: &[(PlayerId, Self::Input)]);
     /// [`LabScene::step`] from state `tick` (the tick the inputs are for), for a scene

@@ -1,4 +1,4 @@
-//! `lagless connect`: one client of the cube scene in real time over UDP.
+//! `lagless connect`: one client of a scene in real time over UDP.
 //!
 //! After netcode.io accepts the token and the server's [`Control::Welcome`] names the
 //! player, the client plays the same scripted input as in a lab run. By default it is the
@@ -9,15 +9,13 @@
 //! server as players would, at a fraction of the CPU.
 
 use super::{Control, NetError, SeqCounter};
-use crate::config::{RunConfig, ScriptChoice, SnapshotCodecChoice};
+use crate::config::{RunConfig, SnapshotCodecChoice};
 use crate::replication::SnapshotReceiver;
 use crate::runner::UDP_IP_HEADER_BYTES;
 use crate::runner::client::{ClientSim, Truth, count_per_second};
-use crate::scenes::{CubeSetup, Cubes, Scripted};
+use crate::scene::{LabScene, PlayerId, Script};
 use lagless_core::{ClientSession, ClientStats, RttEstimator};
 use lagless_netem::{Duplex, LinkConfig, derive_seed};
-use lagless_scenes::cubes::script::{InputScript, script_by_name};
-use lagless_scenes::cubes::{BodyState, CubeInput, CubeScene, CubeSceneConfig, PlayerId};
 use lagless_transport::UdpClient;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -58,14 +56,14 @@ pub struct LinkFigures {
 }
 
 /// A light client: the session, the snapshot decoder and the script.
-pub struct Bot {
+pub struct Bot<S: LabScene> {
     /// The session.
-    pub session: ClientSession<CubeInput>,
+    pub session: ClientSession<S::Input>,
     /// The decoder (it acknowledges what it decodes).
-    pub snapshots: SnapshotReceiver<Cubes>,
-    script: Box<dyn InputScript + Send>,
+    pub snapshots: SnapshotReceiver<S>,
+    script: Box<dyn Script<S>>,
     player: PlayerId,
-    view: Option<BodyState>,
+    view: Option<S::Seen>,
     ack_only: bool,
     /// Bytes sent, headers counted.
     pub up_bytes: u64,
@@ -76,16 +74,16 @@ pub struct Bot {
 }
 
 /// The client that played: the lab's full client or a bot.
-pub(crate) enum Player {
+pub(crate) enum Player<S: LabScene> {
     /// The lab's client.
-    Full(Box<ClientSim<Cubes>>),
+    Full(Box<ClientSim<S>>),
     /// A bot.
-    Bot(Box<Bot>),
+    Bot(Box<Bot<S>>),
 }
 
-impl Player {
+impl<S: LabScene> Player<S> {
     /// The session.
-    pub fn session(&self) -> &ClientSession<CubeInput> {
+    pub fn session(&self) -> &ClientSession<S::Input> {
         match self {
             Player::Full(c) => &c.session,
             Player::Bot(b) => &b.session,
@@ -141,8 +139,8 @@ impl Player {
                         continue;
                     }
                     if let Some(s) = b.snapshots.receive(&snap, &mut b.session) {
-                        if let Some(p) = s.player(b.player) {
-                            b.view = Some(*p);
+                        if let Some(p) = S::seen_in(&s, b.player) {
+                            b.view = Some(p);
                         }
                     }
                 }
@@ -162,11 +160,11 @@ impl Player {
 }
 
 /// What one client's run produced.
-pub struct ClientRun {
+pub struct ClientRun<S: LabScene> {
     /// The player it drove.
     pub player: PlayerId,
     /// The client, with everything it measured.
-    pub(crate) client: Player,
+    pub(crate) client: Player<S>,
     /// The server's packets, counted by sequence number.
     pub down: SeqCounter,
     /// The server's last link report.
@@ -179,24 +177,25 @@ pub struct ClientRun {
     pub config: RunConfig,
 }
 
-/// Connects with `settings.token`, plays for `settings.seconds` (or until `stop`), and
-/// leaves.
-pub fn connect(
+/// Connects with `settings.token` as a client of scene `S` (the server must run the
+/// same scene: its welcome says which), plays for `settings.seconds` (or until `stop`),
+/// and leaves.
+pub fn connect<S: LabScene>(
     settings: &ConnectSettings,
     config: &RunConfig,
     stop: &AtomicBool,
-) -> Result<ClientRun, NetError> {
+) -> Result<ClientRun<S>, NetError> {
     connect_with_truth(settings, config, None, stop)
 }
 
 /// [`connect`], with the `truth` a server in the same process records, so the client
 /// can measure its errors against the server's positions.
-pub(crate) fn connect_with_truth(
+pub(crate) fn connect_with_truth<S: LabScene>(
     settings: &ConnectSettings,
     config: &RunConfig,
     truth: Option<Arc<RwLock<Truth>>>,
     stop: &AtomicBool,
-) -> Result<ClientRun, NetError> {
+) -> Result<ClientRun<S>, NetError> {
     let mut udp = UdpClient::connect(&settings.token)?;
     let run = play(&mut udp, settings, config, truth, stop);
     // Every way out, giving up on the welcome included, sends the redundant disconnect
@@ -208,13 +207,13 @@ pub(crate) fn connect_with_truth(
 
 /// The part of [`connect_with_truth`] that runs once the socket exists: waits for the
 /// welcome, then plays. The caller disconnects, however this ends.
-fn play(
+fn play<S: LabScene>(
     udp: &mut UdpClient,
     settings: &ConnectSettings,
     config: &RunConfig,
     truth: Option<Arc<RwLock<Truth>>>,
     stop: &AtomicBool,
-) -> Result<ClientRun, NetError> {
+) -> Result<ClientRun<S>, NetError> {
     let deadline = Instant::now() + settings.connect_timeout;
     let welcome = loop {
         udp.update();
@@ -245,6 +244,9 @@ fn play(
         snapshot_hz,
         grid,
         codec,
+        scene,
+        schema,
+        seed,
     } = welcome
     else {
         return Err(NetError::Connect("no welcome".into()));
@@ -265,22 +267,31 @@ fn play(
         0 => SnapshotCodecChoice::Delta,
         _ => SnapshotCodecChoice::Plain,
     };
-    let scene_config = CubeSceneConfig {
-        tick_hz,
-        grid,
-        ..CubeSceneConfig::default()
-    };
-    // A full scene has a cube in every slot; the sparse one counts the slots without
-    // building them (64 bots building 900 cubes each starved the server of CPU).
-    let local_cubes = CubeScene::new_sparse(scene_config).cube_count();
-    let setup = CubeSetup::new(scene_config, local_cubes);
+    if super::scene_name(scene) != Some(config.scene.as_str()) {
+        return Err(NetError::Connect(format!(
+            "the server runs scene {}, this client {}",
+            super::scene_name(scene).unwrap_or("(unknown)"),
+            config.scene
+        )));
+    }
+    if !(1..=super::serve::MAX_GRID).contains(&grid) {
+        return Err(NetError::Connect(format!(
+            "the server's grid of {grid} cubes a side is out of range"
+        )));
+    }
+    config.grid = grid;
+    config.seed = seed;
+    let setup = S::client_setup(&config)?;
+    if super::schema_fingerprint(&S::schema(&setup)) != schema {
+        return Err(NetError::Connect(format!(
+            "the server's {} scene declares other snapshots than this client's: run both \
+             with the same scene settings",
+            config.scene
+        )));
+    }
     // The runner's client k drives player k + 1 with script seed 1000 + k.
     let script_seed = derive_seed(config.seed, 1000 + u64::from(player - 1));
-    let script = match &config.script {
-        ScriptChoice::Named(name) => script_by_name(name, script_seed, &scene_config)
-            .ok_or_else(|| crate::RunError::UnknownScript(name.clone()))?,
-        ScriptChoice::Custom(f) => f(script_seed),
-    };
+    let script = S::script(&config, &setup, script_seed)?;
     let mut client = if settings.bot || settings.ack_only {
         Player::Bot(Box::new(Bot {
             session: ClientSession::new(config.client.clone()),
@@ -301,7 +312,7 @@ fn play(
             &config,
             (u64::from(player), player),
             link,
-            Box::new(Scripted(script)),
+            script,
             &setup,
         )))
     };
@@ -314,6 +325,19 @@ fn play(
     let mut down = SeqCounter::default();
     let mut link = None;
     let start = Instant::now();
+    if let (Player::Full(c), Some(truth)) = (&mut client, &truth) {
+        // Characters are measured against the server's record of them, at the same
+        // instant: this client's clock starts now, the server's record at its epoch.
+        if let Ok(t) = truth.read() {
+            c.truth_offset = t
+                .epoch
+                .map_or(Duration::ZERO, |e| start.saturating_duration_since(e));
+            if !t.character_ids.is_empty() {
+                let slot = S::character_slot(&setup, config.clients);
+                c.watch_characters(t.character_ids.clone(), slot);
+            }
+        }
+    }
     // A NaN or negative time plays nothing; one too long for a Duration, for ever.
     let end = Duration::try_from_secs_f64(settings.seconds.max(0.0)).unwrap_or(Duration::MAX);
     let ended = loop {
@@ -345,9 +369,27 @@ fn play(
                 });
             }
         }
+        let before = client.session().current_tick();
         let out = match &truth {
             Some(t) => match t.read() {
-                Ok(guard) => client.step(now, &config, &guard),
+                Ok(guard) => {
+                    let out = client.step(now, &config, &guard);
+                    if let (Some(probe), Player::Full(c)) = (&guard.probe, &client) {
+                        // On the server's clock, as the runner probes on its one clock.
+                        let s = &c.session;
+                        let position = s.is_synced().then(|| s.position());
+                        let tracking = position
+                            .zip(s.server_position(now))
+                            .map(|(p, server)| p - server - s.target_lead_ticks());
+                        let ticks = (before, s.current_tick());
+                        let sample = (position, s.rtt().smoothed(), tracking);
+                        if let Ok(mut p) = probe.lock() {
+                            let i = player as usize - 1;
+                            p.client_ticks(i, now + c.truth_offset, ticks, sample);
+                        }
+                    }
+                    out
+                }
                 Err(_) => client.step(now, &config, &no_truth),
             },
             None => client.step(now, &config, &no_truth),
@@ -405,7 +447,7 @@ mod tests {
         };
         let client = std::thread::spawn(move || {
             let stop = AtomicBool::new(false);
-            connect(&settings, &RunConfig::default(), &stop).err()
+            connect::<crate::scenes::Cubes>(&settings, &RunConfig::default(), &stop).err()
         });
         let start = Instant::now();
         let mut events = Vec::new();

@@ -1,9 +1,10 @@
-//! The cube scene over real UDP: the lab's sessions on `lagless_transport` (netcode.io,
-//! real clock), for `lagless serve`, `connect`, `proxy` and `run --transport udp`.
+//! Every scene over real UDP: the lab's server and clients on `lagless_transport`
+//! (netcode.io, real clock), for `lagless serve`, `connect`, `proxy` and
+//! `run --transport udp`.
 //!
-//! - [`serve`]: the authoritative server loop (the runner's `ServerSession`, `CubeScene`
-//!   and [`crate::replication::SnapshotSender`]) in real time; each netcode.io client slot
-//!   `k` drives player `k + 1` under a fresh lagless `ClientId` per connection.
+//! - [`serve`]: the authoritative server loop (the game's `lagless_replication::Server`,
+//!   the scene and [`crate::replication::SnapshotSender`]) in real time; each netcode.io
+//!   client slot `k` drives player `k + 1` under a fresh lagless `ClientId` per connection.
 //! - [`connect`]: one client in real time, the lab's own client (`runner::client::ClientSim`:
 //!   session, script, prediction, interpolation) or a light bot (session, script, decoding),
 //!   its link a pass-through `netem::Duplex` fed from the socket.
@@ -15,7 +16,8 @@
 //!
 //! Beside the session packets, which travel as unreliable payloads unchanged, the server
 //! sends [`Control`] messages on the transport's reliable channel: a welcome with the
-//! player the client drives and the scene's settings, and once a second a link report
+//! player the client drives and the scene's settings (the scene, its declaration's
+//! fingerprint and the seed, so a client of another scene is refused by name), and once a second a link report
 //! with what the server received from the client and sent to it, so the client can tell
 //! the loss of both directions (`net.loss_pct`) from the session packets' sequence
 //! numbers ([`SeqCounter`]).
@@ -61,6 +63,13 @@ pub enum Control {
         grid: u32,
         /// The snapshot codec: 0 delta (replication layer), 1 plain.
         codec: u8,
+        /// The scene ([`scene_code`]).
+        scene: u8,
+        /// The scene's replication declaration ([`schema_fingerprint`]): a client whose
+        /// scene settings declare another one would decode nothing right.
+        schema: u64,
+        /// The run's seed (scene layouts and scripts follow it).
+        seed: u64,
     },
     /// Sent every second: the link as the server saw it since this client connected.
     Link {
@@ -91,6 +100,9 @@ impl Control {
                 snapshot_hz,
                 grid,
                 codec,
+                scene,
+                schema,
+                seed,
             } => {
                 w.write_u8(TAG_WELCOME);
                 w.write_u32(player);
@@ -98,6 +110,9 @@ impl Control {
                 w.write_u32(snapshot_hz);
                 w.write_u32(grid);
                 w.write_u8(codec);
+                w.write_u8(scene);
+                w.write_u64(schema);
+                w.write_u64(seed);
             }
             Control::Link {
                 up_expected,
@@ -125,6 +140,9 @@ impl Control {
                 snapshot_hz: r.read_u32()?,
                 grid: r.read_u32()?,
                 codec: r.read_u8()?,
+                scene: r.read_u8()?,
+                schema: r.read_u64()?,
+                seed: r.read_u64()?,
             },
             TAG_LINK => Control::Link {
                 up_expected: r.read_u64()?,
@@ -142,6 +160,29 @@ impl Control {
         r.finish()?;
         Ok(out)
     }
+}
+
+/// A scene's code in the welcome: its place in [`crate::scenes::SCENES`] (255: none).
+pub fn scene_code(name: &str) -> u8 {
+    crate::scenes::SCENES
+        .iter()
+        .position(|s| *s == name)
+        .map_or(u8::MAX, |i| i as u8)
+}
+
+/// The scene name a welcome's code stands for.
+pub fn scene_name(code: u8) -> Option<&'static str> {
+    crate::scenes::SCENES.get(usize::from(code)).copied()
+}
+
+/// A fingerprint of a replication declaration (FNV-1a of its description): two ends
+/// whose fingerprints differ do not speak the same snapshots.
+pub fn schema_fingerprint(schema: &lagless_replication::Schema) -> u64 {
+    format!("{schema:?}")
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
 }
 
 /// Counts the packets of one direction from the 16-bit sequence number every session
@@ -219,6 +260,9 @@ mod tests {
                 snapshot_hz: 32,
                 grid: 30,
                 codec: 0,
+                scene: 2,
+                schema: 0x1234_5678_9abc_def0,
+                seed: 7,
             },
             Control::Link {
                 up_expected: 10,

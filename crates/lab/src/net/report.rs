@@ -1,4 +1,4 @@
-//! LAB.md's metrics from clients that played over a real link, and from the server when
+//! The lab's metrics (`docs/metrics.md`) from clients that played over a real link, and from the server when
 //! it ran in the same process.
 //!
 //! Over a real link nobody sees the packets the network dropped, so `net.loss_pct` comes
@@ -13,18 +13,18 @@ use super::serve::ServeOutcome;
 use crate::metrics::{Metric, Report, mean, percentile};
 use crate::replication::{SnapshotReceiver, snapshot_metrics};
 use crate::runner::client::{ClientSim, Truth};
-use crate::scenes::Cubes;
+use crate::scene::LabScene;
 
 /// The report of clients that played (one or more), with `profile` naming the link.
-pub fn build(runs: Vec<ClientRun>, profile: &str) -> Report {
+pub fn build<S: LabScene>(runs: Vec<ClientRun<S>>, profile: &str) -> Report {
     build_with(runs, None, None, profile)
 }
 
 /// The report of `runs` (one or more clients), with `server` and `truth` when the
 /// server ran in the same process. `profile` names the link (`udp` when unknown).
-pub(crate) fn build_with(
-    runs: Vec<ClientRun>,
-    server: Option<&ServeOutcome>,
+pub(crate) fn build_with<S: LabScene>(
+    runs: Vec<ClientRun<S>>,
+    server: Option<&ServeOutcome<S>>,
     truth: Option<&Truth>,
     profile: &str,
 ) -> Report {
@@ -45,7 +45,7 @@ pub(crate) fn build_with(
     let ended: Vec<&str> = runs.iter().map(|c| c.ended.as_str()).collect();
     r.set("client.ended", Metric::Text(ended.join(",")));
     let down_kbps = net(&mut r, &runs);
-    let receivers: Vec<&SnapshotReceiver<Cubes>> = runs
+    let receivers: Vec<&SnapshotReceiver<S>> = runs
         .iter()
         .map(|c| match &c.client {
             Player::Full(s) => &s.snapshots,
@@ -84,7 +84,7 @@ pub(crate) fn build_with(
         Metric::Count(stats.iter().map(|s| s.packets_rejected).sum()),
     );
     let players: Vec<u32> = runs.iter().map(|c| c.player).collect();
-    let sims: Vec<ClientSim<Cubes>> = runs
+    let sims: Vec<ClientSim<S>> = runs
         .into_iter()
         .filter_map(|c| match c.client {
             Player::Full(s) => Some(*s),
@@ -94,12 +94,38 @@ pub(crate) fn build_with(
     if !sims.is_empty() {
         crate::runner::report::sync(&mut r, &sims);
         crate::runner::report::prediction(&mut r, &sims);
-        interpolation(&mut r, &sims);
-        render(&mut r, &sims, truth);
-        r.set(
-            "interpolation.policy",
-            Metric::Text(crate::playback::policy_label(&config.interpolation)),
+        let sets: Vec<&crate::playback::PolicyShadows> = sims.iter().map(|c| &c.shadows).collect();
+        let shadows = crate::playback::PolicyShadows::mean_figures(&sets);
+        crate::runner::report::interpolation_with_shadows(
+            &mut r,
+            &sims,
+            &config.interpolation,
+            &shadows,
         );
+        render(&mut r, &sims, truth);
+        if let Some(probe) = truth.and_then(|t| t.probe.as_ref()) {
+            if let Ok(p) = probe.lock() {
+                p.fill(&mut r);
+            }
+            r.set(
+                "sync.lead_policy",
+                Metric::Text(crate::input_buffer::lead_label(&config.client.sync.lead)),
+            );
+        }
+        match server {
+            // The scene's own figures, as a run over the emulator reports them.
+            Some(s) => {
+                crate::runner::report::dead_reckoning(&mut r, &sims, &s.sender, &s.server, seconds);
+                crate::runner::report::scene_metrics(&mut r, &s.scene, &sims);
+            }
+            None => {
+                let worlds: Vec<&S::World> = sims
+                    .iter()
+                    .filter_map(|c| c.prediction.as_ref().map(|p| &p.game))
+                    .collect();
+                S::report_worlds(&worlds, &mut r);
+            }
+        }
     }
     r.set(
         "client.players",
@@ -115,7 +141,7 @@ pub(crate) fn build_with(
 }
 
 /// `net.*`; returns the mean downlink rate per client as sent, kbit/s.
-fn net(r: &mut Report, runs: &[ClientRun]) -> Option<f64> {
+fn net<S: LabScene>(r: &mut Report, runs: &[ClientRun<S>]) -> Option<f64> {
     let kbps = |bytes: u64, secs: f64| (secs > 0.0).then(|| bytes as f64 * 8.0 / 1000.0 / secs);
     let sent: Vec<f64> = runs
         .iter()
@@ -165,14 +191,9 @@ fn net(r: &mut Report, runs: &[ClientRun]) -> Option<f64> {
     mean(&sent)
 }
 
-/// `interpolation.*` of the full clients' buffers (errors only with the server's truth).
-fn interpolation(r: &mut Report, sims: &[ClientSim<Cubes>]) {
-    let _ = crate::runner::report::interpolation_buffers(r, sims);
-}
-
 /// `render.*`: the own player's frames against the server's truth (when known) and the
 /// causal input-to-motion latency (always).
-fn render(r: &mut Report, sims: &[ClientSim<Cubes>], truth: Option<&Truth>) {
+fn render<S: LabScene>(r: &mut Report, sims: &[ClientSim<S>], truth: Option<&Truth>) {
     let mut errors = Vec::new();
     let mut jerks = Vec::new();
     let mut latency = Vec::new();

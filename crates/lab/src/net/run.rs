@@ -5,7 +5,7 @@
 //! ([`super::connect`]) on its own; between them, unless the profile is `loopback`, sits
 //! the transport's [`lagless_transport::Proxy`] applying the profile and overrides, seeded
 //! per client as the emulator run seeds client `k`'s link. The server records the truth
-//! (every player and cube per tick) for the clients to measure their errors against, as
+//! (every player and other entity per tick) for the clients to measure their errors against, as
 //! the virtual-clock runner does.
 
 use super::NetError;
@@ -15,6 +15,7 @@ use super::serve::{GameServer, ServeOutcome, ServeSettings};
 use crate::config::RunConfig;
 use crate::metrics::{Metric, Report};
 use crate::runner::client::Truth;
+use crate::scene::LabScene;
 use lagless_transport::{PROTOCOL_ID, keys};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,8 +25,14 @@ use std::time::{Duration, Instant};
 /// The profile name that puts no proxy between clients and server.
 pub const LOOPBACK_PROFILE: &str = "loopback";
 
-/// Runs `config` over real UDP on loopback and reports it.
+/// Runs `config` (its scene by name) over real UDP on loopback and reports it.
 pub fn run(config: &RunConfig) -> Result<Report, NetError> {
+    crate::with_scene!(config.scene.as_str(), S => run_scene::<S>(config),
+        else Err(crate::RunError::UnknownScene(config.scene.clone()).into()))
+}
+
+/// [`run`] on scene `S`.
+fn run_scene<S: LabScene>(config: &RunConfig) -> Result<Report, NetError> {
     if !(config.seconds > 0.0 && config.seconds <= 24.0 * 3600.0) {
         return Err(crate::RunError::Invalid(format!(
             "seconds must be in (0, 86400], got {}",
@@ -74,14 +81,13 @@ pub fn run(config: &RunConfig) -> Result<Report, NetError> {
             private_key: key,
             max_clients: clients,
             public_addresses: proxy_listen.into_iter().collect(),
-            grid: lagless_scenes::cubes::CubeSceneConfig::default().grid,
         };
         let config = config.clone();
         let stop = stop.clone();
         std::thread::Builder::new()
             .name("lagless-serve".into())
-            .spawn(move || -> Option<ServeOutcome> {
-                match GameServer::bind(&settings, &config, Some(clients)) {
+            .spawn(move || -> Option<ServeOutcome<S>> {
+                match GameServer::<S>::bind(&settings, &config, Some(clients)) {
                     Ok(s) => {
                         let ready = s.local_addr().map(|a| (a, s.truth()));
                         let _ = tx.send(ready.map_err(|e| e.to_string()));
@@ -137,7 +143,7 @@ pub fn run(config: &RunConfig) -> Result<Report, NetError> {
         threads.push(
             std::thread::Builder::new()
                 .name(format!("lagless-client-{k}"))
-                .spawn(move || connect_with_truth(&settings, &config, truth, &stop))
+                .spawn(move || connect_with_truth::<S>(&settings, &config, truth, &stop))
                 .map_err(|e| NetError::Thread(e.to_string()))?,
         );
         // One at a time, so client k takes slot k and drives player k + 1, as in the lab.
@@ -146,7 +152,7 @@ pub fn run(config: &RunConfig) -> Result<Report, NetError> {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
-    let mut runs: Vec<ClientRun> = Vec::new();
+    let mut runs: Vec<ClientRun<S>> = Vec::new();
     let mut failure = None;
     for t in threads {
         match t.join() {

@@ -1,7 +1,7 @@
-//! `lagless serve`: the cube scene's authoritative server in real time over UDP.
+//! `lagless serve`: a scene's authoritative server in real time over UDP.
 //!
 //! The same pieces as the virtual-clock runner (the game's `lagless_replication::Server`,
-//! `CubeScene`, [`SnapshotSender`]) driven by [`lagless_transport::UdpServer`]: every frame reads the
+//! the scene, [`SnapshotSender`]) driven by [`lagless_transport::UdpServer`]: every frame reads the
 //! socket, ticks the server as its fixed timestep asks and sends what the session has. A
 //! client that connects (netcode.io slot `k`) gets a fresh lagless `ClientId` and player
 //! `k + 1`, and a [`Control::Welcome`]; one that leaves or times out takes its player and
@@ -15,11 +15,10 @@ use crate::remote_view::Track;
 use crate::replication::SnapshotSender;
 use crate::runner::UDP_IP_HEADER_BYTES;
 use crate::runner::client::{Truth, pos};
-use crate::scenes::Cubes;
+use crate::scene::{LabScene, PlayerId};
 use lagless_core::ClientId;
 use lagless_netcode::Key;
 use lagless_replication::Server;
-use lagless_scenes::cubes::{BodyState, CubeInput, CubeScene, CubeSceneConfig, PlayerId};
 use lagless_transport::{ConnectionEvent, PROTOCOL_ID, ServerSettings, UdpServer};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -27,8 +26,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-/// What `lagless serve` needs beside the run settings (tick rate, snapshot rate, codec,
-/// budget come from a [`RunConfig`]).
+/// What `lagless serve` needs beside the run settings (scene, tick rate, snapshot rate,
+/// codec, budget, the cube grid come from a [`RunConfig`]).
 #[derive(Clone, Debug)]
 pub struct ServeSettings {
     /// Address to bind (port 0: the OS picks one).
@@ -39,8 +38,6 @@ pub struct ServeSettings {
     pub max_clients: usize,
     /// Addresses tokens may name beside the bound one (a proxy in front of the server).
     pub public_addresses: Vec<SocketAddr>,
-    /// Cubes per side of the scene's grid (30: the lab's 900 cubes).
-    pub grid: u32,
 }
 
 /// A connected client.
@@ -81,13 +78,13 @@ pub struct ServerFigures {
     pub rss_mb: (Option<f64>, Option<f64>),
 }
 
-/// The cube scene's server on a UDP socket.
-pub struct GameServer {
+/// A scene's server on a UDP socket.
+pub struct GameServer<S: LabScene> {
     udp: UdpServer,
     config: RunConfig,
-    scene: Cubes,
-    session: Server<CubeInput>,
-    sender: SnapshotSender<Cubes>,
+    scene: S,
+    session: Server<S::Input>,
+    sender: SnapshotSender<S>,
     /// By netcode.io client id (the id in the token).
     conns: BTreeMap<u64, Conn>,
     /// Session client id to netcode.io client id.
@@ -99,22 +96,31 @@ pub struct GameServer {
     /// When the last second's line was logged, and the tick count then.
     last_line: (Duration, usize),
     process_cpu: Option<cpu_time::ProcessTime>,
-    grid: u32,
-    /// Players tracked in the truth, and its rows not yet written (players, cubes).
+    /// Players tracked in the truth, and its rows not yet written (players, others).
     tracked_players: usize,
     pending_truth: Vec<TruthRow>,
+    /// The input-delay and lead probe the clients of this process share.
+    probe: Option<Arc<std::sync::Mutex<crate::input_buffer::SyncProbe>>>,
+    /// Scratch for the other entities' positions and the characters' states.
+    others: Vec<[f32; 3]>,
+    characters: Vec<(u32, lagless_replication::deadreckoning::CharacterState)>,
 }
 
-type TruthRow = (Vec<[f32; 3]>, Vec<[f32; 3]>);
+/// One tick of the truth: the players, the other entities, and the characters with
+/// the time they were recorded at.
+type TruthRow = (Vec<[f32; 3]>, Vec<[f32; 3]>, (Duration, Vec<[f32; 3]>));
 
 /// Appends `rows` to the truth, one position per track per row.
 fn flush_truth(t: &mut Truth, rows: &mut Vec<TruthRow>) {
-    for (players, cubes) in rows.drain(..) {
+    for (players, others, (at, characters)) in rows.drain(..) {
         for (track, p) in t.players.iter_mut().zip(players) {
             track.push(p);
         }
-        for (track, c) in t.others.iter_mut().zip(cubes) {
+        for (track, c) in t.others.iter_mut().zip(others) {
             track.push(c);
+        }
+        if !characters.is_empty() {
+            t.characters.push(at, characters.into_iter());
         }
     }
 }
@@ -123,12 +129,13 @@ fn flush_truth(t: &mut Truth, rows: &mut Vec<TruthRow>) {
 const MAX_TICKS_PER_STEP: usize = 4;
 
 /// Largest grid a server runs or a client accepts (10 000 cubes).
-pub const MAX_GRID: u32 = 100;
+pub use crate::scenes::MAX_GRID;
 
-impl GameServer {
-    /// Binds and builds the scene; `config` gives the tick rate, snapshot rate, codec and
-    /// budget. With `track_players`, every tick's positions of players `1..=n` and of
-    /// every cube are recorded in a `Truth` the clients of the same process can read.
+impl<S: LabScene> GameServer<S> {
+    /// Binds and builds the scene; `config` gives the scene's settings, the tick rate,
+    /// snapshot rate, codec and budget. With `track_players`, every tick's positions of
+    /// players `1..=n` and of every other entity are recorded in a `Truth` the clients
+    /// of the same process can read.
     pub fn bind(
         settings: &ServeSettings,
         config: &RunConfig,
@@ -142,56 +149,39 @@ impl GameServer {
             ))
             .into());
         }
-        if config.scene != "cubes" {
-            // The UDP server is the cube scene's so far; the others run on the emulator.
-            if crate::scenes::SCENES.contains(&config.scene.as_str()) {
-                return Err(crate::RunError::Invalid(format!(
-                    "scene {} runs on the emulator only (over UDP: cubes)",
-                    config.scene
-                ))
-                .into());
-            }
-            return Err(crate::RunError::UnknownScene(config.scene.clone()).into());
-        }
         let mut server_settings =
             ServerSettings::new(PROTOCOL_ID, settings.private_key, settings.max_clients);
         server_settings.public_addresses = settings.public_addresses.clone();
+        let (scene, setup) = S::build(config)?;
         let udp = UdpServer::bind(settings.bind, server_settings)?;
-        if !(1..=MAX_GRID).contains(&settings.grid) {
-            return Err(crate::RunError::Invalid(format!(
-                "grid must be 1..={MAX_GRID} cubes a side, got {}",
-                settings.grid
-            ))
-            .into());
-        }
-        let scene_config = CubeSceneConfig {
-            tick_hz,
-            grid: settings.grid,
-            ..CubeSceneConfig::default()
-        };
-        let (scene, setup) = Cubes::from_scene(CubeScene::new(scene_config));
-        let (sender, session) = SnapshotSender::<Cubes>::new(config.snapshot_codec, setup, config)?;
+        let (sender, session) = SnapshotSender::<S>::new(config.snapshot_codec, setup, config)?;
         let truth = track_players.map(|n| {
             let players: Vec<Track> = (1..=n)
-                .map(|p| {
-                    Track::from(vec![pos(scene
-                        .scene
-                        .player_state(p as PlayerId)
-                        .map(|s| s.position.to_array()))])
-                })
+                .map(|p| Track::from(vec![pos(scene.player_position(p as PlayerId))]))
                 .collect();
-            let others = scene
-                .scene
-                .cube_states()
-                .iter()
-                .map(|s| Track::from(vec![s.position.to_array()]))
-                .collect();
-            Arc::new(RwLock::new(Truth {
+            let mut others = Vec::new();
+            scene.others(&mut others);
+            let others = others.into_iter().map(|p| Track::from(vec![p])).collect();
+            let mut characters = Vec::new();
+            scene.characters(&mut characters);
+            let mut truth = Truth {
                 players,
                 others,
                 characters: Default::default(),
-            }))
+                character_ids: characters.iter().map(|(id, _)| *id).collect(),
+                epoch: std::time::Instant::now().checked_sub(udp.now()),
+                probe: Some(Arc::new(std::sync::Mutex::new(
+                    crate::input_buffer::SyncProbe::new(n, config.server.tick_hz, Vec::new()),
+                ))),
+            };
+            truth
+                .characters
+                .push(udp.now(), characters.iter().map(|(_, s)| s.position));
+            Arc::new(RwLock::new(truth))
         });
+        let probe = truth
+            .as_ref()
+            .and_then(|t| t.read().ok().and_then(|t| t.probe.clone()));
         Ok(Self {
             udp,
             config: config.clone(),
@@ -208,9 +198,11 @@ impl GameServer {
             },
             last_line: (Duration::ZERO, 0),
             process_cpu: cpu_time::ProcessTime::try_now().ok(),
-            grid: settings.grid,
             tracked_players: track_players.unwrap_or(0),
             pending_truth: Vec::new(),
+            probe,
+            others: Vec::new(),
+            characters: Vec::new(),
         })
     }
 
@@ -305,17 +297,39 @@ impl GameServer {
     }
 
     /// One server tick, as the runner does it.
-    fn tick(&mut self, step: lagless_core::TickInputs<CubeInput>, now: Duration) {
+    fn tick(&mut self, step: lagless_core::TickInputs<S::Input>, now: Duration) {
         let started = CpuTimer::start();
         let players: HashMap<ClientId, PlayerId> =
             self.conns.values().map(|c| (c.id, c.player)).collect();
-        let inputs: Vec<(PlayerId, CubeInput)> = step
+        let inputs: Vec<(PlayerId, S::Input)> = step
             .inputs
             .iter()
             .filter_map(|(id, input)| Some((*players.get(id)?, (*input)?)))
             .collect();
-        self.scene.scene.step(&inputs);
+        for c in self.conns.values() {
+            if let Some(latency) = self.session.latency(c.id) {
+                self.scene.server_latency(c.player, latency);
+            }
+        }
+        self.scene.step_at(step.tick, &inputs);
         let physics = started.ms();
+        if let Some(probe) = &self.probe {
+            let fed: Vec<Option<bool>> = step
+                .inputs
+                .iter()
+                .map(|(id, input)| {
+                    let started = self.session.client_stats(*id)?.ticks_with_input > 0;
+                    (started || input.is_some()).then_some(input.is_some())
+                })
+                .collect();
+            if let Ok(mut p) = probe.lock() {
+                p.server_tick(now, step.tick, &fed);
+            }
+        }
+        self.characters.clear();
+        self.scene.characters(&mut self.characters);
+        self.sender
+            .update_characters(&mut self.session, &self.characters);
         if self.session.snapshot_due() {
             let client_players: Vec<(ClientId, PlayerId)> =
                 self.conns.values().map(|c| (c.id, c.player)).collect();
@@ -332,23 +346,16 @@ impl GameServer {
         }
         self.figures.physics_ms.push(physics);
         self.figures.tick_ms.push(started.ms());
+        self.scene.observe();
         if let Some(truth) = &self.truth {
             let players = (1..=self.tracked_players)
-                .map(|p| {
-                    pos(self
-                        .scene
-                        .scene
-                        .player_state(p as PlayerId)
-                        .map(|s| s.position.to_array()))
-                })
+                .map(|p| pos(self.scene.player_position(p as PlayerId)))
                 .collect();
-            let cubes = self
-                .scene
-                .scene
-                .cubes()
-                .map(|(_, s, _)| s.position.to_array())
-                .collect();
-            self.pending_truth.push((players, cubes));
+            self.others.clear();
+            self.scene.others(&mut self.others);
+            let characters = self.characters.iter().map(|(_, s)| s.position).collect();
+            self.pending_truth
+                .push((players, self.others.clone(), (now, characters)));
             // Never wait for the clients reading it: a client holds the truth through its
             // step, and a server blocked behind a deep rollback stalled its clock (RTT
             // 580 ms over a 200 ms link). Rows wait here until the truth is free.
@@ -370,7 +377,7 @@ impl GameServer {
             let _ = self.udp.disconnect(nid);
             return;
         }
-        self.scene.scene.add_player(player);
+        self.scene.add_player(player);
         self.by_session.insert(id, nid);
         self.conns.insert(
             nid,
@@ -388,11 +395,14 @@ impl GameServer {
             player,
             tick_hz: self.config.server.tick_hz,
             snapshot_hz: self.config.snapshot_hz,
-            grid: self.grid,
+            grid: self.config.grid,
             codec: match self.config.snapshot_codec {
                 SnapshotCodecChoice::Delta => 0,
                 SnapshotCodecChoice::Plain => 1,
             },
+            scene: super::scene_code(&self.config.scene),
+            schema: super::schema_fingerprint(&S::schema(self.sender.setup())),
+            seed: self.config.seed,
         };
         if let Err(e) = self.udp.send_reliable(nid, &welcome.encode()) {
             tracing::warn!(client_id = nid, "welcome not sent: {e}");
@@ -414,7 +424,7 @@ impl GameServer {
         self.count_session(c.id);
         self.sender.remove_client(&mut self.session, c.id);
         self.by_session.remove(&c.id);
-        self.scene.scene.remove_player(c.player);
+        self.scene.remove_player(c.player);
         tracing::info!(
             client_id = nid,
             player = c.player,
@@ -487,7 +497,7 @@ impl GameServer {
     }
 
     /// Runs until `stop` is set or `seconds` have passed, then disconnects everyone.
-    pub fn run(mut self, seconds: Option<f64>, stop: &AtomicBool) -> ServeOutcome {
+    pub fn run(mut self, seconds: Option<f64>, stop: &AtomicBool) -> ServeOutcome<S> {
         let end = seconds.map(|s| Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX));
         loop {
             let behind = self.step();
@@ -505,7 +515,7 @@ impl GameServer {
     }
 
     /// Disconnects everyone and hands over what was measured.
-    pub fn finish(mut self) -> ServeOutcome {
+    pub fn finish(mut self) -> ServeOutcome<S> {
         if let Some(truth) = &self.truth {
             if let Ok(mut t) = truth.write() {
                 flush_truth(&mut t, &mut self.pending_truth);
@@ -535,32 +545,31 @@ impl GameServer {
             handshakes_evicted = netcode.evicted_crowded_source + netcode.evicted_oldest,
             "server stopped"
         );
-        let players = self.scene.scene.player_states().collect();
         ServeOutcome {
             figures: self.figures,
             sender: self.sender,
             server: self.session,
-            players,
+            scene: self.scene,
             netcode: netcode.clone(),
         }
     }
 }
 
 /// What a server run produced.
-pub struct ServeOutcome {
+pub struct ServeOutcome<S: LabScene> {
     /// What it measured.
     pub figures: ServerFigures,
     /// The snapshot encoder, with its counters.
-    pub sender: SnapshotSender<Cubes>,
+    pub sender: SnapshotSender<S>,
     /// The game's server, with its counters.
-    pub server: Server<CubeInput>,
-    /// The players still in the scene at the end.
-    pub players: Vec<(PlayerId, BodyState)>,
+    pub server: Server<S::Input>,
+    /// The scene, with what it followed (its own metrics).
+    pub scene: S,
     /// The netcode.io server's counters (connects, timeouts, drops by reason).
     pub netcode: lagless_netcode::ServerStats,
 }
 
-impl ServeOutcome {
+impl<S: LabScene> ServeOutcome<S> {
     /// `server.*` under LAB.md's names, plus the process's CPU share and memory.
     pub fn fill(&self, r: &mut Report) {
         let f = &self.figures;

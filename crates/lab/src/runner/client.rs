@@ -25,6 +25,15 @@ pub(crate) struct Truth {
     pub(crate) others: Vec<Track>,
     /// The walking characters ([`LabScene::characters`]), with the time of each record.
     pub(crate) characters: CharacterTruth,
+    /// The characters' entity ids, in [`LabScene::characters`]' order.
+    pub(crate) character_ids: Vec<u32>,
+    /// Over a real clock, the instant the characters' record times count from (`None`
+    /// on the virtual clock, where everyone's time is the same).
+    pub(crate) epoch: Option<std::time::Instant>,
+    /// Over a real clock in one process, the probe of input delay and lead the server
+    /// and every client feed on the server's clock (the virtual-clock runner holds its
+    /// own).
+    pub(crate) probe: Option<std::sync::Arc<std::sync::Mutex<crate::input_buffer::SyncProbe>>>,
 }
 
 /// A rendered frame of the own player.
@@ -68,7 +77,7 @@ pub(crate) struct ClientSim<S: LabScene> {
     /// How they looked: error and jerk, frame by frame.
     pub(crate) remote_view: RemoteView,
     /// Other delay policies, fed what `remote` is fed.
-    pub(super) shadows: PolicyShadows,
+    pub(crate) shadows: PolicyShadows,
     /// Every rendered frame, for the scene's own metrics (with
     /// [`LabScene::RECORDS_FRAMES`] only).
     pub(crate) frames: RenderedFrames,
@@ -82,6 +91,9 @@ pub(crate) struct ClientSim<S: LabScene> {
     /// [`LabScene::characters`]' order), where they sit in the interpolated frame when
     /// they travel in snapshots, and how they looked.
     pub(crate) characters: Option<(Vec<u32>, Option<usize>, CharacterView)>,
+    /// What to add to this client's clock to read the characters' truth (a client over
+    /// a real clock started after the server).
+    pub(crate) truth_offset: Duration,
 }
 
 /// A client's prediction machinery and what it measured.
@@ -159,6 +171,7 @@ impl<S: LabScene> ClientSim<S> {
             last_shown: Vec::new(),
             keep_shown: false,
             characters: None,
+            truth_offset: Duration::ZERO,
         }
     }
 
@@ -320,7 +333,7 @@ impl<S: LabScene> ClientSim<S> {
                     .collect(),
                 _ => vec![hidden; ids.len()],
             };
-            view.record(now, shown);
+            view.record(now + self.truth_offset, shown);
             view.judge(&auth.characters);
         }
         if let Some(shown) = sampled {

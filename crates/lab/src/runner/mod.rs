@@ -231,6 +231,9 @@ impl<'a, S: LabScene> Sim<'a, S> {
                 .collect(),
             others: others.into_iter().map(|p| Track::from(vec![p])).collect(),
             characters: Default::default(),
+            character_ids: characters.iter().map(|(id, _)| *id).collect(),
+            epoch: None,
+            probe: None,
         };
         let mut auth = auth;
         auth.characters

@@ -6,10 +6,11 @@ use crate::character_view::CharacterView;
 use crate::metrics::{Histogram, Metric, Report, mean, percentile};
 use crate::playback::PolicyFigures;
 use crate::remote_view::RemoteView;
-use crate::replication::{SnapshotReceiver, snapshot_metrics};
+use crate::replication::{SnapshotReceiver, SnapshotSender, snapshot_metrics};
 use crate::scene::{LabScene, RenderedFrames};
 use lagless_core::interpolation::{DelayPolicy, InterpolationStats};
 use lagless_core::{ClientStats, PredictionStats};
+use lagless_replication::Server;
 use lagless_replication::deadreckoning::DrReceiverStats;
 use std::time::Duration;
 
@@ -43,19 +44,8 @@ pub(super) fn build<S: LabScene>(
         down_kbps,
     );
 
-    dead_reckoning(&mut r, sim);
-    sim.scene.report(&mut r);
-    let worlds: Vec<&S::World> = sim
-        .clients
-        .iter()
-        .filter_map(|c| c.prediction.as_ref().map(|p| &p.game))
-        .collect();
-    S::report_worlds(&worlds, &mut r);
-    sim.scene.report_joint(&worlds, &mut r);
-    if S::RECORDS_FRAMES {
-        let frames: Vec<&RenderedFrames> = sim.clients.iter().map(|c| &c.frames).collect();
-        sim.scene.report_frames(&frames, &mut r);
-    }
+    dead_reckoning(&mut r, &sim.clients, &sim.sender, &sim.server, sim.seconds);
+    scene_metrics(&mut r, &sim.scene, &sim.clients);
     r.number("lab.wall_s", Some(wall.as_secs_f64()));
     r.number(
         "lab.speedup",
@@ -264,10 +254,21 @@ pub(crate) fn interpolation_buffers<S: LabScene>(
 /// `interpolation.*`: the other players, shown through each client's interpolation
 /// buffer, and the classic buffer on the very same arrivals.
 fn interpolation<S: LabScene>(r: &mut Report, sim: &Sim<S>, shadows: &[PolicyFigures]) {
-    let delay_ms_mean = interpolation_buffers(r, &sim.clients);
+    interpolation_with_shadows(r, &sim.clients, &sim.config.interpolation, shadows);
+}
+
+/// `interpolation.*` of `clients` shown with `policy`, beside the shadow policies'
+/// figures on the same arrivals.
+pub(crate) fn interpolation_with_shadows<S: LabScene>(
+    r: &mut Report,
+    clients: &[ClientSim<S>],
+    policy: &DelayPolicy,
+    shadows: &[PolicyFigures],
+) {
+    let delay_ms_mean = interpolation_buffers(r, clients);
     r.set(
         "interpolation.policy",
-        Metric::Text(crate::playback::policy_label(&sim.config.interpolation)),
+        Metric::Text(crate::playback::policy_label(policy)),
     );
     let classic = shadows.iter().find(|f| f.policy == DelayPolicy::CLASSIC);
     if let Some(f) = classic {
@@ -368,9 +369,32 @@ pub(crate) fn sync<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) {
 /// `deadreckoning.*` (docs/metrics.md, section Dead reckoning), when the scene has walking
 /// characters: how they were shown against the truth at the same instant, per client and
 /// then averaged over clients, and what the dead-reckoning receivers refused.
-fn dead_reckoning<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
-    let views: Vec<&CharacterView> = sim
-        .clients
+/// The scene's own metrics: the server's ([`LabScene::report`]), its clients' predicted
+/// worlds', both joined, and the frames the clients rendered.
+pub(crate) fn scene_metrics<S: LabScene>(r: &mut Report, scene: &S, clients: &[ClientSim<S>]) {
+    scene.report(r);
+    let worlds: Vec<&S::World> = clients
+        .iter()
+        .filter_map(|c| c.prediction.as_ref().map(|p| &p.game))
+        .collect();
+    S::report_worlds(&worlds, r);
+    scene.report_joint(&worlds, r);
+    if S::RECORDS_FRAMES {
+        let frames: Vec<&RenderedFrames> = clients.iter().map(|c| &c.frames).collect();
+        scene.report_frames(&frames, r);
+    }
+}
+
+/// `deadreckoning.*`: how the characters were shown (with their truth), what was sent
+/// and what the receivers refused.
+pub(crate) fn dead_reckoning<S: LabScene>(
+    r: &mut Report,
+    clients: &[ClientSim<S>],
+    sender: &SnapshotSender<S>,
+    server: &Server<S::Input>,
+    seconds: f64,
+) {
+    let views: Vec<&CharacterView> = clients
         .iter()
         .filter_map(|c| c.characters.as_ref().map(|(_, _, v)| v))
         .collect();
@@ -399,26 +423,26 @@ fn dead_reckoning<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
         "deadreckoning.unseen_pct",
         (seen + unseen > 0).then(|| unseen as f64 * 100.0 / (seen + unseen) as f64),
     );
-    let Some(sent) = sim.sender.dr_stats(&sim.server) else {
+    let Some(sent) = sender.dr_stats(server) else {
         r.set("deadreckoning.mode", Metric::Text("interpolation".into()));
         return;
     };
     r.set("deadreckoning.mode", Metric::Text("deadreckoning".into()));
-    if let Some(c) = sim.sender.dead_reckoning() {
+    if let Some(c) = sender.dead_reckoning() {
         let steering = format!("{:?}", c.receiver.steering).to_lowercase();
         r.set("deadreckoning.steering", Metric::Text(steering));
     }
-    let clients = sim.clients.len().max(1) as f64;
-    let secs = sim.seconds;
+    let secs = seconds;
+    let n = clients.len().max(1) as f64;
     r.number(
         "deadreckoning.messages_per_s",
-        Some(sent.messages as f64 / secs / clients),
+        Some(sent.messages as f64 / secs / n),
     );
     r.number(
         "deadreckoning.kbps_mean",
-        Some(sent.bits as f64 / 1000.0 / secs / clients),
+        Some(sent.bits as f64 / 1000.0 / secs / n),
     );
-    if let Some(s) = sim.server.dead_reckoning().map(|d| d.stats()) {
+    if let Some(s) = server.dead_reckoning().map(|d| d.stats()) {
         // Why messages became due, all characters together (each then goes to every
         // client): which part of the rate is momentum changes, resends, sync, idle.
         for (trigger, n) in &s.due {
@@ -427,7 +451,7 @@ fn dead_reckoning<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
         }
     }
     let mut t = DrReceiverStats::default();
-    for c in &sim.clients {
+    for c in clients {
         if let Some((dr, _)) = &c.snapshots.dr {
             let s = dr.stats();
             t.accepted += s.accepted;

@@ -75,6 +75,24 @@ pub(crate) fn keys_input(keys: Keys) -> CubeInput {
         .fold(CubeInput::NONE, |input, (_, key)| input.with(key))
 }
 
+/// Largest grid a run builds (10 000 cubes).
+pub const MAX_GRID: u32 = 100;
+
+/// The scene's settings for `config` (its tick rate and grid).
+fn scene_config(config: &RunConfig) -> Result<CubeSceneConfig, RunError> {
+    if !(1..=MAX_GRID).contains(&config.grid) {
+        return Err(RunError::Invalid(format!(
+            "grid must be 1..={MAX_GRID} cubes a side, got {}",
+            config.grid
+        )));
+    }
+    Ok(CubeSceneConfig {
+        tick_hz: config.server.tick_hz,
+        grid: config.grid,
+        ..CubeSceneConfig::default()
+    })
+}
+
 fn pose(b: &BodyState) -> Pose {
     Pose::new(b.position.to_array(), b.rotation.to_array())
         .with_velocity(b.linvel.to_array(), b.angvel.to_array())
@@ -98,10 +116,7 @@ impl LabScene for Cubes {
     type Seen = BodyState;
 
     fn build(config: &RunConfig) -> Result<(Self, CubeSetup), RunError> {
-        let scene_config = CubeSceneConfig {
-            tick_hz: config.server.tick_hz,
-            ..CubeSceneConfig::default()
-        };
+        let scene_config = scene_config(config)?;
         let scene = CubeScene::new(scene_config);
         let setup = CubeSetup {
             config: scene_config,
@@ -118,8 +133,20 @@ impl LabScene for Cubes {
         ))
     }
 
+    fn client_setup(config: &RunConfig) -> Result<CubeSetup, RunError> {
+        // A full scene has a cube in every slot; the sparse one counts the slots without
+        // building them (64 bots building 900 cubes each starved the server of CPU).
+        let scene_config = scene_config(config)?;
+        let cubes = CubeScene::new_sparse(scene_config).cube_count();
+        Ok(CubeSetup::new(scene_config, cubes))
+    }
+
     fn add_player(&mut self, player: PlayerId) {
         self.scene.add_player(player);
+    }
+
+    fn remove_player(&mut self, player: PlayerId) {
+        self.scene.remove_player(player);
     }
 
     fn step(&mut self, inputs: &[(PlayerId, CubeInput)]) {

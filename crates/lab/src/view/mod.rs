@@ -62,15 +62,8 @@ impl Viewer {
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         };
-        match scene.as_str() {
-            "cubes" => spawn(live::run::<crate::scenes::Cubes>)?,
-            "rocket" => spawn(live::run::<crate::scenes::Rocket>)?,
-            "walkers" => spawn(live::run::<crate::scenes::Walkers>)?,
-            "shooter" => spawn(live::run::<crate::scenes::Shooter>)?,
-            other => {
-                return Err(crate::runner::RunError::UnknownScene(other.to_owned()).to_string());
-            }
-        }
+        crate::with_scene!(scene.as_str(), S => spawn(live::run::<S>)?,
+            else return Err(crate::runner::RunError::UnknownScene(scene.clone()).to_string()));
         ready
             .recv()
             .map_err(|_| "the run stopped before it started".to_string())??;

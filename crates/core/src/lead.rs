@@ -1,6 +1,6 @@
 //! The adaptive input buffer: the least lead at which the server starves of our input no
-//! more often than a target (the Pixonic mobile shooter's dynamic input buffer, MISSION.md
-//! item 19, sized from a distribution instead of a mean and variance).
+//! more often than a target (the dynamic input buffer of the Pixonic mobile shooter article,
+//! sized from a distribution instead of a mean and variance).
 //!
 //! The server reports, in every packet, how early (its *slack*, in ticks) the inputs of
 //! the ticks it first heard of since its last report arrived, the least of them (a lost

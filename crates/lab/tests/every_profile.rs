@@ -1,5 +1,5 @@
 //! Every named profile runs to completion with several clients, and the report carries
-//! LAB.md's metric names with sensible values.
+//! the metric names of docs/metrics.md with sensible values.
 #![allow(clippy::unwrap_used)]
 
 use lagless_core::interpolation::DelayPolicy;

@@ -57,9 +57,8 @@ pub const MAX_NEED_TICKS: f64 = 256.0;
 
 /// The share of the target the window's tail is held to. A past window's tail is an
 /// optimistic guess of the next minutes' on a link whose lateness comes in spells (a
-/// cellular link's bad spells: a spell the window has not seen yet is what starves): on
-/// the lab's `wifi` and `mobile` profiles, aiming at the target itself starved 1.5-2
-/// times the target over two minutes, aiming at half of it 0.7-1.2 times.
+/// cellular link's bad spells: a spell the window has not seen yet is what starves), so
+/// it aims below the target (the runs that chose half: docs/lead.md).
 pub const TAIL_SAFETY: f64 = 0.5;
 
 /// Margin added per late tick (see [`AdaptiveLead::margin`]).

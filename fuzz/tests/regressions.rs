@@ -38,7 +38,7 @@ fn every_saved_regression_input_runs_clean() {
 }
 
 /// The first one: a first server packet stamped near `u32::MAX` ran the client's clock to
-/// `Tick(u32::MAX)`, where `poll_transmit`'s loop over ticks never ended (issue 21).
+/// `Tick(u32::MAX)`, where `poll_transmit`'s loop over ticks never ended.
 #[test]
 fn a_tick_near_the_end_of_the_range_neither_hangs_nor_runs_the_clock_there() {
     let data = include_bytes!("regressions/client_session-oom.bin");

@@ -17,7 +17,8 @@ pub struct ClientConfig {
     /// Most inputs one message carries (the redundancy cap). Must not exceed the server's
     /// `max_inputs_per_message`.
     pub max_inputs_per_message: usize,
-    /// Ticks of input history kept (source 000 uses 1024 at 64 Hz).
+    /// Ticks of input history kept (the Unity physics prediction article uses 1024 at
+    /// 64 Hz).
     pub input_history_ticks: usize,
     /// Largest snapshot accepted, in bytes.
     pub max_snapshot_bytes: usize,

@@ -1,6 +1,6 @@
 //! The adaptive input buffer: the least lead at which the server starves of our input no
-//! more often than a target (the Pixonic mobile shooter's dynamic input buffer, MISSION.md
-//! item 19, sized from a distribution instead of a mean and variance).
+//! more often than a target (the dynamic input buffer of the Pixonic mobile shooter article,
+//! sized from a distribution instead of a mean and variance).
 //!
 //! The server reports, in every packet, how early (its *slack*, in ticks) the inputs of
 //! the ticks it first heard of since its last report arrived, the least of them (a lost
@@ -57,9 +57,8 @@ pub const MAX_NEED_TICKS: f64 = 256.0;
 
 /// The share of the target the window's tail is held to. A past window's tail is an
 /// optimistic guess of the next minutes' on a link whose lateness comes in spells (a
-/// cellular link's bad spells: a spell the window has not seen yet is what starves): on
-/// the lab's `wifi` and `mobile` profiles, aiming at the target itself starved 1.5-2
-/// times the target over two minutes, aiming at half of it 0.7-1.2 times.
+/// cellular link's bad spells: a spell the window has not seen yet is what starves), so
+/// it aims below the target (the runs that chose half: docs/lead.md).
 pub const TAIL_SAFETY: f64 = 0.5;
 
 /// Margin added per late tick (see [`AdaptiveLead::margin`]).

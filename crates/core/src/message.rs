@@ -102,7 +102,8 @@ impl<I: Input> InputMessage<I> {
                 w.write_u16(a.0);
                 // The first input's tick is a few dozen ticks past the newest snapshot the
                 // client holds (its lead plus the round trip): a one-byte zig-zag varint
-                // relative to the ack instead of 16 bits (source 000 packs it in 8-10 bits).
+                // relative to the ack instead of 16 bits (the Unity physics prediction
+                // article packs it in 8-10 bits).
                 w.write_varint_i32(i32::from(self.start_tick.diff(a)));
             }
             None => w.write_u16(self.start_tick.0),

@@ -1,4 +1,5 @@
-//! Client-side prediction with rollback and replay (sources 000 and 002).
+//! Client-side prediction with rollback and replay (the Unity physics
+//! prediction article and the Pixonic mobile shooter article).
 //!
 //! The game keeps its own predicted world and implements [`Rollback`]: step it, save
 //! what it predicts, compare a saved prediction with the server's state, and load the
@@ -45,7 +46,8 @@ pub trait Rollback {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PredictionConfig {
     /// Ticks of predicted state kept. A server state older than this forces a resync
-    /// (source 002 uses 32 ticks at 30 Hz; source 000, 1024 at 64 Hz).
+    /// (the Pixonic mobile shooter article uses 32 ticks at 30 Hz; the Unity physics
+    /// prediction article, 1024 at 64 Hz).
     pub history_ticks: usize,
     /// Most ticks replayed in one reconciliation. A deeper one replays only the newest
     /// ticks and counts as a resync, so a stall cannot freeze the frame.

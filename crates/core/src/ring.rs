@@ -22,7 +22,8 @@ pub enum RingError {
     },
 }
 
-/// A fixed-capacity ring buffer indexed by tick (source 000: input and state histories).
+/// A fixed-capacity ring buffer indexed by tick (the input and state
+/// histories of the Unity physics prediction article).
 ///
 /// The buffer holds the window `[floor, floor + capacity)`. Writes outside it are refused
 /// with a [`RingError`] instead of silently overwriting an entry from another lap of the

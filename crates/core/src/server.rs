@@ -13,7 +13,8 @@ pub type ClientId = u64;
 /// What the server does for a client whose input for a tick has not arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MissingInput {
-    /// Apply no input: the player waits for its connection to recover (source 000's default).
+    /// Apply no input: the player waits for its connection to recover (the Unity physics
+    /// prediction article's default).
     #[default]
     Hold,
     /// Apply the client's last known input again (smoother for held keys, wrong on releases).

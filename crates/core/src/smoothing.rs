@@ -1,7 +1,7 @@
-//! Correction smoothing (source 000, item 8): the physics body is corrected at once, and a
-//! render-only offset hides the jump and decays.
+//! Correction smoothing (as in the Unity physics prediction article): the physics body is
+//! corrected at once, and a render-only offset hides the jump and decays.
 //!
-//! The source decays the error by a factor of 0.9 per frame, which makes the correction
+//! The article decays the error by a factor of 0.9 per frame, which makes the correction
 //! speed depend on the frame rate. Here the offset has a *half-life* in seconds, so it
 //! decays the same way at 30, 60 or 144 fps. An error larger than the snap distance
 //! (2 m by default) is not smoothed: the body is shown where it is.
@@ -16,7 +16,7 @@ use std::time::Duration;
 /// Smoothing settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SmoothingConfig {
-    /// Time for the offset to halve. The source's 0.9 per frame at 60 fps is a half-life
+    /// Time for the offset to halve. The article's 0.9 per frame at 60 fps is a half-life
     /// of about 110 ms. Zero disables smoothing: corrections show at once.
     pub half_life: Duration,
     /// Position errors longer than this (metres) snap instead of being smoothed.

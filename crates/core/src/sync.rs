@@ -2,7 +2,8 @@ use crate::lead::AdaptiveLead;
 use crate::{RttEstimator, Tick, TickRate};
 use std::time::Duration;
 
-/// How far ahead of the server the client runs (source 002, items 15 and 19).
+/// How far ahead of the server the client runs (the Pixonic mobile shooter article's
+/// run-ahead and dynamic input buffer).
 ///
 /// The client must simulate tick `n` early enough that its input for `n` reaches the
 /// server before the server steps `n`: lead = one-way delay + a jitter margin + an input

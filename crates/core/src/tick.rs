@@ -4,9 +4,10 @@ use std::time::Duration;
 
 /// A simulation tick number.
 ///
-/// Convention (source 000): `state(n) + input(n) = state(n + 1)`. The server and every
-/// client number ticks the same way, so an input tagged `n` is applied by the server when
-/// it steps from state `n`. At 64 Hz a u32 lasts over two years of continuous play.
+/// Convention (the Unity physics prediction article): `state(n) + input(n) = state(n + 1)`.
+/// The server and every client number ticks the same way, so an input tagged `n` is applied
+/// by the server when it steps from state `n`. At 64 Hz a u32 lasts over two years of
+/// continuous play.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Tick(pub u32);
 

@@ -229,10 +229,7 @@ fn a_slower_link_is_caught_up_with_within_a_second() {
     // trip to come back, but from a second after the change the clock is in step with
     // the lead the new link needs, and starves the server about as rarely as a window
     // that young can promise (its largest need stands for a tail it has not seen yet).
-    // Before, the needs were measured against the server clock estimate, which the
-    // change throws off for a second or two (the RTT climbs by an eighth a sample;
-    // packets that look queued are not believed for 0.5 s), and steps of the lead under
-    // four ticks were dilated up to at 10%: back in step 1.2-1.9 s after the change.
+    // Why needs in a fixed frame and fast-forwarding make that second: docs/lead.md.
     let (mut starved, mut ticks) = (0, 0);
     for seed in 1..=20 {
         let mut h = Harness::new(

@@ -558,7 +558,7 @@ fn at_tick_zero_the_server_acknowledges_nothing_it_lacks() {
 
 #[test]
 fn a_first_packet_at_the_end_of_the_tick_range_cannot_run_the_clock_there() {
-    // Issue 21's fuzz finding: a first packet stamped near u32::MAX set the clock there,
+    // A fuzz finding: a first packet stamped near u32::MAX set the clock there,
     // it reached Tick(u32::MAX), and poll_transmit's loop over ticks never ended.
     let mut c = ClientSession::<u8>::new(ClientConfig::default());
     for (seq, tick) in [(1, u32::MAX), (2, u32::MAX - 3), (3, Tick::LAST.0 + 1)] {

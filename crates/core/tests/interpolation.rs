@@ -1,5 +1,6 @@
-//! Snapshot interpolation (source 003): blending, bounded extrapolation, refusals, and
-//! playback over the emulated `snapshot-demo` link, classic against adaptive delay.
+//! Snapshot interpolation (Fiedler's "Snapshot Interpolation"): blending, bounded
+//! extrapolation, refusals, and playback over the emulated `snapshot-demo` link, classic
+//! against adaptive delay.
 
 use lagless_core::Tick;
 use lagless_core::interpolation::{
@@ -305,14 +306,15 @@ fn simulate(
     }
 }
 
-/// Source 003's test conditions: 50 ms, ±33 ms uniform jitter, 5% loss.
+/// The test conditions of Fiedler's "Snapshot Interpolation": 50 ms, ±33 ms uniform
+/// jitter, 5% loss.
 ///
-/// The brief asked for Adaptive to underrun no more than Fixed(3) with at least 30% less
+/// The adaptive buffer's target: underrun no more than Fixed(3) with at least 30% less
 /// delay. No *constant* delay can do that here: Fixed(3) sits at the knee of the
 /// delay/underrun curve (it rides single losses; underruns come only from double losses),
 /// so every delay 30% shorter underruns several times more, as the `Fixed(2.25)` row
 /// shows. What Adaptive does at its default 1% target is asserted here: it holds the
-/// target and takes the delay saving that allows at each send rate. The brief's own
+/// target and takes the delay saving that allows at each send rate. That target's own
 /// comparison, which rests on events rarer than this run holds, is in the lab
 /// (`lagless_lab::link_replay`'s hour-long replay), where stretching over losses meets it.
 #[test]
@@ -343,7 +345,7 @@ fn adaptive_against_classic_on_snapshot_demo() {
             adaptive.underrun_pct <= fixed.underrun_pct && cut >= 0.3
         ));
         let ctx = format!("seed {SEED}, {pps} pps: {fixed:?} {shorter:?} {adaptive:?}");
-        // Why the brief's target is out of reach: 30% less delay costs underruns.
+        // Why the target is out of reach for a constant delay: 30% less delay costs underruns.
         assert!(shorter.delay_ms_mean < 0.75 * fixed.delay_ms_mean, "{ctx}");
         assert!(shorter.underrun_pct > 3.0 * fixed.underrun_pct, "{ctx}");
         // Adaptive holds its target (judged on future arrivals, so with some slack)...
@@ -358,7 +360,7 @@ fn adaptive_against_classic_on_snapshot_demo() {
 }
 
 /// Where the classic rule is wrong for the link, adaptive fixes it either way: on a LAN it
-/// meets the brief's target outright; on a mobile link it buffers more and underruns less.
+/// meets the 30% target outright; on a mobile link it buffers more and underruns less.
 #[test]
 fn adaptive_fits_the_link() {
     const SEED: u64 = 7;

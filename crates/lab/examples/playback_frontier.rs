@@ -1,6 +1,6 @@
-//! How much delay can slowing playback down buy, at best? A bound study for issue 4's
-//! interpolation target ("at an underrun rate no worse than a fixed 3-interval buffer, a
-//! mean delay at least 30% lower").
+//! How much delay can slowing playback down buy, at best? A bound study for the adaptive
+//! interpolation buffer's target ("at an underrun rate no worse than a fixed 3-interval
+//! buffer, a mean delay at least 30% lower").
 //!
 //! One emulated downlink of a profile carries tick-stamped snapshots exactly as
 //! `lagless sweep-playback` sends them (the same link and seed as its first link, through

@@ -1,4 +1,4 @@
-//! How a client shows the walking characters (issue 25), by dead reckoning or through the
+//! How a client shows the walking characters (the walkers scene), by dead reckoning or through the
 //! interpolation buffer, against where the server has them *at the same instant*: the
 //! `deadreckoning.*` metrics (docs/metrics.md, section Dead reckoning).
 //!

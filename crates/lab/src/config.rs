@@ -304,7 +304,7 @@ pub enum WalkerSync {
     Interpolation,
 }
 
-/// The walker scene's settings (issue 25).
+/// The walker scene's settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WalkerSettings {
     /// Scripted walkers (`--walkers`, default 200).
@@ -330,7 +330,7 @@ impl Default for WalkerSettings {
     }
 }
 
-/// The shooter scene's settings (issue 24).
+/// The shooter scene's settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ShooterSettings {
     /// Test rifle shots in the world the shooter saw (`--no-lag-compensation` turns it

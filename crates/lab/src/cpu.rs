@@ -1,6 +1,6 @@
 //! CPU-time measurement for the lab's per-tick and per-reconcile figures.
 //!
-//! LAB.md defines `server.tick_ms_*` and `prediction.reconcile_ms_*` as CPU time. Wall
+//! docs/metrics.md defines `server.tick_ms_*` and `prediction.reconcile_ms_*` as CPU time. Wall
 //! time would also count the moments the OS gave the core to another process, and on a
 //! shared 2-core machine those land straight in the p99. This reads the thread's CPU clock,
 //! and falls back to wall time where the platform has no such clock.

@@ -1,6 +1,6 @@
 //! The client's lead over the server (its input buffer at the server): the command-line
 //! forms of a lead policy and of an outage, and the measurements a run reports on them
-//! (`sync.lead_ms_mean`, `input.delay_ms_mean`, `sync.recover_ms_max`; see LAB.md).
+//! (`sync.lead_ms_mean`, `input.delay_ms_mean`, `sync.recover_ms_max`; see docs/metrics.md).
 
 use crate::metrics::Report;
 use lagless_core::{LeadPolicy, Tick};
@@ -174,7 +174,7 @@ struct ClientProbe {
 }
 
 /// Measures the clients' lead and input delay during a run, and how long they take to
-/// be back in step after each link change or outage (see LAB.md).
+/// be back in step after each link change or outage (see docs/metrics.md).
 ///
 /// The runner calls [`SyncProbe::client_ticks`] after each client step,
 /// [`SyncProbe::server_tick`] for each server tick, and [`SyncProbe::fill`] at the end.

@@ -1,6 +1,6 @@
 //! The lagless lab: runs a scene's server and clients in one process over the seeded
-//! network emulator on a virtual clock, and reports how the game felt, using the metric
-//! names of `LAB.md`.
+//! network emulator on a virtual clock, and reports how the game felt, under the metric
+//! names `docs/metrics.md` defines.
 //!
 //! ```no_run
 //! use lagless_lab::{RunConfig, run};

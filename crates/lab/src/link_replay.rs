@@ -523,13 +523,13 @@ mod target_tests {
     use super::*;
     use lagless_netem::profile;
 
-    /// Source 003's test link at 10 snapshots/s for an hour, and the brief's comparison:
-    /// at an underrun rate no worse than the classic three-interval buffer, a mean delay
-    /// at least 30% lower. A strict target rests on two losses in a row (one pair in
-    /// 400), which a short window may not hold and no constant delay 30% shorter rides
-    /// out; stretching playback to half speed over each loss does (`max_stretch` 0.5,
-    /// which the brief needs and the default leaves off), and the policy counts on it.
-    /// A looser target must still hold.
+    /// Fiedler's "Snapshot Interpolation" test link at 10 snapshots/s for an hour, and the
+    /// adaptive buffer's target: at an underrun rate no worse than the classic
+    /// three-interval buffer, a mean delay at least 30% lower. A strict target rests on two
+    /// losses in a row (one pair in 400), which a short window may not hold and no constant
+    /// delay 30% shorter rides out; stretching playback to half speed over each loss does
+    /// (`max_stretch` 0.5, which the target needs and the default leaves off), and the
+    /// policy counts on it. A looser target must still hold.
     ///
     /// The strict target is 0.04%: the policy keeps under its target with some room (at
     /// 0.05% it underruns 0.035% here, against the classic buffer's 0.032%), so the

@@ -95,7 +95,7 @@ enum Command {
 
 #[derive(Args)]
 struct ViewArgs {
-    /// Scene to show: `cubes`, `rocket` or `walkers`.
+    /// Scene to show: `cubes`, `rocket`, `walkers` or `shooter`.
     #[arg(long, default_value = "cubes")]
     scene: String,
     /// Network profile to start with (see `lagless profiles`).

@@ -1,4 +1,5 @@
-//! Collected figures and their presentation (JSON by LAB.md's dotted names, and a table).
+//! Collected figures and their presentation (JSON by the dotted names of docs/metrics.md,
+//! and a table).
 
 use serde_json::{Map, Value};
 
@@ -137,7 +138,7 @@ pub enum Metric {
     Text(String),
 }
 
-/// An ordered list of named metrics. Names are LAB.md's dotted names.
+/// An ordered list of named metrics. Names are the dotted names of docs/metrics.md.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Report {
     entries: Vec<(String, Metric)>,

@@ -1,5 +1,5 @@
-//! The `lagless` binary: `run` prints a table and writes JSON with LAB.md's nested names;
-//! bad arguments fail with a message instead of a panic.
+//! The `lagless` binary: `run` prints a table and writes JSON with the nested names of
+//! docs/metrics.md; bad arguments fail with a message instead of a panic.
 #![allow(clippy::unwrap_used)]
 
 use std::process::Command;

@@ -1,4 +1,4 @@
-//! The shooter scene (issue 24): hits shown by the shooter's client confirmed by the
+//! The shooter scene: hits shown by the shooter's client confirmed by the
 //! lag-compensated server, a lying client clamped to the trusted window, predicted
 //! projectiles handed over to the server's.
 #![allow(clippy::unwrap_used)]

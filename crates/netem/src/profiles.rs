@@ -1,7 +1,8 @@
 //! Named link profiles for experiments.
 //!
-//! The numbers are a contract with the project's lab notes: change them
-//! only together with the documentation that cites them.
+//! The numbers are a contract with the lab's figures (docs/metrics.md and the
+//! other docs/ pages cite runs on these profiles): change them only together
+//! with the documentation that cites them.
 
 use std::time::Duration;
 

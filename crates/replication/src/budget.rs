@@ -15,7 +15,7 @@
 //!
 //! Loss is no signal here: a session acknowledges only the newest snapshot it decoded,
 //! so two snapshots arriving between two of the client's messages look like one lost
-//! (on `broadband` that read a quarter of all snapshots as lost). Snapshots skipped by
+//! (on a clean link a good share of snapshots would read as lost). Snapshots skipped by
 //! the acknowledgements are counted ([`BudgetStats::lost`]) for the record only. A link
 //! that drops without queueing (a policer) is therefore not followed; the deltas against
 //! acknowledged views keep the game whole on it all the same.
@@ -193,9 +193,8 @@ impl BudgetController {
             self.hold_until = now + Duration::from_secs_f64((rtt + 0.05).min(2.0));
         } else if limited {
             // Quickly back to just below where the link last queued, then slowly on: a
-            // controller probing at one rate throughout (+25% a second) spent a third of
-            // its time with a queue on a 128 kbit/s link, and the queue's sawtooth showed
-            // as underruns downstream (5.8% against 1.4% at a steady budget).
+            // controller probing at one rate throughout keeps a queue much of the time,
+            // and the queue's sawtooth shows as underruns downstream (docs/snapshots.md).
             let cruise = self.ceiling.map_or(f64::INFINITY, |c| c * CRUISE);
             let dt = dt.min(1.0);
             let next = if self.kbps < cruise {
@@ -203,8 +202,7 @@ impl BudgetController {
             } else {
                 let next = self.kbps + (self.kbps * SLOW_PROBE).max(1.0) * dt;
                 // Past where the link queued, and clean: the ceiling moves up with it
-                // (forgetting it instead, to probe fast again, brought the sawtooth back:
-                // 5.6% underruns on a 128 kbit/s link against 4.6%).
+                // (forgetting it instead, to probe fast again, brings the sawtooth back).
                 if let Some(c) = &mut self.ceiling {
                     *c = c.max(next);
                 }
@@ -283,9 +281,9 @@ mod tests {
     #[test]
     fn after_a_queue_it_cruises_just_below_the_link() {
         let (queued, mean) = over_a_link_of_100_kbps(120);
-        // Probing at one rate throughout (+25% a second) queued 33.6% of the time here,
-        // at a mean of 90 kbit/s; cruising below the last ceiling and creeping past it,
-        // 18%, at 96.
+        // Probing at one rate throughout (+25% a second) queues a third of the time here;
+        // cruising below the last ceiling and creeping past it, well under a quarter
+        // (docs/snapshots.md, "Budget and priorities").
         assert!(queued < 0.25, "queued {:.1}% of the time", queued * 100.0);
         // And it still uses most of the link.
         assert!(mean > 85.0 && mean < 110.0, "{mean}");

@@ -25,8 +25,8 @@ fn the_dots_example_predicts_its_own_dot_and_interpolates_the_other() {
 /// decodes, both dots it holds are the server's at that snapshot's tick (nothing is
 /// held back: two dots fit any budget), so a lost snapshot never leaves a view stale;
 /// and each client's own dot ends within 2 cm of the server's after both stood still
-/// for 2 s. Before the view fix, `mobile` held both dots 53 snapshots old and ended
-/// 38 cm off.
+/// for 2 s (the bug this guards against: docs/snapshots.md, "A snapshot decodes from
+/// the acknowledged view alone").
 #[test]
 fn every_snapshot_leaves_each_client_the_servers_dots_on_every_profile() {
     for &profile in lagless_netem::PROFILE_NAMES {

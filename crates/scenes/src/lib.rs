@@ -2,7 +2,7 @@
 //!
 //! [`cubes`]: a player cube pushing around a grid of 900 physics cubes;
 //! [`rocket`]: cars and a ball in an arena, the ball owned by the server;
-//! [`walkers`]: walking characters on a level with obstacles (issue 25);
+//! [`walkers`]: walking characters on a level with obstacles (dead reckoning);
 //! [`shooter`]: a top-down 2D shooter on rapier2d and hecs (lag compensation, predicted
 //! projectiles, cosmetic-first hits, partial simulation).
 //!

@@ -21,7 +21,7 @@ use lagless_scenes::rocket::{CarInput, RocketConfig, RocketScene, car_touches_ba
 pub const ROCKET_SCRIPTS: &[&str] = &["chase", "roam"];
 
 /// A contact a client showed counts as agreed when the server had the same car touching
-/// the ball within this many ticks of it (LAB.md: "within 2 ticks").
+/// the ball within this many ticks of it (`ball.contacts_agreed_pct` in docs/metrics.md).
 pub const CONTACT_WINDOW_TICKS: usize = 2;
 
 /// The car-and-ball scene, with what the lab follows of it on the server: the ball and

@@ -1,4 +1,4 @@
-//! The shooter scene (`lagless_scenes::shooter`, issue 24) in the lab: each client
+//! The shooter scene (`lagless_scenes::shooter`) in the lab: each client
 //! predicts its own player and projectiles only, shows the others interpolated, and a
 //! bot per client shoots at what that client shows. Hit reports ride in front of each
 //! snapshot ([`LabScene::EVENTS_DOWN`]); each input carries the client's view

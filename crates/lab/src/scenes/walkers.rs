@@ -1,4 +1,4 @@
-//! The walker scene (`lagless_scenes::walkers`, issue 25) in the lab: one predicted
+//! The walker scene (`lagless_scenes::walkers`) in the lab: one predicted
 //! character per client and `--walkers N` scripted walkers the server simulates, shown
 //! to clients by dead reckoning or, for the comparison, through ordinary snapshots and
 //! the interpolation buffer (`--walker-sync`).

@@ -41,7 +41,7 @@ pub enum Request {
     Subscribe(SyncSender<Outgoing>),
     /// A command from a page, already checked.
     Command(Command),
-    /// The metrics of the run so far, as LAB.md's JSON.
+    /// The metrics of the run so far, as `lagless run --json` writes them.
     Metrics(SyncSender<String>),
 }
 

@@ -8,9 +8,9 @@
 //! - `page.html`: the page, plain JS and canvas 2D, built into the binary.
 //!
 //! The HTTP side is std's `TcpListener` with a thread per connection: `GET /` (the page),
-//! `GET /api/metrics` (the run's metrics so far, LAB.md's JSON) and `GET /ws` (the
-//! WebSocket, through `tungstenite`). A viewer is one person on one machine, so nothing
-//! here needs more than that.
+//! `GET /api/metrics` (the run's metrics so far, as `lagless run --json` writes them) and
+//! `GET /ws` (the WebSocket, through `tungstenite`). A viewer is one person on one machine,
+//! so nothing here needs more than that.
 
 pub mod live;
 pub mod protocol;

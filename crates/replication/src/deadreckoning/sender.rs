@@ -48,10 +48,9 @@ impl CharacterState {
 /// change is resent once 250 ms later.
 ///
 /// The resend is ours, not the article's: its messages ride an unreliable channel, and
-/// a lost turn or stop is otherwise wrong until the next sync, up to 2 s. In
-/// `examples/walkers_dr.rs` (200 walkers, `mobile`: 5% bursty loss) it takes the p99
-/// present-time error from 365 to 121 cm (Arrive) and from 241 to 74 cm (PVB) for 53%
-/// more messages, still 7% of the bytes of full snapshots.
+/// a lost turn or stop is otherwise wrong until the next sync, up to 2 s. On a lossy
+/// link it cuts the error's tail to about a third for half as many messages again
+/// (docs/dead-reckoning.md has the figures).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SenderConfig {
     /// Time between messages during steady motion; also the interval each moving message

@@ -1,13 +1,13 @@
 //! Client-side prediction for the cube scene: the [`Rollback`] the core's
 //! [`Predictor`](lagless_core::Predictor) drives.
 //!
-//! The client predicts a *predicted set*, not the world: its own player plus the cubes
-//! it may touch soon. Those are the cubes within `radius` of the segment the player
-//! sweeps over `lookahead` at its current velocity (sources 001 and 002: predict what you
-//! interact with, show the rest from snapshots). They live in a sparse [`CubeScene`]
-//! stepped by exactly the server's code, so a player that touches nothing predicts bit
-//! for bit. Rolling back means loading the player and the set from a snapshot and
-//! replaying a few cheap steps, rather than restoring 900 bodies.
+//! The client predicts a *predicted set*, not the world: its own player plus the cubes it
+//! may touch soon. Those are the cubes within `radius` of the segment the player sweeps
+//! over `lookahead` at its current velocity (the Unity ball article and the Pixonic mobile
+//! shooter article: predict what you interact with, show the rest from snapshots). They
+//! live in a sparse [`CubeScene`] stepped by exactly the server's code, so a player that
+//! touches nothing predicts bit for bit. Rolling back means loading the player and the set
+//! from a snapshot and replaying a few cheap steps, rather than restoring 900 bodies.
 //!
 //! [`PredictMode::FullWorld`] is the naive baseline: the whole world is loaded from the
 //! snapshot and replayed.
@@ -30,11 +30,14 @@ pub enum PredictMode {
 /// How far a prediction may be from the server's state before it counts as wrong.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Tolerances {
-    /// Squared position error of the player, m² (source 000: 1e-7).
+    /// Squared position error of the player, m² (1e-7 in the Unity physics prediction
+    /// article).
     pub player_position_sq: f32,
-    /// `1 - |dot(q1, q2)|` of the player's rotation (source 000: 1e-5).
+    /// `1 - |dot(q1, q2)|` of the player's rotation (1e-5 in the Unity physics prediction
+    /// article).
     pub player_rotation: f32,
-    /// Linear velocity error of the player, m/s; `None` ignores velocity (source 000).
+    /// Linear velocity error of the player, m/s; `None` ignores velocity (as the Unity physics
+    /// prediction article does).
     pub player_linvel: Option<f32>,
     /// Squared position error of a predicted cube, m². Looser than the player's: cubes
     /// settle by fractions of a millimetre, which should not cost a rollback.
@@ -92,7 +95,7 @@ pub struct PredictedState {
     /// The local player.
     pub player: BodyState,
     /// Predicted cubes: (grid index, state). Empty in full-world mode, where only the
-    /// player is compared (source 002).
+    /// player is compared (as in the Pixonic mobile shooter article).
     pub cubes: Vec<(u32, BodyState)>,
 }
 

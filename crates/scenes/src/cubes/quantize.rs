@@ -3,7 +3,7 @@
 //! The server snaps every *player* to this grid after each step
 //! ([`CubeSceneConfig::quantize`] turns it on), and client-side prediction's scene does
 //! the same. A client therefore decodes exactly the player state the server simulates on,
-//! so quantizing players never triggers a rollback (source 003, Fiedler's "Snapshot
+//! so quantizing players never triggers a rollback (Fiedler's "Snapshot
 //! Compression": quantize on both sides).
 //!
 //! Cubes are not snapped: the server simulates them in full `f32` precision (snapping a

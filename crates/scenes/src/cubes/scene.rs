@@ -297,8 +297,8 @@ impl CubeScene {
     /// Snaps every player's state to `q`'s grid (see [`CubeSceneConfig::quantize`]).
     ///
     /// Only players: writing a snapped pose into a resting cube every tick moves it off
-    /// and back onto its ground contact, and rapier then never lets it sleep (measured:
-    /// all 900 cubes stayed awake and a server tick cost 10x more). Cubes are quantized
+    /// and back onto its ground contact, and rapier then never lets it sleep (all 900
+    /// cubes stay awake: docs/snapshots.md, "Quantization"). Cubes are quantized
     /// on the wire only, and prediction compares them with a tolerance above the
     /// quantization error instead.
     fn snap_players(&mut self, q: &StateQuantization) {

@@ -22,7 +22,8 @@ impl lagless_core::Input for CubeInput {
 }
 
 /// One non-player cube as replicated: its pose, whether it is moving ("interacting" in
-/// source 003) and, when it is, its velocities (which prediction needs to simulate it on).
+/// Fiedler's "Snapshot Interpolation") and, when it is, its velocities (which prediction
+/// needs to simulate it on).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CubePose {
     /// Centre of the cube.

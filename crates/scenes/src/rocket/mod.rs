@@ -2,10 +2,10 @@
 //! predicting server-owned physics objects", here "the Unity ball article").
 //!
 //! A closed arena (floor, four walls, ceiling), one box car per player driven by forces
-//! (throttle, turn torque, jump, boost) and a bouncy ball the server owns, which only
-//! cars move. Every body's state is position, rotation, linear and angular velocity
-//! (item 11), snapped after each step to the grid snapshots carry, so a client that
-//! loads a snapshot holds exactly what the server simulates on.
+//! (throttle, turn torque, jump, boost) and a bouncy ball the server owns, which only cars
+//! move. Every body's state is position, rotation, linear and angular velocity (as in the
+//! Unity ball article), snapped after each step to the grid snapshots carry, so a client
+//! that loads a snapshot holds exactly what the server simulates on.
 //!
 //! * [`RocketScene`]: the world, stepped by the server and, per client, by prediction.
 //! * [`replicate`]: its declaration on the replication layer.

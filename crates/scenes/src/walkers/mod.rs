@@ -1,4 +1,4 @@
-//! Walking characters (issue 25): an open level with box obstacles, one character per
+//! Walking characters (for dead reckoning): an open level with box obstacles, one character per
 //! player and any number of scripted walkers that roam, stop, turn, run and idle the way
 //! players do, all moved by rapier's kinematic character controller.
 //!

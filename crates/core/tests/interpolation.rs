@@ -257,7 +257,7 @@ fn simulate(
     seed: u64,
     seconds: u64,
 ) -> Figures {
-    let conditions = profile(profile_name).expect("a LAB.md profile");
+    let conditions = profile(profile_name).expect("a netem profile");
     let mut link = Link::new(conditions, seed).expect("profiles validate");
     let mut buffer = InterpolationBuffer::<Pose>::new(config(policy));
     let tick_at = |k: u64| Duration::from_nanos(k * 1_000_000_000 / u64::from(TICK_HZ));
@@ -609,7 +609,7 @@ fn over_changing_link(
     config_with: impl Fn(InterpolationConfig) -> InterpolationConfig,
     bounds: &[u64],
 ) -> (Vec<Phase>, InterpolationBuffer<f32>) {
-    let named = |name: &str| profile(name).expect("a LAB.md profile");
+    let named = |name: &str| profile(name).expect("a netem profile");
     let changes = [
         (0, named("broadband")),
         (90_000, named("snapshot-demo")),
@@ -751,7 +751,7 @@ fn after_the_link_gets_worse_the_delay_rests_on_the_new_link_alone() {
 /// that quarter, and the delay comes down within a minute.
 #[test]
 fn after_losses_stop_the_delay_comes_down_within_a_minute() {
-    let demo = profile("snapshot-demo").expect("a LAB.md profile");
+    let demo = profile("snapshot-demo").expect("a netem profile");
     let calm = LinkConfig {
         loss: Loss::None,
         ..demo.clone()

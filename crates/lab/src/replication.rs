@@ -23,7 +23,7 @@ use lagless_wire::BitReader;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-/// Bits per entity of Fiedler's uncompressed encoding (source 003): position and linear
+/// Bits per entity of Fiedler's uncompressed encoding ("Snapshot Compression"): position and linear
 /// velocity as 3 floats, orientation as 4, one "interacting" bit.
 pub const NAIVE_BITS_PER_ENTITY: u64 = 321;
 
@@ -565,7 +565,7 @@ impl<S: LabScene> SnapshotReceiver<S> {
     }
 }
 
-/// Adds the `snapshot.*` metrics: LAB.md's plus the codec's own. `down_kbps_mean` is
+/// Adds the `snapshot.*` metrics: `docs/metrics.md`'s plus the codec's own. `down_kbps_mean` is
 /// `net.down_kbps_mean`, for the ratio to the naive stream.
 pub fn snapshot_metrics<S: LabScene>(
     r: &mut Report,

@@ -243,7 +243,7 @@ pub trait LabScene: Sized + Send + 'static {
     /// the server rejected what a client showed). The default reports nothing.
     fn report_joint(&self, _worlds: &[&Self::World], _r: &mut Report) {}
 
-    /// Walking characters (issue 25): each one's entity id and true motion after the
+    /// Walking characters (dead reckoning): each one's entity id and true motion after the
     /// step, in a fixed order, every tick. The runner records them as the truth of the
     /// `deadreckoning.*` metrics and, when [`LabScene::dead_reckoning`] says so, feeds
     /// them to a `DrServer` whose messages ride in front of each snapshot. The default:

@@ -413,3 +413,53 @@ fn run_over_udp_reports_like_the_emulator() {
     }
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// Every scene runs over UDP, and its report has the emulator's families: the walkers'
+/// dead reckoning judged against the server's record, the shooter's hits, the rocket's
+/// ball, and the input delay and lead on the server's clock.
+#[test]
+fn every_scene_runs_over_udp_with_its_own_figures() {
+    let _one = one_at_a_time();
+    let d = dir("scenes");
+    for (scene, family, name) in [
+        ("walkers", "deadreckoning", "error_cm_mean"),
+        ("shooter", "hits", "shown"),
+        ("rocket", "ball", "error_cm_p99"),
+    ] {
+        let out = d.join(format!("{scene}.json"));
+        ok(lagless()
+            .args(["run", "--transport", "udp", "--scene", scene])
+            .args(["--profile", "loopback", "--clients", "2", "--seconds", "3"])
+            .arg("--json")
+            .arg(&out));
+        let v = json(&out);
+        assert_eq!(v["scene"], scene);
+        assert_eq!(v["client"]["ended"], "done,done", "{scene}");
+        assert!(f(&v, family, name).is_finite(), "{scene}: {family}.{name}");
+        assert!(f(&v, "input", "delay_ms_mean") > 0.0, "{scene}");
+        assert_eq!(v["replication"]["view_mismatches"], 0, "{scene}");
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A client of another scene than the server's is refused, with both named.
+#[test]
+fn a_client_of_another_scene_is_refused_by_name() {
+    let _one = one_at_a_time();
+    let d = dir("other-scene");
+    let key = keygen(&d);
+    let (server, addr) = serve(&key, &d.join("s.json"), 20, &[]);
+    let t = d.join("c.token");
+    token(&key, 1, addr, &t, &[]);
+    let out = connect(&t, 2.0, &d.join("c.json"), &["--scene", "rocket"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the server runs scene cubes, this client rocket"),
+        "{err}"
+    );
+    drop(server);
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -11,7 +11,7 @@
 //! - [`proxy`]: `lagless proxy`, the transport's [`lagless_transport::Proxy`] with a profile
 //!   and the network overrides of `run`.
 //! - [`run`]: `run --transport udp`, a server and N clients on loopback threads.
-//! - [`report`]: LAB.md's metrics from what the clients (and, in one process, the server)
+//! - [`report`]: the metrics of `docs/metrics.md` from what the clients (and, in one process, the server)
 //!   measured.
 //!
 //! Beside the session packets, which travel as unreliable payloads unchanged, the server
@@ -79,7 +79,7 @@ pub enum Control {
         up_received: u64,
         /// Session packets sent to the client.
         down_sent: u64,
-        /// Their bytes, with the UDP/IP header counted per packet (LAB.md).
+        /// Their bytes, with the UDP/IP header counted per packet (`docs/metrics.md`).
         down_bytes: u64,
         /// Milliseconds since the client connected.
         elapsed_ms: u64,

@@ -570,7 +570,7 @@ pub struct ServeOutcome<S: LabScene> {
 }
 
 impl<S: LabScene> ServeOutcome<S> {
-    /// `server.*` under LAB.md's names, plus the process's CPU share and memory.
+    /// `server.*` under `docs/metrics.md`'s names, plus the process's CPU share and memory.
     pub fn fill(&self, r: &mut Report) {
         let f = &self.figures;
         r.number("server.tick_ms_p50", percentile(&f.tick_ms, 50.0));

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
-/// Per-packet UDP/IP header bytes counted in bandwidth figures (LAB.md).
+/// Per-packet UDP/IP header bytes counted in bandwidth figures (`docs/metrics.md`).
 pub const UDP_IP_HEADER_BYTES: u64 = 28;
 
 /// Why a run could not start.

@@ -1,4 +1,4 @@
-//! Turns what a run measured into the [`Report`], under LAB.md's metric names.
+//! Turns what a run measured into the [`Report`], under the metric names of `docs/metrics.md`.
 
 use super::Sim;
 use super::client::{ClientSim, Prediction};

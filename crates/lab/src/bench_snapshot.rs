@@ -12,7 +12,7 @@ use crate::bench::{busy_input, median};
 use crate::cpu::CpuTimer;
 use lagless_core::Tick;
 use lagless_replication::{
-    BudgetConfig, ClientConfig, ReplicationClient, ReplicationServer, ServerConfig,
+    BudgetConfig, ClientConfig, ReplicationClient, ReplicationConfig, ReplicationServer,
 };
 use lagless_scenes::cubes::replicate;
 use lagless_scenes::cubes::snapshot::{CubeSnapshot, SnapshotLimits};
@@ -54,12 +54,12 @@ pub fn bench_snapshot(
         scene.add_player(0);
         let mut server = ReplicationServer::new(
             replicate::schema(&q),
-            ServerConfig {
+            ReplicationConfig {
                 budget: BudgetConfig {
                     max_kbps: 0.0,
                     ..BudgetConfig::default()
                 },
-                ..ServerConfig::default()
+                ..ReplicationConfig::default()
             },
         );
         server.add_client(1);
@@ -171,7 +171,7 @@ pub fn bench_encode_clients(clients: usize, ticks: u32, cold: bool) -> ManyClien
     for &p in &players {
         scene.add_player(p);
     }
-    let mut server = ReplicationServer::new(replicate::schema(&q), ServerConfig::default());
+    let mut server = ReplicationServer::new(replicate::schema(&q), ReplicationConfig::default());
     for &p in &players {
         server.add_client(u64::from(p));
     }

@@ -389,10 +389,10 @@ pub struct RunConfig {
     /// (`lagless_replication::BudgetConfig`); 0: no budget.
     pub budget_kbps: f64,
     /// Distance at which an entity's priority for a client halves, m
-    /// (`lagless_replication::ServerConfig::relevance_distance`).
+    /// (`lagless_replication::ReplicationConfig::relevance_distance`).
     pub relevance_m: f32,
     /// How many times faster entities near the client's player gain priority
-    /// (`lagless_replication::ServerConfig::near_boost`).
+    /// (`lagless_replication::ReplicationConfig::near_boost`).
     pub near_boost: f32,
     /// The walker scene's settings (`--walkers`, `--walker-sync`, `--steering`).
     pub walkers: WalkerSettings,
@@ -447,8 +447,8 @@ impl Default for RunConfig {
             snapshot_hz: 64,
             snapshot_codec: SnapshotCodecChoice::Delta,
             budget_kbps: lagless_replication::BudgetConfig::default().max_kbps,
-            relevance_m: lagless_replication::ServerConfig::default().relevance_distance,
-            near_boost: lagless_replication::ServerConfig::default().near_boost,
+            relevance_m: lagless_replication::ReplicationConfig::default().relevance_distance,
+            near_boost: lagless_replication::ReplicationConfig::default().near_boost,
             walkers: WalkerSettings::default(),
             shooter: ShooterSettings::default(),
             server: ServerConfig::default(),

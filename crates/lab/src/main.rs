@@ -437,11 +437,11 @@ struct RunArgs {
     budget_kbps: f64,
     /// Distance (m) at which an entity's priority for a client halves, measured from the
     /// client's player: the nearer, the sooner it is sent when the budget is short.
-    #[arg(long, default_value_t = lagless_replication::ServerConfig::default().relevance_distance)]
+    #[arg(long, default_value_t = lagless_replication::ReplicationConfig::default().relevance_distance)]
     relevance_m: f32,
     /// How many times faster entities within the near distance (6 m) of the client's
     /// player gain priority when the budget is short; 1 turns the near field off.
-    #[arg(long, default_value_t = lagless_replication::ServerConfig::default().near_boost)]
+    #[arg(long, default_value_t = lagless_replication::ReplicationConfig::default().near_boost)]
     near_boost: f32,
     /// Turn client-side prediction off (show the newest server state).
     #[arg(long)]

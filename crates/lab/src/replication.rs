@@ -17,7 +17,7 @@ use lagless_core::{ClientId, ClientSession, ProtocolError, ReceivedSnapshot};
 use lagless_replication::deadreckoning::{CharacterState, DrCodec, DrConfig, DrError, DrReceiver};
 use lagless_replication::{
     BudgetConfig, ClientConfig, ClientReplicationStats, EntityEvent, NetConfig, ReplicationClient,
-    ReplicationError, ReplicationServer, Server, ServerConfig, SnapshotCounters,
+    ReplicationConfig, ReplicationError, ReplicationServer, Server, SnapshotCounters,
 };
 use lagless_wire::BitReader;
 use std::marker::PhantomData;
@@ -148,10 +148,10 @@ pub fn net_config<S: LabScene>(setup: &S::Setup, config: &RunConfig) -> NetConfi
         max_kbps: config.budget_kbps,
         ..BudgetConfig::default()
     };
-    net.replication = ServerConfig {
+    net.replication = ReplicationConfig {
         relevance_distance: config.relevance_m,
         near_boost: config.near_boost,
-        ..ServerConfig::default()
+        ..ReplicationConfig::default()
     };
     net.server_session = config.server.clone();
     net.client_session = config.client.clone();

@@ -26,7 +26,7 @@ pub struct ClientConfig {
     /// Counts a decoder accepts.
     pub limits: Limits,
     /// Views (decoded snapshots) kept as possible baselines. At least the server's
-    /// [`crate::ServerConfig::max_in_flight`], so the server never refers to one the client
+    /// [`crate::ReplicationConfig::max_in_flight`], so the server never refers to one the client
     /// dropped.
     pub history: usize,
     /// Events kept until polled; older ones are dropped.

@@ -51,7 +51,7 @@
 //!         .build()
 //!         .unwrap()
 //! };
-//! let mut server = ReplicationServer::new(schema(), ServerConfig::default());
+//! let mut server = ReplicationServer::new(schema(), ReplicationConfig::default());
 //! let mut client = ReplicationClient::new(schema(), ClientConfig::default());
 //! let dot = server.spawn(0, |w| { w.vec2([1.0, 2.0]); w.int(0); }).unwrap();
 //! server.add_client(7);
@@ -109,8 +109,7 @@ pub use schema::{
     CODE_LIMIT, Field, FieldType, Kind, KindId, MAX_FIELDS, MAX_KINDS, Schema, SchemaError,
 };
 pub use server::{
-    ClientKey, ClientReplicationStats, EncodedSnapshot, RelevanceFn, ReplicationServer,
-    ServerConfig,
+    ClientReplicationStats, EncodedSnapshot, RelevanceFn, ReplicationConfig, ReplicationServer,
 };
 pub use snapshot::{Change, Decoded, Limits};
 pub use state::{StateError, StateReader, StateWriter};

@@ -27,7 +27,7 @@ fn schema() -> Schema {
 
 /// A client that decoded two snapshots, and the bytes of a third.
 fn primed() -> (ReplicationClient, Vec<u8>) {
-    let mut server = ReplicationServer::new(schema(), ServerConfig::default());
+    let mut server = ReplicationServer::new(schema(), ReplicationConfig::default());
     let mut client = ReplicationClient::new(schema(), ClientConfig::default());
     for i in 0..5 {
         server
@@ -119,9 +119,9 @@ proptest! {
 fn acknowledgements_cannot_grow_memory() {
     let mut server = ReplicationServer::new(
         schema(),
-        ServerConfig {
+        ReplicationConfig {
             max_in_flight: 16,
-            ..ServerConfig::default()
+            ..ReplicationConfig::default()
         },
     );
     server.add_client(1);

@@ -77,12 +77,12 @@ fn acknowledge_arrived(
 }
 
 fn ends(budget_kbps: f64) -> (ReplicationServer, ReplicationClient) {
-    let config = ServerConfig {
+    let config = ReplicationConfig {
         budget: BudgetConfig {
             max_kbps: budget_kbps,
             ..BudgetConfig::default()
         },
-        ..ServerConfig::default()
+        ..ReplicationConfig::default()
     };
     (
         ReplicationServer::new(schema(), config),
@@ -181,9 +181,9 @@ fn a_tight_budget_defers_but_converges() {
 
 #[test]
 fn a_client_that_lost_its_baselines_is_resynced() {
-    let config = ServerConfig {
+    let config = ReplicationConfig {
         max_in_flight: 32,
-        ..ServerConfig::default()
+        ..ReplicationConfig::default()
     };
     let mut server = ReplicationServer::new(schema(), config);
     let mut client = ReplicationClient::new(schema(), ClientConfig::default());
@@ -226,7 +226,7 @@ fn a_client_that_lost_its_baselines_is_resynced() {
 
 #[test]
 fn relevance_zero_keeps_an_entity_away() {
-    let mut server = ReplicationServer::new(schema(), ServerConfig::default());
+    let mut server = ReplicationServer::new(schema(), ReplicationConfig::default());
     let mut client = ReplicationClient::new(schema(), ClientConfig::default());
     let near = server
         .spawn(1, |w| {
@@ -271,12 +271,12 @@ fn relevance_zero_keeps_an_entity_away() {
 
 #[test]
 fn unchanged_entities_cost_nothing_and_deltas_are_shared() {
-    let unlimited = ServerConfig {
+    let unlimited = ReplicationConfig {
         budget: BudgetConfig {
             max_kbps: 0.0,
             ..BudgetConfig::default()
         },
-        ..ServerConfig::default()
+        ..ReplicationConfig::default()
     };
     let mut server = ReplicationServer::new(schema(), unlimited);
     for i in 0..200 {
@@ -303,7 +303,7 @@ fn unchanged_entities_cost_nothing_and_deltas_are_shared() {
 
 /// A server with one body and a client that decoded and acknowledged tick 1.
 fn one_body_in_step() -> (ReplicationServer, ReplicationClient, u32) {
-    let mut server = ReplicationServer::new(schema(), ServerConfig::default());
+    let mut server = ReplicationServer::new(schema(), ReplicationConfig::default());
     let mut client = ReplicationClient::new(schema(), ClientConfig::default());
     let id = server.spawn(0, |w| write_body(w, 0.0, 0)).expect("spawn");
     server.add_client(1);
@@ -358,7 +358,7 @@ fn an_update_goes_until_acknowledged() {
 /// acknowledged: what a game sending the entity's motion some other way waits for.
 #[test]
 fn client_holds_an_entity_once_its_spawn_is_acknowledged() {
-    let mut server = ReplicationServer::new(schema(), ServerConfig::default());
+    let mut server = ReplicationServer::new(schema(), ReplicationConfig::default());
     server.add_client(1);
     server
         .spawn_with_id(4, 1, |w| {
@@ -464,7 +464,7 @@ fn short_lived_entities_under_reused_ids_converge() {
 /// arrived, as far as it knows): the client ends up without it.
 #[test]
 fn a_lost_despawn_is_sent_again_until_acknowledged() {
-    let mut server = ReplicationServer::new(schema(), ServerConfig::default());
+    let mut server = ReplicationServer::new(schema(), ReplicationConfig::default());
     let mut client = ReplicationClient::new(schema(), ClientConfig::default());
     server.add_client(1);
     let now = |t: u32| Duration::from_millis(u64::from(t) * 16);

@@ -102,7 +102,7 @@ fn forged_dead_reckoning_messages_are_refused_by_reason_and_the_honest_one_shown
     });
     let mut replication = ReplicationServer::new(
         schema(),
-        lagless_replication::ServerConfig {
+        lagless_replication::ReplicationConfig {
             tick_hz: HZ,
             snapshot_hz: f64::from(HZ),
             ..Default::default()

@@ -29,7 +29,7 @@ fn write(w: &mut StateWriter, t: u32, salt: u32) {
 
 #[test]
 fn the_own_entity_does_not_starve_the_others_at_the_least_budget() {
-    let config = ServerConfig {
+    let config = ReplicationConfig {
         tick_hz: 64,
         snapshot_hz: 64.0,
         budget: BudgetConfig {
@@ -38,7 +38,7 @@ fn the_own_entity_does_not_starve_the_others_at_the_least_budget() {
             adaptive: false,
             ..BudgetConfig::default()
         },
-        ..ServerConfig::default()
+        ..ReplicationConfig::default()
     };
     let mut server = ReplicationServer::new(schema(), config);
     server.add_client(1);

@@ -48,7 +48,7 @@ impl Body {
 /// Runs `bodies` for `ticks` with the client's focus at the origin under a budget that
 /// carries a few updates per snapshot, and returns each body's errors (m) as the client
 /// shows it each tick: its newest state carried on by its velocity.
-fn run(bodies: &[Body], config: ServerConfig, ticks: u32) -> Vec<Vec<f32>> {
+fn run(bodies: &[Body], config: ReplicationConfig, ticks: u32) -> Vec<Vec<f32>> {
     let mut server = ReplicationServer::new(schema(), config);
     server.add_client(1);
     server.set_focus(1, Some([0.0; 3]));
@@ -91,8 +91,8 @@ fn run(bodies: &[Body], config: ServerConfig, ticks: u32) -> Vec<Vec<f32>> {
 
 /// 16 kbit/s for the entities, plus the 16-bit view checksum every snapshot carries
 /// (1 kbit/s at 64 snapshots a second).
-fn small_budget() -> ServerConfig {
-    ServerConfig {
+fn small_budget() -> ReplicationConfig {
+    ReplicationConfig {
         budget: BudgetConfig {
             max_kbps: 17.024,
             min_kbps: 17.024,
@@ -100,7 +100,7 @@ fn small_budget() -> ServerConfig {
             ..BudgetConfig::default()
         },
         packet_overhead_bytes: 0,
-        ..ServerConfig::default()
+        ..ReplicationConfig::default()
     }
 }
 
@@ -127,7 +127,7 @@ fn a_body_moving_as_predicted_waits_behind_one_that_turned() {
     let with_error = run(&bodies, small_budget(), 256);
     let without = run(
         &bodies,
-        ServerConfig {
+        ReplicationConfig {
             error_tolerance: 0.0,
             ..small_budget()
         },
@@ -171,7 +171,7 @@ fn near_bodies_go_before_far_ones() {
     let boosted = run(&bodies, small_budget(), 256);
     let flat = run(
         &bodies,
-        ServerConfig {
+        ReplicationConfig {
             near_boost: 1.0,
             ..small_budget()
         },

@@ -2,7 +2,7 @@
 
 use lagless_replication::spawns::*;
 use lagless_replication::{Kind, Schema};
-use lagless_replication::{Limits, Pose, ReplicationServer, ServerConfig, Tick};
+use lagless_replication::{Limits, Pose, ReplicationConfig, ReplicationServer, Tick};
 use lagless_wire::{BitReader, BitWriter};
 
 const ROCKET: u16 = 1;
@@ -133,7 +133,7 @@ fn the_replication_server_can_never_allocate_a_predicted_id() {
             .build()
             .unwrap()
     };
-    let mut server = ReplicationServer::new(schema(), ServerConfig::default());
+    let mut server = ReplicationServer::new(schema(), ReplicationConfig::default());
     let space = IdSpace::from_limits(&server.config().limits, 16).unwrap();
     let first_client_id = *space.range(0).unwrap().start();
     assert!(

@@ -8,7 +8,7 @@
 //! decodes (and so acknowledges) snapshots and plays the script: many of them load a
 //! server as players would, at a fraction of the CPU.
 
-use super::{Control, NetError, SeqCounter};
+use super::{Control, SeqCounter, UdpRunError};
 use crate::config::{RunConfig, SnapshotCodecChoice};
 use crate::replication::SnapshotReceiver;
 use crate::runner::UDP_IP_HEADER_BYTES;
@@ -184,7 +184,7 @@ pub fn connect<S: LabScene>(
     settings: &ConnectSettings,
     config: &RunConfig,
     stop: &AtomicBool,
-) -> Result<ClientRun<S>, NetError> {
+) -> Result<ClientRun<S>, UdpRunError> {
     connect_with_truth(settings, config, None, stop)
 }
 
@@ -195,7 +195,7 @@ pub(crate) fn connect_with_truth<S: LabScene>(
     config: &RunConfig,
     truth: Option<Arc<RwLock<Truth>>>,
     stop: &AtomicBool,
-) -> Result<ClientRun<S>, NetError> {
+) -> Result<ClientRun<S>, UdpRunError> {
     let mut udp = UdpClient::connect(&settings.token)?;
     let run = play(&mut udp, settings, config, truth, stop);
     // Every way out, giving up on the welcome included, sends the redundant disconnect
@@ -213,12 +213,12 @@ fn play<S: LabScene>(
     config: &RunConfig,
     truth: Option<Arc<RwLock<Truth>>>,
     stop: &AtomicBool,
-) -> Result<ClientRun<S>, NetError> {
+) -> Result<ClientRun<S>, UdpRunError> {
     let deadline = Instant::now() + settings.connect_timeout;
     let welcome = loop {
         udp.update();
         if udp.state().is_error() {
-            return Err(NetError::Connect(format!("{:?}", udp.state())));
+            return Err(UdpRunError::Connect(format!("{:?}", udp.state())));
         }
         let welcome = udp
             .recv_reliable()
@@ -230,7 +230,7 @@ fn play<S: LabScene>(
         // Session packets before the welcome have nobody to go to.
         udp.recv().for_each(drop);
         if Instant::now() >= deadline || stop.load(Ordering::Relaxed) {
-            return Err(NetError::Connect(format!(
+            return Err(UdpRunError::Connect(format!(
                 "no welcome within {:?} (state {:?})",
                 settings.connect_timeout,
                 udp.state()
@@ -249,10 +249,10 @@ fn play<S: LabScene>(
         seed,
     } = welcome
     else {
-        return Err(NetError::Connect("no welcome".into()));
+        return Err(UdpRunError::Connect("no welcome".into()));
     };
     if !(1..=1000).contains(&tick_hz) || snapshot_hz == 0 || snapshot_hz > tick_hz || player == 0 {
-        return Err(NetError::Connect(format!(
+        return Err(UdpRunError::Connect(format!(
             "the server's settings make no sense: player {player}, {tick_hz} Hz, {snapshot_hz} snapshots/s"
         )));
     }
@@ -268,14 +268,14 @@ fn play<S: LabScene>(
         _ => SnapshotCodecChoice::Plain,
     };
     if super::scene_name(scene) != Some(config.scene.as_str()) {
-        return Err(NetError::Connect(format!(
+        return Err(UdpRunError::Connect(format!(
             "the server runs scene {}, this client {}",
             super::scene_name(scene).unwrap_or("(unknown)"),
             config.scene
         )));
     }
     if !(1..=super::serve::MAX_GRID).contains(&grid) {
-        return Err(NetError::Connect(format!(
+        return Err(UdpRunError::Connect(format!(
             "the server's grid of {grid} cubes a side is out of range"
         )));
     }
@@ -283,7 +283,7 @@ fn play<S: LabScene>(
     config.seed = seed;
     let setup = S::client_setup(&config)?;
     if super::schema_fingerprint(&S::schema(&setup)) != schema {
-        return Err(NetError::Connect(format!(
+        return Err(UdpRunError::Connect(format!(
             "the server's {} scene declares other snapshots than this client's: run both \
              with the same scene settings",
             config.scene
@@ -464,7 +464,7 @@ mod tests {
         }
         let err = client.join().expect("client thread");
         assert!(
-            matches!(&err, Some(NetError::Connect(m)) if m.contains("no welcome")),
+            matches!(&err, Some(UdpRunError::Connect(m)) if m.contains("no welcome")),
             "{:?}",
             err.map(|e| e.to_string())
         );

@@ -33,7 +33,7 @@ use thiserror::Error;
 
 /// Why a networked command could not run.
 #[derive(Debug, Error)]
-pub enum NetError {
+pub enum UdpRunError {
     /// The transport failed (socket, token, key file).
     #[error(transparent)]
     Transport(#[from] lagless_transport::TransportError),

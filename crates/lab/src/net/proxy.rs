@@ -1,7 +1,7 @@
 //! `lagless proxy`: the transport's link-conditioner [`Proxy`] with a profile and the
 //! network overrides of `run`, logging its counters once a second.
 
-use super::NetError;
+use super::UdpRunError;
 use crate::config::NetOverrides;
 use lagless_netem::LinkConfig;
 use lagless_transport::{Proxy, ProxyConfig, ProxyStats, TransportError};
@@ -27,14 +27,14 @@ pub struct ProxySettings {
 
 impl ProxySettings {
     /// The uplink and downlink the proxy applies.
-    pub fn links(&self) -> Result<(LinkConfig, LinkConfig), NetError> {
+    pub fn links(&self) -> Result<(LinkConfig, LinkConfig), UdpRunError> {
         let base = lagless_netem::profile(&self.profile)
             .ok_or_else(|| TransportError::UnknownProfile(self.profile.clone()))?;
         Ok(self.net.apply(&base))
     }
 
     /// Starts the proxy on its own thread.
-    pub fn spawn(&self) -> Result<Proxy, NetError> {
+    pub fn spawn(&self) -> Result<Proxy, UdpRunError> {
         let (up, down) = self.links()?;
         let mut config = ProxyConfig::profile(self.listen, self.forward, &self.profile, self.seed)?;
         config.up = up;
@@ -49,7 +49,7 @@ pub fn run(
     settings: &ProxySettings,
     seconds: Option<f64>,
     stop: &AtomicBool,
-) -> Result<ProxyStats, NetError> {
+) -> Result<ProxyStats, UdpRunError> {
     let proxy = settings.spawn()?;
     tracing::info!(
         listen = %proxy.local_addr(),

@@ -8,7 +8,7 @@
 //! (every player and other entity per tick) for the clients to measure their errors against, as
 //! the virtual-clock runner does.
 
-use super::NetError;
+use super::UdpRunError;
 use super::connect::{ClientRun, ConnectSettings, connect_with_truth};
 use super::proxy::ProxySettings;
 use super::serve::{GameServer, ServeOutcome, ServeSettings};
@@ -26,13 +26,13 @@ use std::time::{Duration, Instant};
 pub const LOOPBACK_PROFILE: &str = "loopback";
 
 /// Runs `config` (its scene by name) over real UDP on loopback and reports it.
-pub fn run(config: &RunConfig) -> Result<Report, NetError> {
+pub fn run(config: &RunConfig) -> Result<Report, UdpRunError> {
     crate::with_scene!(config.scene.as_str(), S => run_scene::<S>(config),
         else Err(crate::RunError::UnknownScene(config.scene.clone()).into()))
 }
 
 /// [`run`] on scene `S`.
-fn run_scene<S: LabScene>(config: &RunConfig) -> Result<Report, NetError> {
+fn run_scene<S: LabScene>(config: &RunConfig) -> Result<Report, UdpRunError> {
     if !(config.seconds > 0.0 && config.seconds <= 24.0 * 3600.0) {
         return Err(crate::RunError::Invalid(format!(
             "seconds must be in (0, 86400], got {}",
@@ -99,12 +99,12 @@ fn run_scene<S: LabScene>(config: &RunConfig) -> Result<Report, NetError> {
                     }
                 }
             })
-            .map_err(|e| NetError::Thread(e.to_string()))?
+            .map_err(|e| UdpRunError::Thread(e.to_string()))?
     };
     let (server_addr, truth) = rx
         .recv()
-        .map_err(|e| NetError::Thread(e.to_string()))?
-        .map_err(NetError::Connect)?;
+        .map_err(|e| UdpRunError::Thread(e.to_string()))?
+        .map_err(UdpRunError::Connect)?;
     let proxy = if let Some(listen) = proxy_listen {
         let settings = ProxySettings {
             listen,
@@ -144,7 +144,7 @@ fn run_scene<S: LabScene>(config: &RunConfig) -> Result<Report, NetError> {
             std::thread::Builder::new()
                 .name(format!("lagless-client-{k}"))
                 .spawn(move || connect_with_truth::<S>(&settings, &config, truth, &stop))
-                .map_err(|e| NetError::Thread(e.to_string()))?,
+                .map_err(|e| UdpRunError::Thread(e.to_string()))?,
         );
         // One at a time, so client k takes slot k and drives player k + 1, as in the lab.
         let started = Instant::now();
@@ -158,13 +158,13 @@ fn run_scene<S: LabScene>(config: &RunConfig) -> Result<Report, NetError> {
         match t.join() {
             Ok(Ok(run)) => runs.push(run),
             Ok(Err(e)) => failure = Some(e),
-            Err(_) => failure = Some(NetError::Thread("a client panicked".into())),
+            Err(_) => failure = Some(UdpRunError::Thread("a client panicked".into())),
         }
     }
     stop.store(true, Ordering::Relaxed);
     let outcome = server
         .join()
-        .map_err(|_| NetError::Thread("the server panicked".into()))?;
+        .map_err(|_| UdpRunError::Thread("the server panicked".into()))?;
     let proxy_stats = proxy.map(|p| {
         let s = p.stats();
         p.stop();

@@ -7,7 +7,7 @@
 //! `k + 1`, and a [`Control::Welcome`]; one that leaves or times out takes its player and
 //! its replication state with it, and nobody else notices.
 
-use super::{Control, NetError, SeqCounter, rss_mb};
+use super::{Control, SeqCounter, UdpRunError, rss_mb};
 use crate::config::{RunConfig, SnapshotCodecChoice};
 use crate::cpu::CpuTimer;
 use crate::metrics::{Metric, Report, percentile};
@@ -140,7 +140,7 @@ impl<S: LabScene> GameServer<S> {
         settings: &ServeSettings,
         config: &RunConfig,
         track_players: Option<usize>,
-    ) -> Result<Self, NetError> {
+    ) -> Result<Self, UdpRunError> {
         let tick_hz = config.server.tick_hz;
         if config.snapshot_hz == 0 || config.snapshot_hz > tick_hz {
             return Err(crate::RunError::Invalid(format!(
@@ -207,7 +207,7 @@ impl<S: LabScene> GameServer<S> {
     }
 
     /// The bound address.
-    pub fn local_addr(&self) -> Result<SocketAddr, NetError> {
+    pub fn local_addr(&self) -> Result<SocketAddr, UdpRunError> {
         Ok(self.udp.local_addr()?)
     }
 

@@ -38,7 +38,7 @@ pub(crate) struct Truth {
 
 /// A rendered frame of the own player.
 #[derive(Clone, Copy)]
-pub(crate) struct Frame {
+pub(crate) struct OwnFrame {
     pub(crate) position: [f32; 3],
     /// The newest server tick whose effects the frame shows.
     pub(super) shows: u32,
@@ -61,7 +61,7 @@ pub(crate) struct ClientSim<S: LabScene> {
     view_tick: u32,
     /// Per rendered frame, keyed by the state tick it stands for: the own player's
     /// rendered position and the newest server tick whose effects the frame shows.
-    pub(crate) rendered: BTreeMap<u32, Frame>,
+    pub(crate) rendered: BTreeMap<u32, OwnFrame>,
     inputs: Vec<(Tick, S::Input)>,
     pub(crate) down_bytes: u64,
     /// Bytes that reached the client (with UDP/IP headers).
@@ -373,7 +373,7 @@ impl<S: LabScene> ClientSim<S> {
                         let pose = S::seen_pose(&state);
                         let (position, rotation) = pr.smoother.apply(pose.position, pose.rotation);
                         Some((
-                            Frame {
+                            OwnFrame {
                                 position,
                                 shows: present.0,
                             },
@@ -388,7 +388,7 @@ impl<S: LabScene> ClientSim<S> {
         let frame = predicted.or(self.view.as_ref().map(|v| {
             let pose = S::seen_pose(v);
             (
-                Frame {
+                OwnFrame {
                     position: pose.position,
                     shows: self.view_tick,
                 },

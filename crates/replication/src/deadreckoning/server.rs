@@ -1,7 +1,7 @@
 //! Many characters' senders, and which client has heard what.
 
 use super::{CharacterState, DrMessage, DrSender, SenderConfig, Trigger};
-use crate::server::ClientKey;
+use crate::server::ClientId;
 use lagless_core::Tick;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -33,7 +33,7 @@ pub struct DrServer {
     config: SenderConfig,
     senders: BTreeMap<u32, DrSender>,
     /// Per client, per character: the sender's `seq` when the client last got it.
-    clients: BTreeMap<ClientKey, BTreeMap<u32, u64>>,
+    clients: BTreeMap<ClientId, BTreeMap<u32, u64>>,
     stats: DrServerStats,
 }
 
@@ -91,12 +91,12 @@ impl DrServer {
     }
 
     /// Adds a client; its first poll hands it every relevant character.
-    pub fn add_client(&mut self, client: ClientKey) {
+    pub fn add_client(&mut self, client: ClientId) {
         self.clients.entry(client).or_default();
     }
 
     /// Removes a client.
-    pub fn remove_client(&mut self, client: ClientKey) -> bool {
+    pub fn remove_client(&mut self, client: ClientId) -> bool {
         self.clients.remove(&client).is_some()
     }
 
@@ -108,7 +108,7 @@ impl DrServer {
     /// gets nothing.
     pub fn poll_messages(
         &mut self,
-        client: ClientKey,
+        client: ClientId,
         mut relevant: impl FnMut(u32) -> bool,
     ) -> Vec<DrMessage> {
         let Some(known) = self.clients.get_mut(&client) else {

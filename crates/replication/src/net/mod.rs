@@ -37,7 +37,7 @@ pub struct NetConfig {
     /// The replication server's other settings (relevance, tolerances, limits); its
     /// `tick_hz`, `snapshot_hz`, `budget` and `max_snapshot_bytes` are set from the
     /// fields above.
-    pub replication: crate::ServerConfig,
+    pub replication: crate::ReplicationConfig,
     /// How corrections of predicted entities are hidden.
     pub smoothing: SmoothingConfig,
     /// How far back the client's prediction can roll back.
@@ -67,7 +67,7 @@ impl NetConfig {
             tick_hz,
             snapshot_hz: tick_hz,
             budget: BudgetConfig::default(),
-            replication: crate::ServerConfig::default(),
+            replication: crate::ReplicationConfig::default(),
             smoothing: SmoothingConfig::default(),
             prediction: PredictionConfig::default(),
             interpolation: InterpolationConfig::default(),

@@ -4,7 +4,7 @@ use super::{MAX_SNAPSHOT_EVENT_BYTES, NetConfig, NetError};
 use crate::ReplicationError;
 use crate::deadreckoning::{CharacterState, DrCodec, DrMessage, DrServer, Motion};
 use crate::schema::{KindId, Schema};
-use crate::server::{ClientReplicationStats, ReplicationServer, ServerConfig};
+use crate::server::{ClientReplicationStats, ReplicationConfig, ReplicationServer};
 use crate::state::StateWriter;
 use lagless_core::message::FRAGMENT_PAYLOAD_BYTES;
 use lagless_core::{ClientId, Delivery, Input, ServerClientStats, ServerSession, Tick, TickInputs};
@@ -93,7 +93,7 @@ impl<I: Input> Server<I> {
         });
         let replication = ReplicationServer::new(
             schema,
-            ServerConfig {
+            ReplicationConfig {
                 tick_hz: config.tick_hz,
                 snapshot_hz: f64::from(config.tick_hz) / f64::from(config.snapshot_interval()),
                 budget: config.budget,

@@ -12,13 +12,13 @@
 //! Each client has a byte budget per snapshot ([`BudgetController`]). Every entity that
 //! differs from what the client holds gains priority each tick it waits: its kind's
 //! priority × its relevance to the client × (1 + how wrong the client shows it, in
-//! [`ServerConfig::error_tolerance`]s) (Fiedler's "State Synchronization" priority
+//! [`ReplicationConfig::error_tolerance`]s) (Fiedler's "State Synchronization" priority
 //! accumulator; Unity Netcode for Entities' importance scaling). A snapshot takes the
 //! highest until the budget is spent; the rest keep climbing.
 //!
 //! * **Relevance** is by default how near the entity is to the client's focus
-//!   ([`ReplicationServer::set_focus`]): it halves at [`ServerConfig::relevance_distance`],
-//!   and within [`ServerConfig::near_distance`] it is [`ServerConfig::near_boost`] times
+//!   ([`ReplicationServer::set_focus`]): it halves at [`ReplicationConfig::relevance_distance`],
+//!   and within [`ReplicationConfig::near_distance`] it is [`ReplicationConfig::near_boost`] times
 //!   more, so what the player touches goes before the rest of a busy world.
 //! * **How wrong** is the distance between where the client shows the entity, its last
 //!   state carried on by its velocity as [`crate::ReplicationClient::values_at`] does, and
@@ -83,12 +83,11 @@ use std::time::Duration;
 use store::Store;
 use views::Views;
 
-/// A client, as the game names it.
-pub type ClientKey = u64;
+pub use lagless_core::ClientId;
 
-/// Server settings.
+/// The replication server's settings.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ServerConfig {
+pub struct ReplicationConfig {
     /// Simulation ticks per second (positions are predicted from velocities over ticks).
     pub tick_hz: u32,
     /// Snapshots sent per second to each client, to turn the budget into bits.
@@ -125,7 +124,7 @@ pub struct ServerConfig {
     pub packet_overhead_bytes: usize,
 }
 
-impl Default for ServerConfig {
+impl Default for ReplicationConfig {
     fn default() -> Self {
         Self {
             tick_hz: 64,
@@ -224,7 +223,13 @@ impl ClientState {
 
     /// Readies the client for its snapshot of `tick` at `now`: returns the ticks its
     /// waiting entities waited since the last one.
-    fn begin(&mut self, tick: Tick, now: Duration, config: &ServerConfig, store: &Store) -> f32 {
+    fn begin(
+        &mut self,
+        tick: Tick,
+        now: Duration,
+        config: &ReplicationConfig,
+        store: &Store,
+    ) -> f32 {
         self.budget.update(now, self.limited);
         if self.views.in_flight.len() >= config.max_in_flight.max(1) {
             // Nothing the client can still acknowledge is remembered: it cannot decode
@@ -342,14 +347,14 @@ pub struct EncodedSnapshot {
 
 /// A game's relevance rule: `(client, entity id, kind, codes) -> weight`; 0 keeps the
 /// entity from the client.
-pub type RelevanceFn = dyn Fn(ClientKey, u32, KindId, &[i32]) -> f32 + Send + Sync;
+pub type RelevanceFn = dyn Fn(ClientId, u32, KindId, &[i32]) -> f32 + Send + Sync;
 
 /// The server's side of replication. See the module docs.
 pub struct ReplicationServer {
     schema: Arc<Schema>,
-    config: ServerConfig,
+    config: ReplicationConfig,
     store: Store,
-    clients: BTreeMap<ClientKey, ClientState>,
+    clients: BTreeMap<ClientId, ClientState>,
     bodies: BodyCache,
     /// Kept between encodes for their memory.
     scratch: Scratch,
@@ -361,7 +366,7 @@ pub struct ReplicationServer {
 struct Sight<'a> {
     tick: Tick,
     schema: &'a Schema,
-    config: &'a ServerConfig,
+    config: &'a ReplicationConfig,
     store: &'a Store,
     views: &'a Views,
     /// The acknowledged view the snapshot goes against (empty: none) and its tick.
@@ -382,7 +387,7 @@ impl Sight<'_> {
 
 impl ReplicationServer {
     /// A server replicating `schema`'s kinds.
-    pub fn new(schema: Schema, config: ServerConfig) -> Self {
+    pub fn new(schema: Schema, config: ReplicationConfig) -> Self {
         Self {
             schema: Arc::new(schema),
             config,
@@ -400,7 +405,7 @@ impl ReplicationServer {
     }
 
     /// The settings.
-    pub fn config(&self) -> &ServerConfig {
+    pub fn config(&self) -> &ReplicationConfig {
         &self.config
     }
 
@@ -486,7 +491,7 @@ impl ReplicationServer {
     /// reckoning, `crate::deadreckoning`) waits for this, since a receiver refuses
     /// messages for ids it never spawned, and a spawn the budget held back arrives
     /// snapshots after the first message would.
-    pub fn client_holds(&self, client: ClientKey, id: u32) -> bool {
+    pub fn client_holds(&self, client: ClientId, id: u32) -> bool {
         self.clients.get(&client).is_some_and(|c| c.views.holds(id))
     }
 
@@ -506,12 +511,12 @@ impl ReplicationServer {
     }
 
     /// The entities `client` predicts ([`ReplicationServer::set_owned`]), ascending.
-    pub fn owned(&self, client: ClientKey) -> &[u32] {
+    pub fn owned(&self, client: ClientId) -> &[u32] {
         self.clients.get(&client).map_or(&[], |c| &c.owned)
     }
 
     /// Adds a client (nothing happens if it is there already).
-    pub fn add_client(&mut self, client: ClientKey) {
+    pub fn add_client(&mut self, client: ClientId) {
         if self.clients.contains_key(&client) {
             return;
         }
@@ -535,19 +540,19 @@ impl ReplicationServer {
 
     /// Takes `bits` the client's link carried beside its snapshots (the game's messages)
     /// out of its next snapshot's budget, so the budget stays what the link carries.
-    pub fn charge(&mut self, client: ClientKey, bits: u64) {
+    pub fn charge(&mut self, client: ClientId, bits: u64) {
         if let Some(c) = self.clients.get_mut(&client) {
             c.charged = c.charged.saturating_add(bits);
         }
     }
 
     /// Forgets a client.
-    pub fn remove_client(&mut self, client: ClientKey) {
+    pub fn remove_client(&mut self, client: ClientId) {
         self.clients.remove(&client);
     }
 
     /// Where the client's player is: the default relevance favours what is near it.
-    pub fn set_focus(&mut self, client: ClientKey, focus: Option<[f32; 3]>) {
+    pub fn set_focus(&mut self, client: ClientId, focus: Option<[f32; 3]>) {
         if let Some(c) = self.clients.get_mut(&client) {
             c.focus = focus;
         }
@@ -556,7 +561,7 @@ impl ReplicationServer {
     /// Entities `client` predicts (its own player, say): when they differ from what it
     /// holds they go in every snapshot ahead of everything else, so its prediction is
     /// never compared with a state the budget held back. Replaces the previous set.
-    pub fn set_owned(&mut self, client: ClientKey, entities: &[u32]) {
+    pub fn set_owned(&mut self, client: ClientId, entities: &[u32]) {
         if let Some(c) = self.clients.get_mut(&client) {
             c.owned = entities.to_vec();
             c.owned.sort_unstable();
@@ -570,7 +575,7 @@ impl ReplicationServer {
     }
 
     /// The client's counters.
-    pub fn client_stats(&self, client: ClientKey) -> Option<ClientReplicationStats> {
+    pub fn client_stats(&self, client: ClientId) -> Option<ClientReplicationStats> {
         self.clients.get(&client).map(|c| ClientReplicationStats {
             budget: c.budget.stats().clone(),
             ..c.stats.clone()
@@ -578,12 +583,12 @@ impl ReplicationServer {
     }
 
     /// The client's budget now, kbit/s (`None`: unlimited or unknown client).
-    pub fn budget_kbps(&self, client: ClientKey) -> Option<f64> {
+    pub fn budget_kbps(&self, client: ClientId) -> Option<f64> {
         self.clients.get(&client)?.budget.kbps()
     }
 
     /// The client's round trip as its acknowledgements show it, seconds.
-    pub fn rtt(&self, client: ClientKey) -> Option<f64> {
+    pub fn rtt(&self, client: ClientId) -> Option<f64> {
         self.clients.get(&client)?.budget.srtt()
     }
 
@@ -593,7 +598,7 @@ impl ReplicationServer {
     /// against nothing, with the list of every entity it should show. Asking again before
     /// a snapshot against nothing was acknowledged changes nothing, so a client that asks
     /// in every packet until one arrives is answered once.
-    pub fn resync(&mut self, client: ClientKey) {
+    pub fn resync(&mut self, client: ClientId) {
         if let Some(c) = self.clients.get_mut(&client) {
             c.resync(&self.store);
         }
@@ -602,7 +607,7 @@ impl ReplicationServer {
     /// The client has decoded the snapshot of `tick` (its newest), as its session reports
     /// at `now` ([`lagless_core::ServerSession::snapshot_ack`]). Older or repeated
     /// acknowledgements change nothing.
-    pub fn acknowledge(&mut self, client: ClientKey, tick: Tick, now: Duration) {
+    pub fn acknowledge(&mut self, client: ClientId, tick: Tick, now: Duration) {
         if let Some(c) = self.clients.get_mut(&client) {
             c.acknowledge(tick, now);
         }
@@ -613,7 +618,7 @@ impl ReplicationServer {
     /// ([`lagless_core::ServerSession::send_snapshot`]).
     pub fn encode(
         &mut self,
-        client: ClientKey,
+        client: ClientId,
         tick: Tick,
         now: Duration,
     ) -> Result<EncodedSnapshot, ReplicationError> {

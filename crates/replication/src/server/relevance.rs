@@ -6,7 +6,7 @@
 //! ([`super::ReplicationServer::set_relevance`]).
 
 use super::store::{Live, Store};
-use super::{ClientKey, Pending, RelevanceFn, ServerConfig};
+use super::{ClientId, Pending, RelevanceFn, ReplicationConfig};
 
 /// With a game's relevance rule, every entity is looked at again this often (encodes):
 /// its relevance may change while the entity does not.
@@ -16,13 +16,13 @@ const RESCAN_EVERY: u32 = 16;
 pub(super) struct Relevance<'a> {
     /// The game's rule, which replaces the default.
     game: Option<&'a RelevanceFn>,
-    client: ClientKey,
+    client: ClientId,
     focus: Option<[f32; 3]>,
-    /// [`ServerConfig::relevance_distance`], kept off zero.
+    /// [`ReplicationConfig::relevance_distance`], kept off zero.
     distance: f32,
-    /// [`ServerConfig::near_distance`].
+    /// [`ReplicationConfig::near_distance`].
     near: f32,
-    /// [`ServerConfig::near_boost`], 1 unless a positive number.
+    /// [`ReplicationConfig::near_boost`], 1 unless a positive number.
     boost: f32,
 }
 
@@ -30,9 +30,9 @@ impl<'a> Relevance<'a> {
     /// `client`'s relevance: `game`'s rule if any, else nearness to `focus`.
     pub(super) fn new(
         game: Option<&'a RelevanceFn>,
-        client: ClientKey,
+        client: ClientId,
         focus: Option<[f32; 3]>,
-        config: &ServerConfig,
+        config: &ReplicationConfig,
     ) -> Self {
         let boost = if config.near_boost.is_finite() && config.near_boost > 0.0 {
             config.near_boost

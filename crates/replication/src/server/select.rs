@@ -4,7 +4,7 @@
 
 use super::cache::{BodyCache, BodyKey};
 use super::shown::{self, Look, Shown};
-use super::{Pending, ServerConfig, Sight};
+use super::{Pending, ReplicationConfig, Sight};
 use crate::budget::BudgetController;
 use crate::snapshot::Change;
 use lagless_wire::var_u32_bits;
@@ -82,7 +82,7 @@ impl Scratch {
 pub(super) struct Room {
     /// The most its entries may take; raised for the entities the client predicts.
     cap: usize,
-    /// The most any snapshot may take ([`ServerConfig::max_snapshot_bytes`]).
+    /// The most any snapshot may take ([`ReplicationConfig::max_snapshot_bytes`]).
     limit: usize,
     /// The client's budget per snapshot, if it has one.
     pub(super) budget_bits: Option<usize>,
@@ -91,7 +91,7 @@ pub(super) struct Room {
 impl Room {
     /// The room the client's `budget` leaves a snapshot, less `charged` bits its link
     /// carried beside the last one.
-    pub(super) fn new(budget: &BudgetController, charged: u64, config: &ServerConfig) -> Self {
+    pub(super) fn new(budget: &BudgetController, charged: u64, config: &ReplicationConfig) -> Self {
         let limit = config.max_snapshot_bytes.saturating_mul(8);
         let budget_bits = budget.bits_per_snapshot(config.snapshot_hz);
         // One packet's overhead per snapshot; a budget too small for more sends one

@@ -9,14 +9,14 @@
 use super::Sight;
 use super::store::Live;
 use super::views::InFlight;
-use crate::ServerConfig;
+use crate::ReplicationConfig;
 use crate::snapshot::Change;
 use crate::view::{Entry, View};
 use lagless_core::Tick;
 use std::collections::VecDeque;
 
 /// The most a waiting entity's error counts for, in tolerances
-/// ([`ServerConfig::error_tolerance`]): a body 5 m off (at the default 5 cm) is as urgent
+/// ([`ReplicationConfig::error_tolerance`]): a body 5 m off (at the default 5 cm) is as urgent
 /// as one farther, and the rate stays finite.
 const MAX_WRONG: f32 = 100.0;
 
@@ -141,8 +141,8 @@ pub(super) enum Look {
     },
 }
 
-/// How errors are weighed ([`ServerConfig::error_tolerance`],
-/// [`ServerConfig::dead_reckoning_secs`]), made safe to compute with.
+/// How errors are weighed ([`ReplicationConfig::error_tolerance`],
+/// [`ReplicationConfig::dead_reckoning_secs`]), made safe to compute with.
 pub(super) struct ErrorScale {
     /// 0: errors left out.
     tolerance: f32,
@@ -152,7 +152,7 @@ pub(super) struct ErrorScale {
 
 impl ErrorScale {
     /// The scale `config` sets; a negative or non-finite setting counts as 0.
-    pub(super) fn new(config: &ServerConfig) -> Self {
+    pub(super) fn new(config: &ReplicationConfig) -> Self {
         let finite = |v: f32| if v.is_finite() { v.max(0.0) } else { 0.0 };
         Self {
             tolerance: finite(config.error_tolerance),

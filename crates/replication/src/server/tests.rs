@@ -12,13 +12,13 @@ fn acknowledged_views_match_a_copy_per_snapshot() {
         .kind(Kind::new("dot").vec2("at", 100.0, 0.1).int("team", 0, 3))
         .build()
         .expect("schema");
-    let config = ServerConfig {
+    let config = ReplicationConfig {
         budget: BudgetConfig {
             max_kbps: 24.0,
             ..BudgetConfig::default()
         },
         max_in_flight: 12,
-        ..ServerConfig::default()
+        ..ReplicationConfig::default()
     };
     let mut server = ReplicationServer::new(schema, config);
     server.add_client(1);

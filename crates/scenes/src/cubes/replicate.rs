@@ -149,7 +149,7 @@ pub fn snapshot(client: &ReplicationClient, cubes: usize, tick: Tick) -> CubeSna
 mod tests {
     use super::*;
     use crate::cubes::{CubeInput, CubeSceneConfig};
-    use lagless_replication::{ClientConfig, ServerConfig};
+    use lagless_replication::{ClientConfig, ReplicationConfig};
     use std::time::Duration;
 
     #[test]
@@ -163,12 +163,12 @@ mod tests {
         scene.add_player(1);
         let mut server = ReplicationServer::new(
             schema(&q),
-            ServerConfig {
+            ReplicationConfig {
                 budget: lagless_replication::BudgetConfig {
                     max_kbps: 0.0,
                     ..Default::default()
                 },
-                ..ServerConfig::default()
+                ..ReplicationConfig::default()
             },
         );
         server.add_client(1);

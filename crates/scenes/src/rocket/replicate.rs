@@ -139,7 +139,7 @@ pub fn known(client: &ReplicationClient, tick: Tick) -> RocketKnown {
 mod tests {
     use super::*;
     use crate::rocket::RocketConfig;
-    use lagless_replication::{BudgetConfig, ClientConfig, ServerConfig};
+    use lagless_replication::{BudgetConfig, ClientConfig, ReplicationConfig};
     use std::time::Duration;
 
     #[test]
@@ -150,12 +150,12 @@ mod tests {
         scene.add_car(2);
         let mut server = ReplicationServer::new(
             schema(&config.quantize),
-            ServerConfig {
+            ReplicationConfig {
                 budget: BudgetConfig {
                     max_kbps: 0.0,
                     ..Default::default()
                 },
-                ..ServerConfig::default()
+                ..ReplicationConfig::default()
             },
         );
         server.add_client(1);

@@ -33,6 +33,38 @@ impl CpuTimer {
     }
 }
 
+/// A point in this thread's CPU time that can cross threads with the value holding it
+/// (a [`CpuTimer`] cannot): only read it on the thread that took it.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuMark {
+    thread: Option<std::time::Duration>,
+    wall: Instant,
+}
+
+impl CpuMark {
+    /// This thread's CPU time now.
+    pub fn now() -> Self {
+        Self {
+            thread: cpu_time::ThreadTime::try_now()
+                .ok()
+                .map(|t| t.as_duration()),
+            wall: Instant::now(),
+        }
+    }
+
+    /// Milliseconds of this thread's CPU time since the mark (wall time if unavailable).
+    pub fn ms(&self) -> f64 {
+        let now = cpu_time::ThreadTime::try_now()
+            .ok()
+            .map(|t| t.as_duration());
+        let elapsed = match (self.thread, now) {
+            (Some(then), Some(now)) => now.saturating_sub(then),
+            _ => self.wall.elapsed(),
+        };
+        elapsed.as_secs_f64() * 1000.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -572,7 +572,7 @@ pub fn snapshot_metrics<S: LabScene>(
     config: &RunConfig,
     sender: &SnapshotSender<S>,
     server: &Server<S::Input>,
-    receivers: &[&SnapshotReceiver<S>],
+    decoders: &[(u64, u64, &Histogram)],
     down_kbps_mean: Option<f64>,
 ) {
     let s = &sender.stats;
@@ -641,24 +641,19 @@ pub fn snapshot_metrics<S: LabScene>(
         // The consistency check every snapshot carries: must be 0.
         r.set(
             "replication.view_mismatches",
-            Metric::Count(
-                receivers
-                    .iter()
-                    .map(|c| c.layer.stats().view_mismatches)
-                    .sum(),
-            ),
+            Metric::Count(decoders.iter().map(|(v, _, _)| v).sum()),
         );
     }
     r.number("snapshot.capture_us_p50", s.capture_us.percentile(50.0));
     r.number("snapshot.encode_us_p50", s.encode_us.percentile(50.0));
     r.number("snapshot.encode_us_p99", s.encode_us.percentile(99.0));
     let mut decode = Histogram::default();
-    for c in receivers {
-        decode.merge(&c.stats.decode_us);
+    for (_, _, d) in decoders {
+        decode.merge(d);
     }
     r.number("snapshot.decode_us_p50", decode.percentile(50.0));
     r.set(
         "snapshot.missing_baseline",
-        Metric::Count(receivers.iter().map(|c| c.stats.missing_baseline).sum()),
+        Metric::Count(decoders.iter().map(|(_, m, _)| m).sum()),
     );
 }

@@ -158,6 +158,20 @@ pub trait LabScene: Sized + Send + 'static {
         own: PlayerId,
         players: PlayerId,
     ) -> Vec<Pose>;
+    /// The entity id of each entry of [`LabScene::shown`]'s list for `own` among
+    /// `players` (`u32::MAX` for an entry with no entity).
+    fn shown_ids(setup: &Self::Setup, own: PlayerId, players: PlayerId) -> Vec<u32>;
+    /// Entities of [`LabScene::shown`]'s list a client of `config` renders from its
+    /// predicted world ([`LabScene::render_predicted`]): the public client predicts and
+    /// smooths them. The default: none.
+    fn predicted_ids(
+        _setup: &Self::Setup,
+        _config: &RunConfig,
+        _own: PlayerId,
+        _players: PlayerId,
+    ) -> Vec<u32> {
+        Vec::new()
+    }
     /// `player` as `known` has it.
     fn seen_in(known: &Self::Known, player: PlayerId) -> Option<Self::Seen>;
     /// Where a seen player is.

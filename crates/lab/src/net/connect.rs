@@ -2,7 +2,7 @@
 //!
 //! After netcode.io accepts the token and the server's [`Control::Welcome`] names the
 //! player, the client plays the same scripted input as in a lab run. By default it is the
-//! lab's own client (`ClientSim`: prediction, smoothing, the interpolation buffer), whose
+//! lab's client (`ClientSim`: the public `Client`, and the lab's buffer of the others), whose
 //! link is a pass-through `netem::Duplex` that the socket fills and drains, so nothing of
 //! the client changes between the emulator and a real link. A *bot* only runs the session,
 //! decodes (and so acknowledges) snapshots and plays the script: many of them load a
@@ -85,7 +85,7 @@ impl<S: LabScene> Player<S> {
     /// The session.
     pub fn session(&self) -> &ClientSession<S::Input> {
         match self {
-            Player::Full(c) => &c.session,
+            Player::Full(c) => c.session(),
             Player::Bot(b) => &b.session,
         }
     }
@@ -314,7 +314,7 @@ fn play<S: LabScene>(
             link,
             script,
             &setup,
-        )))
+        )?))
     };
     // Building the client took a while, and the server's packets queued meanwhile: handed
     // over at once they would look to the clock like a link that delivers late, so they
@@ -376,7 +376,7 @@ fn play<S: LabScene>(
                     let out = client.step(now, &config, &guard);
                     if let (Some(probe), Player::Full(c)) = (&guard.probe, &client) {
                         // On the server's clock, as the runner probes on its one clock.
-                        let s = &c.session;
+                        let s = c.session();
                         let position = s.is_synced().then(|| s.position());
                         let tracking = position
                             .zip(s.server_position(now))

@@ -5,8 +5,8 @@
 //! - [`serve`]: the authoritative server loop (the game's `lagless_replication::Server`,
 //!   the scene and [`crate::replication::SnapshotSender`]) in real time; each netcode.io
 //!   client slot `k` drives player `k + 1` under a fresh lagless `ClientId` per connection.
-//! - [`connect`]: one client in real time, the lab's own client (`runner::client::ClientSim`:
-//!   session, script, prediction, interpolation) or a light bot (session, script, decoding),
+//! - [`connect`]: one client in real time, the lab's client (`runner::client::ClientSim`:
+//!   the public `Client`, script, interpolation) or a light bot (session, script, decoding),
 //!   its link a pass-through `netem::Duplex` fed from the socket.
 //! - [`proxy`]: `lagless proxy`, the transport's [`lagless_transport::Proxy`] with a profile
 //!   and the network overrides of `run`.

@@ -11,7 +11,7 @@
 use super::connect::{ClientRun, Player};
 use super::serve::ServeOutcome;
 use crate::metrics::{Metric, Report, mean, percentile};
-use crate::replication::{SnapshotReceiver, snapshot_metrics};
+use crate::replication::snapshot_metrics;
 use crate::runner::client::{ClientSim, Truth};
 use crate::scene::LabScene;
 
@@ -45,11 +45,15 @@ pub(crate) fn build_with<S: LabScene>(
     let ended: Vec<&str> = runs.iter().map(|c| c.ended.as_str()).collect();
     r.set("client.ended", Metric::Text(ended.join(",")));
     let down_kbps = net(&mut r, &runs);
-    let receivers: Vec<&SnapshotReceiver<S>> = runs
+    let decoders: Vec<(u64, u64, &crate::metrics::Histogram)> = runs
         .iter()
         .map(|c| match &c.client {
-            Player::Full(s) => &s.snapshots,
-            Player::Bot(b) => &b.snapshots,
+            Player::Full(s) => s.decode_figures(),
+            Player::Bot(b) => (
+                b.snapshots.layer.stats().view_mismatches,
+                b.snapshots.stats.missing_baseline,
+                &b.snapshots.stats.decode_us,
+            ),
         })
         .collect();
     if let Some(s) = server {
@@ -57,16 +61,16 @@ pub(crate) fn build_with<S: LabScene>(
         let mut config = config.clone();
         config.seconds = seconds;
         config.clients = runs.len() as u32;
-        snapshot_metrics(&mut r, &config, &s.sender, &s.server, &receivers, down_kbps);
+        snapshot_metrics(&mut r, &config, &s.sender, &s.server, &decoders, down_kbps);
     } else {
         let mut decode = crate::metrics::Histogram::default();
-        for c in &receivers {
-            decode.merge(&c.stats.decode_us);
+        for (_, _, d) in &decoders {
+            decode.merge(d);
         }
         r.number("snapshot.decode_us_p50", decode.percentile(50.0));
         r.set(
             "snapshot.missing_baseline",
-            Metric::Count(receivers.iter().map(|c| c.stats.missing_baseline).sum()),
+            Metric::Count(decoders.iter().map(|(_, m, _)| m).sum()),
         );
     }
     let rtt: Vec<f64> = runs
@@ -119,10 +123,8 @@ pub(crate) fn build_with<S: LabScene>(
                 crate::runner::report::scene_metrics(&mut r, &s.scene, &sims);
             }
             None => {
-                let worlds: Vec<&S::World> = sims
-                    .iter()
-                    .filter_map(|c| c.prediction.as_ref().map(|p| &p.game))
-                    .collect();
+                let worlds: Vec<&S::World> =
+                    sims.iter().filter_map(ClientSim::predicted_world).collect();
                 S::report_worlds(&worlds, &mut r);
             }
         }

@@ -8,6 +8,7 @@ use crate::cpu::CpuTimer;
 use crate::playback::PolicyShadows;
 use crate::remote_view::{RemoteView, Track};
 use crate::replication::SnapshotReceiver;
+use crate::runner::game::GamePipe;
 use crate::scene::{LabScene, PlayerId, RenderedFrame, RenderedFrames, Script};
 use lagless_core::interpolation::{DelayPolicy, InterpolationBuffer, InterpolationConfig, Pose};
 use lagless_core::{
@@ -94,6 +95,19 @@ pub(crate) struct ClientSim<S: LabScene> {
     /// What to add to this client's clock to read the characters' truth (a client over
     /// a real clock started after the server).
     pub(crate) truth_offset: Duration,
+    /// With the delta codec, the public client a game runs (decoding, prediction,
+    /// smoothing); `session`, `snapshots` and `prediction` serve the plain codec alone.
+    pub(crate) game: Option<Box<GamePipe<S>>>,
+}
+
+/// What a client's prediction measured, from either pipeline.
+pub(crate) struct PredictionFigures<'a> {
+    pub(crate) stats: &'a lagless_core::PredictionStats,
+    pub(crate) reconcile_ms: &'a [f64],
+    pub(crate) naive_ms: &'a [f64],
+    pub(crate) paired_ms: &'a [f64],
+    pub(crate) predicted_cubes: &'a [f64],
+    pub(crate) snaps: u64,
 }
 
 /// A client's prediction machinery and what it measured.
@@ -128,15 +142,23 @@ impl<S: LabScene> ClientSim<S> {
         link: Duplex,
         script: Box<dyn Script<S>>,
         setup: &S::Setup,
-    ) -> Self {
+    ) -> Result<Self, super::RunError> {
         let remote_config = config.playback.buffer_config(config.server.tick_hz);
-        Self {
+        let delta = config.snapshot_codec == crate::config::SnapshotCodecChoice::Delta;
+        let game = if delta {
+            let world = S::world(setup, player, config, false).ok_or_else(|| {
+                super::RunError::Invalid("the scene has no predicted world".into())
+            })?;
+            Some(Box::new(GamePipe::new(config, setup, player, world)?))
+        } else {
+            None
+        };
+        Ok(Self {
             id,
             player,
             session: ClientSession::new(config.client.clone()),
             link,
-            prediction: config
-                .prediction
+            prediction: (config.prediction && !delta)
                 .then(|| Prediction::new(config, setup, player, config.smoothing)),
             setup: setup.clone(),
             script,
@@ -172,6 +194,109 @@ impl<S: LabScene> ClientSim<S> {
             keep_shown: false,
             characters: None,
             truth_offset: Duration::ZERO,
+            game,
+        })
+    }
+
+    /// The client's session (the public client's with the delta codec).
+    pub(crate) fn session(&self) -> &ClientSession<S::Input> {
+        match &self.game {
+            Some(g) => g.client.session(),
+            None => &self.session,
+        }
+    }
+
+    /// The replicated entities as the client holds them.
+    pub(crate) fn registry(&self) -> &lagless_replication::ReplicationClient {
+        match &self.game {
+            Some(g) => g.client.replication(),
+            None => &self.snapshots.layer,
+        }
+    }
+
+    /// The dead-reckoning receiver, when characters travel so.
+    pub(crate) fn dead_reckoning(&self) -> Option<&lagless_replication::deadreckoning::DrReceiver> {
+        match &self.game {
+            Some(g) => g.client.dead_reckoning(),
+            None => self.snapshots.dr.as_ref().map(|(dr, _)| dr),
+        }
+    }
+
+    /// The predicted world, when the client predicts.
+    pub(crate) fn predicted_world(&self) -> Option<&S::World> {
+        match &self.game {
+            Some(g) if g.client.world().predicting() => Some(&g.client.world().game),
+            Some(_) => None,
+            None => self.prediction.as_ref().map(|p| &p.game),
+        }
+    }
+
+    /// The newest tick the predicted world has simulated.
+    pub(crate) fn present(&self) -> Option<Tick> {
+        match &self.game {
+            Some(g) if g.client.world().predicting() => g.client.predicted_tick(),
+            Some(_) => None,
+            None => self.prediction.as_ref()?.predictor.present(),
+        }
+    }
+
+    /// What the client's prediction measured, when it predicts.
+    pub(crate) fn prediction_figures(&self) -> Option<PredictionFigures<'_>> {
+        match &self.game {
+            Some(g) if g.client.world().predicting() => Some(PredictionFigures {
+                stats: g.client.prediction_stats(),
+                reconcile_ms: &g.reconcile_ms,
+                naive_ms: &g.naive_ms,
+                paired_ms: &g.paired_ms,
+                predicted_cubes: &g.predicted_cubes,
+                snaps: g.client.smoothing_snaps(),
+            }),
+            Some(_) => None,
+            None => self.prediction.as_ref().map(|p| PredictionFigures {
+                stats: p.predictor.stats(),
+                reconcile_ms: &p.reconcile_ms,
+                naive_ms: &p.naive_ms,
+                paired_ms: &p.paired_ms,
+                predicted_cubes: &p.predicted_cubes,
+                snaps: p.smoother.snaps(),
+            }),
+        }
+    }
+
+    /// Replaces, in `others` ([`LabScene::shown`]'s order), the entities rendered from
+    /// the predicted world, smoothed, when the client predicts.
+    pub(crate) fn render_others(&mut self, others: &mut [Pose]) {
+        if let Some(g) = &self.game {
+            g.render_others(others);
+        }
+        if let Some(pr) = &mut self.prediction {
+            if pr.predictor.present().is_some() {
+                pr.render_others(others);
+            }
+        }
+    }
+
+    /// Packets and snapshots refused.
+    pub(crate) fn refused(&self) -> u64 {
+        match &self.game {
+            Some(g) => g.packet_errors,
+            None => self.packet_errors + self.snapshots.stats.decode_errors,
+        }
+    }
+
+    /// The decoder's figures: view mismatches, deltas against a missing baseline, and
+    /// the CPU time per decode.
+    pub(crate) fn decode_figures(&self) -> (u64, u64, &crate::metrics::Histogram) {
+        match &self.game {
+            Some(g) => {
+                let s = g.client.replication().stats();
+                (s.view_mismatches, s.missing_baseline, &g.decode_us)
+            }
+            None => (
+                self.snapshots.layer.stats().view_mismatches,
+                self.snapshots.stats.missing_baseline,
+                &self.snapshots.stats.decode_us,
+            ),
         }
     }
 
@@ -184,6 +309,11 @@ impl<S: LabScene> ClientSim<S> {
         on: bool,
         smoothing: SmoothingConfig,
     ) {
+        if let Some(g) = &mut self.game {
+            g.set_prediction(on, S::player_entity(&self.setup, self.player));
+            g.client.set_smoothing(smoothing);
+            return;
+        }
         if on != self.prediction.is_some() {
             self.prediction =
                 on.then(|| Prediction::new(config, &self.setup, self.player, smoothing));
@@ -193,6 +323,9 @@ impl<S: LabScene> ClientSim<S> {
     /// Smooths corrections with `smoothing` from now on (a zero half-life: off). The
     /// offsets being hidden now are dropped, so the next frame may jump by them.
     pub(crate) fn set_smoothing(&mut self, smoothing: SmoothingConfig) {
+        if let Some(g) = &mut self.game {
+            g.client.set_smoothing(smoothing);
+        }
         if let Some(pr) = &mut self.prediction {
             pr.smoothing = smoothing;
             pr.smoother = ErrorSmoother::new(smoothing);
@@ -230,18 +363,69 @@ impl<S: LabScene> ClientSim<S> {
     /// state tick, to measure how the others were shown.
     pub(crate) fn step(&mut self, now: Duration, config: &RunConfig, auth: &Truth) {
         self.receive(now, config);
-        self.session.update(now);
-        while let Some(tick) = self.session.next_tick() {
+        match &mut self.game {
+            Some(g) => g.client.update(now),
+            None => self.session.update(now),
+        }
+        loop {
+            let next = match &mut self.game {
+                Some(g) => g.client.next_tick(),
+                None => self.session.next_tick(),
+            };
+            let Some(tick) = next else { break };
             self.tick(now, tick, config, auth);
         }
-        while let Some(p) = self.session.poll_transmit(now) {
+        loop {
+            let next = match &mut self.game {
+                Some(g) => g.client.poll_transmit(now),
+                None => self.session.poll_transmit(now),
+            };
+            let Some(p) = next else { break };
             self.up_bytes += p.len() as u64 + UDP_IP_HEADER_BYTES;
             self.link.up.send(now, p);
         }
     }
 
+    /// Takes in what arrived with the delta codec: the public client decodes,
+    /// acknowledges and reconciles; the lab shows a new snapshot's list through its
+    /// buffer and keeps the own player as the server has it.
+    fn receive_game(&mut self, now: Duration, config: &RunConfig) {
+        let Some(g) = &mut self.game else {
+            return;
+        };
+        while let Some(p) = self.link.down.poll(now) {
+            self.delivered_bytes += p.len() as u64 + UDP_IP_HEADER_BYTES;
+            g.receive(now, &p, config.naive_sample);
+            let newest = g.client.replication().newest();
+            let Some(tick) = newest.filter(|_| newest != g.newest) else {
+                continue;
+            };
+            g.newest = newest;
+            let (player, players, setup) = (self.player, config.clients, &self.setup);
+            let (shown, whole, seen) = g.client.world().known_of(g.client.replication(), |k| {
+                (
+                    S::shown(setup, k, player, players),
+                    S::is_whole(k),
+                    S::seen_in(k, player),
+                )
+            });
+            if let Some(p) = seen {
+                self.view = Some(p);
+                self.view_tick = tick.0;
+            }
+            if whole {
+                let _ = self.remote.push(tick, now, shown);
+                self.shadows.push(tick, now);
+            }
+        }
+    }
+
     /// Takes in the packets that arrived, and every snapshot they completed.
     fn receive(&mut self, now: Duration, config: &RunConfig) {
+        if self.game.is_some() {
+            self.receive_game(now, config);
+            return;
+        }
         while let Some(p) = self.link.down.poll(now) {
             self.delivered_bytes += p.len() as u64 + UDP_IP_HEADER_BYTES;
             if self.session.handle_packet(now, &p).is_err() {
@@ -297,8 +481,8 @@ impl<S: LabScene> ClientSim<S> {
                 pr.reconcile(t, &s, &self.session, config.naive_sample);
             }
         }
-        let predicted = match &self.prediction {
-            Some(pr) if pr.predictor.present().is_some() => S::predicted(&pr.game),
+        let predicted = match (self.present(), self.predicted_world()) {
+            (Some(_), Some(world)) => S::predicted(world),
             _ => None,
         };
         // Sampled before the input (the same instant): a script aims at what it shows.
@@ -316,15 +500,30 @@ impl<S: LabScene> ClientSim<S> {
             let render_tick = sampled.as_ref().map(|s| s.render_tick);
             S::complete_input(&mut pr.game, tick, render_tick, &mut input);
         }
-        self.session.set_input(tick, input);
+        match &mut self.game {
+            Some(g) => {
+                // The world completes the input and shows the scene what was drawn.
+                let world = g.client.world_mut();
+                world.shown_tick = sampled.as_ref().map(|s| s.render_tick);
+                if let Some(s) = &sampled {
+                    world.shown.clone_from(&s.value);
+                }
+                g.client.tick(tick, input);
+            }
+            None => self.session.set_input(tick, input),
+        }
         self.inputs.push((tick, input));
         if config.clients > 1 {
             self.shadows.sample(now);
         }
         if let Some((ids, slot, view)) = &mut self.characters {
             let hidden = [f32::NAN; 3];
-            let shown: Vec<[f32; 3]> = match (&self.snapshots.dr, slot, &sampled) {
-                (Some((dr, _)), _, _) => ids
+            let dr = match &self.game {
+                Some(g) => g.client.dead_reckoning(),
+                None => self.snapshots.dr.as_ref().map(|(dr, _)| dr),
+            };
+            let shown: Vec<[f32; 3]> = match (dr, slot, &sampled) {
+                (Some(dr), _, _) => ids
                     .iter()
                     .map(|&id| dr.shown(id, now).map_or(hidden, |s| s.position))
                     .collect(),
@@ -383,7 +582,7 @@ impl<S: LabScene> ClientSim<S> {
                     _ => None,
                 }
             }
-            None => None,
+            None => self.game.as_mut().and_then(|g| g.own_frame(now)),
         };
         let frame = predicted.or(self.view.as_ref().map(|v| {
             let pose = S::seen_pose(v);
@@ -399,11 +598,7 @@ impl<S: LabScene> ClientSim<S> {
             self.rendered.insert(tick.0 + 1, frame);
             if S::RECORDS_FRAMES {
                 let mut others = self.last_shown.clone();
-                if let Some(pr) = &mut self.prediction {
-                    if pr.predictor.present().is_some() {
-                        pr.render_others(&mut others);
-                    }
-                }
+                self.render_others(&mut others);
                 self.frames
                     .frames
                     .insert(tick.0 + 1, RenderedFrame { own, others });

@@ -6,6 +6,7 @@
 //! (`client.rs`); at the end the measurements become a [`Report`] (`report.rs`).
 
 pub(crate) mod client;
+pub(crate) mod game;
 pub(crate) mod report;
 
 use crate::config::RunConfig;
@@ -202,7 +203,7 @@ impl<'a, S: LabScene> Sim<'a, S> {
             for o in &config.outages {
                 link.add_outage(o.outage, o.direction);
             }
-            clients.push(ClientSim::new(config, (id, player), link, script, &setup));
+            clients.push(ClientSim::new(config, (id, player), link, script, &setup)?);
         }
         if S::dead_reckoning(&setup).is_some()
             && config.snapshot_codec != crate::config::SnapshotCodecChoice::Delta
@@ -318,7 +319,7 @@ impl<'a, S: LabScene> Sim<'a, S> {
                     self.sender.measure_staleness(
                         self.server.replication(),
                         c.id,
-                        &c.snapshots.layer,
+                        c.registry(),
                         tick,
                     );
                 }
@@ -345,9 +346,9 @@ impl<'a, S: LabScene> Sim<'a, S> {
             }
         }
         for (i, c) in self.clients.iter_mut().enumerate() {
-            let before = c.session.current_tick();
+            let before = c.session().current_tick();
             c.step(now, self.config, &self.auth);
-            let s = &c.session;
+            let s = c.session();
             let position = s.is_synced().then(|| s.position());
             let tracking = position
                 .zip(s.server_position(now))
@@ -398,7 +399,7 @@ impl<'a, S: LabScene> Sim<'a, S> {
                 .iter()
                 .filter_map(|c| self.server.client_stats(c.id).map(|s| (c.id, s.clone())))
                 .collect(),
-            client_stats: self.clients.iter().map(|c| c.session.stats()).collect(),
+            client_stats: self.clients.iter().map(|c| c.session().stats()).collect(),
             final_tick: self.server.current_tick(),
             wall,
             interpolation_shadows: shadows,

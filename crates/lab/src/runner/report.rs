@@ -1,12 +1,12 @@
 //! Turns what a run measured into the [`Report`], under the metric names of `docs/metrics.md`.
 
 use super::Sim;
-use super::client::{ClientSim, Prediction};
+use super::client::{ClientSim, PredictionFigures};
 use crate::character_view::CharacterView;
 use crate::metrics::{Histogram, Metric, Report, mean, percentile};
 use crate::playback::PolicyFigures;
 use crate::remote_view::RemoteView;
-use crate::replication::{SnapshotReceiver, SnapshotSender, snapshot_metrics};
+use crate::replication::{SnapshotSender, snapshot_metrics};
 use crate::scene::{LabScene, RenderedFrames};
 use lagless_core::interpolation::{DelayPolicy, InterpolationStats};
 use lagless_core::{ClientStats, PredictionStats};
@@ -30,19 +30,12 @@ pub(super) fn build<S: LabScene>(
     interpolation(&mut r, sim, shadows);
     server(&mut r, sim);
     sync(&mut r, &sim.clients);
-    let receivers: Vec<&SnapshotReceiver<S>> = sim.clients.iter().map(|c| &c.snapshots).collect();
+    let decoders: Vec<_> = sim.clients.iter().map(ClientSim::decode_figures).collect();
     let ran = crate::config::RunConfig {
         seconds: sim.seconds,
         ..config.clone()
     };
-    snapshot_metrics(
-        &mut r,
-        &ran,
-        &sim.sender,
-        &sim.server,
-        &receivers,
-        down_kbps,
-    );
+    snapshot_metrics(&mut r, &ran, &sim.sender, &sim.server, &decoders, down_kbps);
 
     dead_reckoning(&mut r, &sim.clients, &sim.sender, &sim.server, sim.seconds);
     scene_metrics(&mut r, &sim.scene, &sim.clients);
@@ -134,26 +127,25 @@ fn render<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
 
 /// `prediction.*` (and `render.smoothing_snaps`), when the clients predict.
 pub(crate) fn prediction<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) {
-    let preds: Vec<&Prediction<S>> = clients
+    let preds: Vec<PredictionFigures<'_>> = clients
         .iter()
-        .filter_map(|c| c.prediction.as_ref())
+        .filter_map(ClientSim::prediction_figures)
         .collect();
     if preds.is_empty() {
         return;
     }
-    let sum =
-        |f: fn(&PredictionStats) -> u64| preds.iter().map(|p| f(p.predictor.stats())).sum::<u64>();
-    let pooled = |of: fn(&Prediction<S>) -> &[f64]| -> Vec<f64> {
+    let sum = |f: fn(&PredictionStats) -> u64| preds.iter().map(|p| f(p.stats)).sum::<u64>();
+    let pooled = |of: for<'a> fn(&PredictionFigures<'a>) -> &'a [f64]| -> Vec<f64> {
         preds.iter().flat_map(|p| of(p).iter().copied()).collect()
     };
     r.set("prediction.rollbacks", Metric::Count(sum(|s| s.rollbacks)));
     let deepest = preds
         .iter()
-        .map(|p| u64::from(p.predictor.stats().max_rollback_ticks))
+        .map(|p| u64::from(p.stats.max_rollback_ticks))
         .max()
         .unwrap_or(0);
     r.set("prediction.rollback_ticks_max", Metric::Count(deepest));
-    let ms = pooled(|p| &p.reconcile_ms);
+    let ms = pooled(|p| p.reconcile_ms);
     r.number("prediction.reconcile_ms_p50", percentile(&ms, 50.0));
     r.number("prediction.reconcile_ms_p99", percentile(&ms, 99.0));
     r.set(
@@ -169,10 +161,10 @@ pub(crate) fn prediction<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) 
     );
     r.number(
         "prediction.predicted_cubes_mean",
-        mean(&pooled(|p| &p.predicted_cubes)),
+        mean(&pooled(|p| p.predicted_cubes)),
     );
-    let naive = pooled(|p| &p.naive_ms);
-    let paired = pooled(|p| &p.paired_ms);
+    let naive = pooled(|p| p.naive_ms);
+    let paired = pooled(|p| p.paired_ms);
     r.set(
         "prediction.naive_samples",
         Metric::Count(naive.len() as u64),
@@ -188,7 +180,7 @@ pub(crate) fn prediction<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) 
     let ratio = |p: f64| Some(percentile(&naive, p)? / percentile(&paired, p)?.max(1e-9));
     r.number("prediction.naive_ratio_p50", ratio(50.0));
     r.number("prediction.naive_ratio_p99", ratio(99.0));
-    let snaps = preds.iter().map(|p| p.smoother.snaps()).sum();
+    let snaps = preds.iter().map(|p| p.snaps).sum();
     r.set("render.smoothing_snaps", Metric::Count(snaps));
 }
 
@@ -312,22 +304,22 @@ pub(crate) fn sync<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) {
     };
     r.number(
         "sync.rtt_ms",
-        per_client(&|c| Some(c.session.rtt().smoothed()?.as_secs_f64() * 1000.0)),
+        per_client(&|c| Some(c.session().rtt().smoothed()?.as_secs_f64() * 1000.0)),
     );
     r.number(
         "sync.lead_ticks",
-        per_client(&|c| Some(c.session.target_lead_ticks())),
+        per_client(&|c| Some(c.session().target_lead_ticks())),
     );
     r.number(
         "sync.input_slack_ticks",
-        per_client(&|c| c.session.input_slack()),
+        per_client(&|c| c.session().input_slack()),
     );
     r.number(
         "sync.lead_correction_ticks",
-        per_client(&|c| Some(c.session.lead_correction())),
+        per_client(&|c| Some(c.session().lead_correction())),
     );
     // The adaptive lead's own state, to tell why it leads as it does.
-    let adaptive = |c: &ClientSim<S>| c.session.clock_sync().adaptive().cloned();
+    let adaptive = |c: &ClientSim<S>| c.session().clock_sync().adaptive().cloned();
     r.number(
         "sync.lead_margin_ticks",
         per_client(&|c| Some(adaptive(c)?.margin())),
@@ -350,19 +342,14 @@ pub(crate) fn sync<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) {
                 .sum(),
         ),
     );
-    let stats: Vec<ClientStats> = clients.iter().map(|c| c.session.stats()).collect();
+    let stats: Vec<ClientStats> = clients.iter().map(|c| c.session().stats()).collect();
     let sum = |f: fn(&ClientStats) -> u64| Metric::Count(stats.iter().map(f).sum());
     r.set("sync.clock_jumps", sum(|s| s.clock_jumps));
     r.set("client.snapshots_received", sum(|s| s.snapshots_received));
     r.set("client.snapshots_abandoned", sum(|s| s.snapshots_abandoned));
     r.set(
         "client.packets_rejected",
-        Metric::Count(
-            clients
-                .iter()
-                .map(|c| c.packet_errors + c.snapshots.stats.decode_errors)
-                .sum(),
-        ),
+        Metric::Count(clients.iter().map(ClientSim::refused).sum()),
     );
 }
 
@@ -375,7 +362,7 @@ pub(crate) fn scene_metrics<S: LabScene>(r: &mut Report, scene: &S, clients: &[C
     scene.report(r);
     let worlds: Vec<&S::World> = clients
         .iter()
-        .filter_map(|c| c.prediction.as_ref().map(|p| &p.game))
+        .filter_map(ClientSim::predicted_world)
         .collect();
     S::report_worlds(&worlds, r);
     scene.report_joint(&worlds, r);
@@ -452,7 +439,7 @@ pub(crate) fn dead_reckoning<S: LabScene>(
     }
     let mut t = DrReceiverStats::default();
     for c in clients {
-        if let Some((dr, _)) = &c.snapshots.dr {
+        if let Some(dr) = c.dead_reckoning() {
             let s = dr.stats();
             t.accepted += s.accepted;
             t.malformed += s.malformed;

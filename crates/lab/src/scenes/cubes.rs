@@ -213,6 +213,14 @@ impl LabScene for Cubes {
         known.has_world()
     }
 
+    fn shown_ids(setup: &CubeSetup, own: PlayerId, players: PlayerId) -> Vec<u32> {
+        (1..=players)
+            .filter(|&p| p != own)
+            .map(|p| player_entity(setup.cubes, p).unwrap_or(u32::MAX))
+            .chain(0..setup.cubes as u32)
+            .collect()
+    }
+
     fn shown(_: &CubeSetup, known: &CubeSnapshot, own: PlayerId, players: PlayerId) -> Vec<Pose> {
         let missing = Pose::new([f32::NAN; 3], [0.0, 0.0, 0.0, 1.0]);
         (1..=players)

@@ -217,6 +217,29 @@ impl LabScene for Rocket {
         true
     }
 
+    fn shown_ids(_: &RocketSetup, own: PlayerId, players: PlayerId) -> Vec<u32> {
+        others_of(own, players)
+            .map(|p| car_entity(p).unwrap_or(u32::MAX))
+            .chain(std::iter::once(BALL_ENTITY))
+            .collect()
+    }
+
+    fn predicted_ids(
+        _: &RocketSetup,
+        config: &RunConfig,
+        own: PlayerId,
+        players: PlayerId,
+    ) -> Vec<u32> {
+        let mut ids = Vec::new();
+        if config.rocket.remote_cars == Policy::Predicted {
+            ids.extend(others_of(own, players).filter_map(car_entity));
+        }
+        if config.rocket.ball == Policy::Predicted {
+            ids.push(BALL_ENTITY);
+        }
+        ids
+    }
+
     fn shown(_: &RocketSetup, known: &RocketKnown, own: PlayerId, players: PlayerId) -> Vec<Pose> {
         others_of(own, players)
             .map(|p| known.car(p).map_or_else(missing, |c| pose(&c.state)))

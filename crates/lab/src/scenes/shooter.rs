@@ -236,6 +236,10 @@ impl LabScene for Shooter {
         true
     }
 
+    fn shown_ids(_: &ShooterSetup, own: PlayerId, players: PlayerId) -> Vec<u32> {
+        (1..=players).filter(|&p| p != own).collect()
+    }
+
     fn shown(
         _: &ShooterSetup,
         known: &ShooterKnown,

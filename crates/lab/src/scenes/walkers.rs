@@ -177,6 +177,17 @@ impl LabScene for Walkers {
         true
     }
 
+    fn shown_ids(setup: &WalkerSetup, own: PlayerId, players: PlayerId) -> Vec<u32> {
+        let walkers = setup.config.walkers;
+        let others = (1..=players)
+            .filter(|&p| p != own)
+            .map(|p| player_entity(walkers, p).unwrap_or(u32::MAX));
+        if setup.dead_reckoning.is_some() {
+            return others.collect();
+        }
+        others.chain(0..walkers).collect()
+    }
+
     fn shown(
         setup: &WalkerSetup,
         known: &WalkersKnown,

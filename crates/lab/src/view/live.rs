@@ -352,7 +352,12 @@ impl<S: LabScene> Live<S> {
 
     /// After a step: a frame for every new client tick, a plot point now and then.
     fn after_step(&mut self, now: Duration) {
-        let Some(tick) = self.sim.clients.first().map(|c| c.session.current_tick().0) else {
+        let Some(tick) = self
+            .sim
+            .clients
+            .first()
+            .map(|c| c.session().current_tick().0)
+        else {
             return;
         };
         if tick != self.sent_tick {
@@ -460,13 +465,13 @@ impl<S: LabScene> Live<S> {
         let sim = &mut self.sim;
         let nan = [f32::NAN; 3];
         let c = &mut sim.clients[0];
-        let prediction_on = c.prediction.is_some();
+        let prediction_on = c.predicted_world().is_some();
         let flags = u8::from(prediction_on)
             | u8::from(c.manual.is_some()) << 1
             | u8::from(self.knobs.smoothing) << 2;
         w.num(FRAME_VERSION);
         w.num(sim.server.current_tick().0 as f32);
-        w.num(c.session.current_tick().0 as f32);
+        w.num(c.session().current_tick().0 as f32);
         w.num(now.as_secs_f32());
         w.num(f32::from(flags));
         w.num(self.key_seq as f32);
@@ -490,15 +495,13 @@ impl<S: LabScene> Live<S> {
         let mut raw = nan;
         self.predicted.clear();
         let mut others = c.last_shown.clone();
-        if let Some(pr) = &mut c.prediction {
-            if pr.predictor.present().is_some() {
-                if let Some(seen) = S::predicted(&pr.game) {
-                    raw = S::seen_pose(&seen).position;
-                }
-                S::predicted_positions(&pr.game, &mut self.predicted);
-                pr.render_others(&mut others);
+        if let (Some(_), Some(world)) = (c.present(), c.predicted_world()) {
+            if let Some(seen) = S::predicted(world) {
+                raw = S::seen_pose(&seen).position;
             }
+            S::predicted_positions(world, &mut self.predicted);
         }
+        c.render_others(&mut others);
         w.xz(raw);
         w.points(others.iter().map(|p| p.position));
         w.points(self.predicted.iter().copied());
@@ -509,7 +512,7 @@ impl<S: LabScene> Live<S> {
         // Characters shown by dead reckoning (walkers), where they are drawn and the
         // point each is steered through; the same in both client panels.
         self.dr.clear();
-        if let Some((dr, _)) = &c.snapshots.dr {
+        if let Some(dr) = c.dead_reckoning() {
             self.dr.extend(dr.shown_all(now).map(|(_, s)| s));
         }
         w.points(self.dr.iter().map(|s| s.position));

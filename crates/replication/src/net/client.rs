@@ -581,6 +581,25 @@ impl<W: PredictedWorld> Client<W> {
         render
     }
 
+    /// The newest tick the predicted world has simulated (`None` before it started
+    /// predicting, at the first snapshot).
+    pub fn predicted_tick(&self) -> Option<Tick> {
+        self.predictor.present()
+    }
+
+    /// Hides corrections with `smoothing` from now on (a zero half-life: off). The
+    /// offsets being hidden now are dropped, so the next frame may jump by them.
+    pub fn set_smoothing(&mut self, smoothing: SmoothingConfig) {
+        self.smoothing = smoothing;
+        self.smoothers.clear();
+    }
+
+    /// Corrections too large to hide that were shown at once, summed over the
+    /// predicted entities shown now.
+    pub fn smoothing_snaps(&self) -> u64 {
+        self.smoothers.values().map(ErrorSmoother::snaps).sum()
+    }
+
     /// The game's predicted world.
     pub fn world(&self) -> &W {
         &self.world

@@ -58,6 +58,12 @@ pub struct NetConfig {
     /// that belong to one snapshot's tick and go with it or not at all (a shooter's hit
     /// reports). Off by default; both ends must agree.
     pub snapshot_events: bool,
+    /// Whether a snapshot that needs more than one packet is preceded by an essential
+    /// part, a standalone snapshot of the entities the client predicts, which the client
+    /// reconciles with if the fragments do not all arrive by its next tick. On by default;
+    /// a game whose predicted world cannot load a state holding only those entities turns
+    /// it off. Only the server reads it.
+    pub essential_parts: bool,
 }
 
 impl NetConfig {
@@ -75,6 +81,7 @@ impl NetConfig {
             client_session: lagless_core::ClientConfig::default(),
             dead_reckoning: None,
             snapshot_events: false,
+            essential_parts: true,
         }
     }
 

@@ -38,6 +38,8 @@ pub struct Server<I: Input> {
     events: Option<BTreeMap<ClientId, Vec<u8>>>,
     /// What went out with each client's snapshots.
     counters: BTreeMap<ClientId, SnapshotCounters>,
+    /// Whether fragmented snapshots are preceded by an essential part.
+    essential_parts: bool,
     now: Duration,
 }
 
@@ -111,6 +113,7 @@ impl<I: Input> Server<I> {
             message_bytes: BTreeMap::new(),
             events: config.snapshot_events.then(BTreeMap::new),
             counters: BTreeMap::new(),
+            essential_parts: config.essential_parts,
             now: Duration::ZERO,
         })
     }
@@ -373,7 +376,7 @@ impl<I: Input> Server<I> {
             let fragmented = bytes.len() > FRAGMENT_PAYLOAD_BYTES;
             counters.fragmented += u64::from(fragmented);
             let owned = self.replication.owned(id);
-            let essential = (fragmented && !owned.is_empty())
+            let essential = (fragmented && self.essential_parts && !owned.is_empty())
                 .then(|| self.replication.encode_standalone(owned, tick))
                 .filter(|e| e.len() <= FRAGMENT_PAYLOAD_BYTES);
             match essential {

@@ -81,6 +81,7 @@ pub mod smoothing;
 mod sync;
 mod tick;
 mod timestep;
+mod window;
 
 pub use channel::{ChannelConfig, ChannelError, ChannelStats, Delivery, MessageChannel};
 pub use client::{

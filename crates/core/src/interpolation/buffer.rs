@@ -2,11 +2,11 @@
 
 use super::clock::{ArrivalStats, Need, Stretch, fraction_setting};
 use super::policy::WARMUP_PAIRS;
-use super::shift::Shift;
 use super::{
     Curve, DEFAULT_OVERDUE_QUANTILE, DelayPolicy, Interpolate, InterpolationConfig,
     InterpolationStats, MAX_STRETCH, MIN_OVERDUE_QUANTILE,
 };
+use crate::window::shift::Shift;
 use crate::{Tick, TickRate};
 use std::collections::VecDeque;
 use std::time::Duration;

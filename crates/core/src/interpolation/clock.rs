@@ -18,7 +18,8 @@ mod stretch;
 
 pub(crate) use stretch::Stretch;
 
-use super::shift::{self, Shift};
+use crate::window::shift::{self, Shift};
+use crate::window::{SortedWindow, last, push_bounded};
 use std::collections::VecDeque;
 
 /// Gaps remembered to measure the send interval.
@@ -233,7 +234,7 @@ impl ArrivalStats {
             return None;
         }
         self.arrivals_to_loss_check = LOSS_CHECK_EVERY;
-        let long = self.ticks.capacity / 4;
+        let long = self.ticks.capacity() / 4;
         let (last, all) = (self.loss_runs(long)?, self.loss_runs(usize::MAX)?);
         (all.gaps >= 2 * long && shift::fewer_losses(all.gaps, all.runs, long, last.runs))
             .then_some(Shift::Better { since: long })
@@ -298,83 +299,6 @@ pub(crate) fn fraction_setting(value: f64, max: f64) -> f64 {
     } else {
         value.clamp(0.0, max)
     }
-}
-
-/// The last `capacity` values in arrival order, mirrored by a sorted copy so order
-/// statistics cost a binary search and each update a shift, never a sort.
-#[derive(Debug, Clone)]
-pub(crate) struct SortedWindow<T> {
-    capacity: usize,
-    arrived: VecDeque<T>,
-    sorted: Vec<T>,
-}
-
-impl<T: Copy + PartialOrd> SortedWindow<T> {
-    pub(crate) fn new(capacity: usize, prealloc: usize) -> Self {
-        Self {
-            capacity: capacity.max(1),
-            arrived: VecDeque::with_capacity(prealloc),
-            sorted: Vec::with_capacity(prealloc),
-        }
-    }
-
-    /// Adds `value`, forgetting the oldest when full.
-    pub(crate) fn push(&mut self, value: T) {
-        if self.arrived.len() >= self.capacity {
-            if let Some(old) = self.arrived.pop_front() {
-                let i = self.sorted.partition_point(|x| *x < old);
-                if i < self.sorted.len() {
-                    self.sorted.remove(i);
-                }
-            }
-        }
-        self.arrived.push_back(value);
-        let i = self.sorted.partition_point(|x| *x < value);
-        self.sorted.insert(i, value);
-    }
-
-    pub(crate) fn sorted(&self) -> &[T] {
-        &self.sorted
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.arrived.len()
-    }
-
-    /// The last `n` values, in arrival order.
-    pub(crate) fn recent(&self, n: usize) -> impl Iterator<Item = T> + Clone + '_ {
-        last(&self.arrived, n).copied()
-    }
-
-    /// A window of the same capacity holding only the last `n` values.
-    pub(crate) fn tail(&self, n: usize) -> Self {
-        let mut tail = Self {
-            capacity: self.capacity,
-            arrived: VecDeque::with_capacity(self.arrived.capacity()),
-            sorted: Vec::with_capacity(self.sorted.capacity()),
-        };
-        for v in self.recent(n) {
-            tail.push(v);
-        }
-        tail
-    }
-
-    pub(crate) fn clear(&mut self) {
-        self.arrived.clear();
-        self.sorted.clear();
-    }
-}
-
-/// The last `n` entries of `q`, oldest first.
-fn last<T>(q: &VecDeque<T>, n: usize) -> impl Iterator<Item = &T> + Clone {
-    q.iter().skip(q.len().saturating_sub(n))
-}
-
-fn push_bounded<T>(q: &mut VecDeque<T>, value: T, cap: usize) {
-    if q.len() >= cap {
-        q.pop_front();
-    }
-    q.push_back(value);
 }
 
 #[cfg(test)]

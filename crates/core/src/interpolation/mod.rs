@@ -55,12 +55,10 @@
 
 mod buffer;
 mod clock;
-pub(crate) use clock::SortedWindow;
 mod config;
 mod policy;
 pub(crate) mod pose;
 mod sample;
-pub(crate) mod shift;
 mod stats;
 
 pub use buffer::{InterpolationBuffer, PushError, SampleKind, Sampled};

@@ -1,32 +1,14 @@
-//! Telling a link that changed from one that merely varies.
+//! Telling values from a link that changed from values that merely vary: the
+//! interpolation buffer's adaptive delay asks it of its arrivals, the client's adaptive
+//! lead of the server's slack reports.
 //!
-//! The adaptive delay comes from a window of arrivals (512 by default), so after the link
-//! changes it describes a mix of the old link and the new one until the window has turned
-//! over: 8.5 s at 60 snapshots/s, but 51 s at 10. Meanwhile a slower link underruns and a
-//! faster one pays delay it no longer needs.
-//!
-//! So the buffer also asks, at every arrival, whether the last few arrivals (32 by
-//! default, [`InterpolationConfig::shift_window`](super::InterpolationConfig::shift_window))
-//! sit apart from the window's earlier ones more often than chance allows ([`worse`]).
-//! On a link that has not changed each recent value lands beyond the earlier ones' 1%
-//! tail with a chance of about 1%, so 7 of 32 doing so happens less than once in a
-//! million tests; after a change to a link 30 ms slower nearly every new arrival does,
-//! and seven or eight arrivals tell. The test runs on two values per arrival. On needs
-//! (arrival time minus the previous snapshot's server time), so that more losses show
-//! too, as longer spans. And on arrival offsets, since at 10 snapshots a second a few
-//! losses in the window put the needs' tail a whole send interval (100 ms) above the
-//! rest, out of reach of a link a few tens of milliseconds slower. The other way round
-//! ([`better`]), it asks whether all recent arrivals came faster than most earlier ones.
-//!
-//! Losses alone are counted apart, as loss runs among the gaps between the snapshots
-//! received: more of them among the last few gaps than chance allows is a link that
-//! started losing ([`more_losses`]: four in 32 after none), and fewer among the last
-//! quarter of the loss window is one that stopped ([`fewer_losses`]). A rarer event
-//! takes more gaps to tell: a few seconds when losses start, the better part of a
-//! minute at 10 snapshots a second when they stop.
-//!
-//! What the buffer does with the answer is in
-//! [`InterpolationConfig::shift_window`](super::InterpolationConfig::shift_window).
+//! A window of recent values describes a mix of the old link and the new one until it has
+//! turned over, which at 10 snapshots a second takes most of a minute; so at every new
+//! value the caller asks whether the newest few sit apart from the window's earlier ones
+//! more often than chance allows. On a link that has not changed the values come in random
+//! order, whatever their distribution, so each test's chance of a false alarm is an exact
+//! hypergeometric tail, held below [`SIGNIFICANCE`]. What each test looks at, and the
+//! figures behind the constants, are in `docs/interpolation.md`.
 
 /// Which way the link moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,24 +1,22 @@
 //! The [`InterpolationBuffer`]: snapshots in, smooth past states out.
 
-use super::clock::{ArrivalStats, Need, Stretch, fraction_setting};
-use super::policy::WARMUP_PAIRS;
-use super::{
-    Curve, DEFAULT_OVERDUE_QUANTILE, DelayPolicy, Interpolate, InterpolationConfig,
-    InterpolationStats, MAX_STRETCH, MIN_OVERDUE_QUANTILE,
-};
+use super::config::PREALLOCATE;
+use super::policy::{Arrival, Delay, Need, WARMUP_PAIRS};
+use super::{Curve, Interpolate, InterpolationConfig, InterpolationStats};
 use crate::window::shift::Shift;
 use crate::{Tick, TickRate};
 use std::collections::VecDeque;
 use std::time::Duration;
 use thiserror::Error;
 
+// Named in the docs only.
+#[cfg(doc)]
+use super::DelayPolicy;
+
 /// Foreign-timeline snapshots in a row (ticks too far from the newest, but close to each
 /// other) after which the buffer concludes the server's tick numbering restarted or jumped,
 /// and starts over on the new timeline.
 const RESYNC_AFTER: u32 = 3;
-
-/// Most slots allocated up front; larger capacities grow on demand.
-pub(crate) const PREALLOCATE: usize = 1024;
 
 /// Why [`InterpolationBuffer::push`] refused a snapshot. Every refusal is also counted in
 /// [`InterpolationStats`].
@@ -168,15 +166,7 @@ pub struct InterpolationBuffer<T: Interpolate> {
     entries: VecDeque<(Tick, T)>,
     newest: Option<Tick>,
     floor: Option<Tick>,
-    arrivals: ArrivalStats,
-    /// The arrivals since the link was last seen to get worse, while fewer than the
-    /// window holds: the delay is at least what they alone call for.
-    since_worse: Option<ArrivalStats>,
-    lag: Option<f64>,
-    /// The policy's window estimate at the last arrival, where its next search starts.
-    seen_hint: Option<f64>,
-    /// The same for the estimate over [`since_worse`](Self::since_worse).
-    since_worse_hint: Option<f64>,
+    delay: Delay,
     pos: Option<f64>,
     last_now: Option<Duration>,
     foreign: Option<(Tick, u32)>,
@@ -217,11 +207,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
             entries: VecDeque::with_capacity(config.capacity.min(PREALLOCATE)),
             newest: None,
             floor: None,
-            arrivals: ArrivalStats::new(config.history),
-            since_worse: None,
-            lag: None,
-            seen_hint: None,
-            since_worse_hint: None,
+            delay: Delay::new(&config, rate.period_secs()),
             pos: None,
             last_now: None,
             foreign: None,
@@ -271,14 +257,14 @@ impl<T: Interpolate> InterpolationBuffer<T> {
 
     /// The snapshot send interval measured from arriving ticks.
     pub fn send_interval(&self) -> Option<u32> {
-        self.arrivals.interval()
+        self.delay.clock().interval()
     }
 
     /// The delay the policy currently targets, beyond the earliest arrival of snapshots
     /// (so it excludes the network's minimum one-way delay).
     pub fn target_delay(&self) -> Option<Duration> {
-        let lag = self.lag?;
-        let min = self.arrivals.min_offset()?;
+        let lag = self.delay.lag()?;
+        let min = self.delay.clock().min_offset()?;
         Some(secs_to_duration(lag - min))
     }
 
@@ -295,11 +281,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         self.entries.clear();
         self.newest = None;
         self.floor = None;
-        self.arrivals.clear();
-        self.since_worse = None;
-        self.lag = None;
-        self.seen_hint = None;
-        self.since_worse_hint = None;
+        self.delay.clear();
         self.pos = None;
         self.last_now = None;
         self.foreign = None;
@@ -394,67 +376,22 @@ impl<T: Interpolate> InterpolationBuffer<T> {
                 None
             }
         };
-        let offset = at - f64::from(tick.0) * p;
-        for stats in self.windows_mut() {
-            stats.add_offset(offset);
-            stats.add_tick(tick.0);
-            if let Some((gap, need)) = pair {
-                stats.add_gap(gap);
-                stats.add_need(need);
-            }
-        }
-        self.follow_shifts();
-        // A miss costs at least half a frame: see `ArrivalStats::lag_for_fraction`.
+        let arrival = Arrival {
+            tick: tick.0,
+            offset: at - f64::from(tick.0) * p,
+            pair,
+        };
+        // A miss costs at least half a frame: a renderer locked to the tick rate samples
+        // the same phase every time.
         let min_miss = 0.5 * self.frame_secs.unwrap_or(0.0);
-        let stretch = self.stretch();
-        let policy = self.config.policy;
-        self.lag = policy.lag(&self.arrivals, p, min_miss, stretch, &mut self.seen_hint);
-        if let Some(since) = &self.since_worse {
-            let hint = &mut self.since_worse_hint;
-            if let Some(lag) = policy.lag(since, p, min_miss, stretch, hint) {
-                self.lag = Some(self.lag.map_or(lag, |l| l.max(lag)));
-            }
-        }
-    }
-
-    /// The arrival statistics every arrival and frame goes into: the window, and the
-    /// arrivals since the link was last seen to get worse.
-    fn windows_mut(&mut self) -> impl Iterator<Item = &mut ArrivalStats> {
-        std::iter::once(&mut self.arrivals).chain(self.since_worse.as_mut())
-    }
-
-    /// Watches for a change of link (see [`InterpolationConfig::shift_window`]): tests
-    /// the arrivals since the last change seen, or the whole window when there was none
-    /// lately.
-    fn follow_shifts(&mut self) {
-        let recent = self.config.shift_window;
-        if recent == 0 || !matches!(self.config.policy, DelayPolicy::Adaptive { .. }) {
-            return;
-        }
-        // Once the arrivals since the change fill a window, they are the window.
-        if self
-            .since_worse
-            .as_ref()
-            .is_some_and(|s| s.len() >= s.history())
-        {
-            self.since_worse = None;
-            self.since_worse_hint = None;
-        }
-        let watched = self.since_worse.as_mut().unwrap_or(&mut self.arrivals);
-        match watched.shift(recent) {
-            Some(Shift::Worse { since }) => {
+        match self.delay.arrive(&arrival, min_miss) {
+            Some(Shift::Worse { .. }) => {
                 self.stats.shifts_worse += 1;
                 self.rising = true;
-                self.since_worse = Some(watched.tail(since));
-                self.since_worse_hint = None;
             }
-            Some(Shift::Better { since }) => {
+            Some(Shift::Better { .. }) => {
                 self.stats.shifts_better += 1;
                 self.rising = false;
-                self.arrivals = watched.tail(since);
-                self.since_worse = None;
-                self.seen_hint = None;
-                self.since_worse_hint = None;
             }
             None => {}
         }
@@ -469,9 +406,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
             return None;
         }
         let pos = self.advance(now);
-        for stats in self.windows_mut() {
-            stats.add_frame(now.as_secs_f64());
-        }
+        self.delay.frame(now.as_secs_f64());
         let i = self.entries.partition_point(|(t, _)| f64::from(t.0) <= pos);
         let (value, kind) = if i == 0 {
             let (to, v) = self.entries.front()?;
@@ -543,7 +478,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
     fn advance(&mut self, now: Duration) -> f64 {
         let p = self.period;
         let now_secs = now.as_secs_f64();
-        let Some(lag) = self.lag else {
+        let Some(lag) = self.delay.lag() else {
             // Unreachable with entries present; show the oldest snapshot.
             return self.entries.front().map_or(0.0, |(t, _)| f64::from(t.0));
         };
@@ -566,20 +501,24 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         let snap = self.config.snap_threshold.as_secs_f64();
         // While still learning the clock, errors are large and short-lived: act on them
         // sooner than on a drift of a known clock.
-        let snap = if self.arrivals.needs_len() < WARMUP_PAIRS {
+        let snap = if self.delay.warming_up() {
             snap.min(0.05)
         } else {
             snap
         };
-        let stretching = error.abs() < snap && self.starving(now_secs, pos);
-        self.stats.stretches += u64::from(stretching && !self.stretching);
-        self.stretching = stretching;
-        let next = if stretching {
+        let stretch = if error.abs() < snap {
+            self.starving(now_secs, pos)
+        } else {
+            None
+        };
+        self.stats.stretches += u64::from(stretch.is_some() && !self.stretching);
+        self.stretching = stretch.is_some();
+        let next = if let Some(rate) = stretch {
             // Stretching takes precedence over following the target, up to the point
             // where it would have to jump back to it.
             self.stats.stretched += 1;
             self.catching_up = true;
-            pos + self.stretch_rate() * dt / p
+            pos + rate * dt / p
         } else if error > snap {
             // Far behind: jump.
             target
@@ -588,7 +527,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
             // would also step back before snapshots already played out (and dropped).
             pos.max(target)
         } else {
-            let max_scale = self.max_time_scale();
+            let max_scale = self.config.bounded_max_time_scale();
             let slew = self.config.slew_time.as_secs_f64().max(1e-6);
             // What a stretch put behind is made up at the full time-scale bound, not
             // eased back like a clock change: the replacement has come, and every
@@ -603,7 +542,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
             // newest snapshot or soon will: the delay is reached at once, not eased into.
             self.rising &= error < 0.0;
             let (gain, slow_down) = if self.rising {
-                (1.0, self.shift_slowdown().max(max_scale))
+                (1.0, self.config.bounded_shift_slowdown().max(max_scale))
             } else {
                 (gain, max_scale)
             };
@@ -619,68 +558,20 @@ impl<T: Interpolate> InterpolationBuffer<T> {
 }
 
 impl<T: Interpolate> InterpolationBuffer<T> {
-    /// The time-scale bound as a fraction of real time, sanitized.
-    fn max_time_scale(&self) -> f64 {
-        fraction_setting(f64::from(self.config.max_time_scale), 1.0)
-    }
-
-    /// How playback stretches now (`None` when the policy does not stretch): the very
-    /// rule [`starving`](Self::starving) applies, handed to the policy so the delay
-    /// counts on it.
-    fn stretch(&self) -> Option<Stretch> {
-        self.arrivals.stretch(
-            self.period,
-            self.stretch_rate(),
-            self.overdue_quantile(),
-            self.max_time_scale(),
-        )
-    }
-
-    /// [`InterpolationConfig::overdue_quantile`], within `[MIN_OVERDUE_QUANTILE, 1]`
-    /// (the default when not a number).
-    fn overdue_quantile(&self) -> f64 {
-        // Rounded through decimals, so 0.9 means 0.9 and not 0.8999999761581421: the
-        // quantile's index is rounded, and on a short window that would pick a neighbour.
-        let q = (f64::from(self.config.overdue_quantile) * 1e6).round() / 1e6;
-        if q.is_nan() {
-            f64::from(DEFAULT_OVERDUE_QUANTILE)
-        } else {
-            q.clamp(f64::from(MIN_OVERDUE_QUANTILE), 1.0)
-        }
-    }
-
-    /// [`InterpolationConfig::shift_slowdown`], sanitized.
-    fn shift_slowdown(&self) -> f64 {
-        fraction_setting(
-            f64::from(self.config.shift_slowdown),
-            f64::from(MAX_STRETCH),
-        )
-    }
-
-    /// Playback speed while stretching, as a fraction of real time (1 when the policy
-    /// does not stretch).
-    fn stretch_rate(&self) -> f64 {
-        if !matches!(self.config.policy, DelayPolicy::Adaptive { .. }) {
-            return 1.0;
-        }
-        1.0 - fraction_setting(f64::from(self.config.max_stretch), f64::from(MAX_STRETCH))
-    }
-
-    /// True when playback should slow down: the snapshot after the newest is overdue
-    /// (later than [`InterpolationConfig::overdue_quantile`] of the window's arrivals:
-    /// late, or lost) and playback is about to run past the newest. It stretches until a
-    /// newer snapshot arrives, not only as far as the next one would need: a second loss
-    /// in a row is what a short delay cannot ride out, and a rule this simple is one the
-    /// policy can count on when it picks the delay (see `Stretch` in the clock module,
-    /// whose `from` is the very moment used here).
-    fn starving(&self, now_secs: f64, pos: f64) -> bool {
-        let (Some(newest), Some(stretch), Some(lag)) = (self.newest, self.stretch(), self.lag)
-        else {
-            return false;
-        };
+    /// Playback speed, as a fraction of real time, when playback should slow down now
+    /// (`None` otherwise): the snapshot after the newest is overdue (later than
+    /// [`InterpolationConfig::overdue_quantile`] of the window's arrivals: late, or lost)
+    /// and playback is about to run past the newest. It stretches until a newer snapshot
+    /// arrives, not only as far as the next one would need: a second loss in a row is
+    /// what a short delay cannot ride out, and a rule this simple is one the policy can
+    /// count on when it picks the delay (the policy's `Stretch` is the very rule).
+    fn starving(&self, now_secs: f64, pos: f64) -> Option<f64> {
+        let (newest, stretch, lag) = (self.newest?, self.delay.stretch()?, self.delay.lag()?);
         let n = f64::from(newest.0);
         // About to reach the newest: see `Stretch::slack` for why not whenever short of it.
-        stretch.applies(now_secs - n * self.period, (n - pos) * self.period, lag)
+        stretch
+            .applies(now_secs - n * self.period, (n - pos) * self.period, lag)
+            .then_some(stretch.rate)
     }
 }
 
@@ -696,6 +587,7 @@ fn secs_to_duration(secs: f64) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interpolation::{DelayPolicy, MAX_STRETCH};
 
     const MS: Duration = Duration::from_millis(1);
 
@@ -1034,7 +926,8 @@ mod tests {
             let lost = k % 20 == 7 || (k % 100 == 8);
             let tick = k * 6;
             if !lost {
-                let jitter = f64::from(super::super::clock::streams::hash(k) % 61) - 30.0;
+                let jitter =
+                    f64::from(crate::interpolation::adaptive::streams::hash(k) % 61) - 30.0;
                 let at = f64::from(tick) / 60.0 + 0.05 + jitter / 1000.0;
                 let _ = b.push(Tick(tick), Duration::from_secs_f64(at), f64::from(tick));
             }

@@ -7,6 +7,9 @@ use std::time::Duration;
 #[cfg(doc)]
 use super::{Interpolate, InterpolationBuffer, InterpolationStats};
 
+/// Most slots allocated up front (snapshots, arrivals); larger capacities grow on demand.
+pub(crate) const PREALLOCATE: usize = 1024;
+
 /// Default [`InterpolationConfig::max_stretch`]: never stretch. The underruns a stretch
 /// avoids are mostly extrapolations of a frame or two, which barely show, and the slow
 /// motion that replaces them does (the lab's `interpolation.jerk_cm_p99` on
@@ -145,6 +148,47 @@ pub struct InterpolationConfig {
     /// Playback further than this ahead of its target waits, and further behind jumps,
     /// rather than slewing for seconds.
     pub snap_threshold: Duration,
+}
+
+impl InterpolationConfig {
+    /// [`max_time_scale`](Self::max_time_scale), sanitized.
+    pub(crate) fn bounded_max_time_scale(&self) -> f64 {
+        fraction_setting(f64::from(self.max_time_scale), 1.0)
+    }
+
+    /// [`shift_slowdown`](Self::shift_slowdown), sanitized.
+    pub(crate) fn bounded_shift_slowdown(&self) -> f64 {
+        fraction_setting(f64::from(self.shift_slowdown), f64::from(MAX_STRETCH))
+    }
+
+    /// [`overdue_quantile`](Self::overdue_quantile), within `[MIN_OVERDUE_QUANTILE, 1]`
+    /// (the default when not a number).
+    pub(crate) fn bounded_overdue_quantile(&self) -> f64 {
+        // Rounded through decimals, so 0.9 means 0.9 and not 0.8999999761581421: the
+        // quantile's index is rounded, and on a short window that would pick a neighbour.
+        let q = (f64::from(self.overdue_quantile) * 1e6).round() / 1e6;
+        if q.is_nan() {
+            f64::from(DEFAULT_OVERDUE_QUANTILE)
+        } else {
+            q.clamp(f64::from(MIN_OVERDUE_QUANTILE), 1.0)
+        }
+    }
+
+    /// Playback speed while the adaptive policy stretches, as a fraction of real time
+    /// (1: it does not): [`max_stretch`](Self::max_stretch) taken off, sanitized.
+    pub(crate) fn stretch_rate(&self) -> f64 {
+        1.0 - fraction_setting(f64::from(self.max_stretch), f64::from(MAX_STRETCH))
+    }
+}
+
+/// A setting that is a fraction of real time, within `[0, max]`: larger values (infinity
+/// included) are `max`; 0 (no effect) when not a number.
+pub(crate) fn fraction_setting(value: f64, max: f64) -> f64 {
+    if value.is_nan() {
+        0.0
+    } else {
+        value.clamp(0.0, max)
+    }
 }
 
 impl Default for InterpolationConfig {

@@ -53,9 +53,11 @@
 //! assert!((shown.value - shown.render_tick as f32).abs() < 1e-3);
 //! ```
 
+mod adaptive;
 mod buffer;
 mod clock;
 mod config;
+mod fixed;
 mod policy;
 pub(crate) mod pose;
 mod sample;

@@ -63,12 +63,12 @@ pub(crate) mod pose;
 mod sample;
 mod stats;
 
-pub use buffer::{InterpolationBuffer, PushError, SampleKind, Sampled};
+pub use buffer::{InterpolationBuffer, PushError};
 pub use config::{
     Curve, DEFAULT_HISTORY, DEFAULT_MAX_STRETCH, DEFAULT_OVERDUE_QUANTILE, DEFAULT_SHIFT_SLOWDOWN,
     DEFAULT_SHIFT_WINDOW, InterpolationConfig, MAX_STRETCH, MIN_OVERDUE_QUANTILE,
 };
 pub use policy::{DelayPolicy, MAX_LAG_SECS};
 pub use pose::Pose;
-pub use sample::Interpolate;
+pub use sample::{Interpolate, SampleKind, Sampled};
 pub use stats::InterpolationStats;

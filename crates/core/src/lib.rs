@@ -73,6 +73,7 @@ pub mod interpolation;
 pub mod lead;
 pub mod message;
 pub mod prediction;
+mod quat;
 mod reassembly;
 mod ring;
 mod rtt;

@@ -59,7 +59,7 @@ mod clock;
 mod config;
 mod fixed;
 mod policy;
-pub(crate) mod pose;
+mod pose;
 mod sample;
 mod stats;
 

@@ -98,9 +98,8 @@ pub(crate) fn worse_since(
 }
 
 /// True when every arrival offset in `recent` (as in [`worse`]) lies below the window's
-/// earlier offsets' median, by the margin: on a link that has not changed, 32 in a row
-/// below the median happen about once in a billion tests (and fewer than about 20 recent
-/// ones are never enough).
+/// earlier offsets' median, by the margin, and that many in a row below it are rarer than
+/// [`SIGNIFICANCE`] on a link that has not changed.
 ///
 /// Offsets rather than needs: a need spans a send interval or more, and at 10 snapshots
 /// a second that span (and a lost snapshot's, twice as long) swamps the delay. What sets
@@ -147,8 +146,7 @@ pub(crate) fn better(all: &[f64], recent: &mut [f64]) -> bool {
 /// Runs, not lost snapshots: on a bursty link one run loses several snapshots, but
 /// whether a run begins hardly depends on when the last one did, so on a link that has
 /// not changed the runs fall among the gaps in random order and `recent_runs` follows a
-/// hypergeometric law, whatever the loss rate. With 32 recent gaps of 2000 and no loss
-/// before, it takes four; at 5% loss before (about 100 runs), eleven.
+/// hypergeometric law, whatever the loss rate.
 pub(crate) fn more_losses(gaps: usize, runs: usize, recent: usize, recent_runs: usize) -> bool {
     if recent_runs == 0 || gaps < EARLIER_PER_RECENT * recent {
         return false;
@@ -171,8 +169,7 @@ pub(crate) fn may_be_more_losses(gaps: usize, recent: usize, recent_runs: usize)
 
 /// True when fewer of the loss runs among a window's `gaps` fall among its last `recent`
 /// gaps than chance allows (as in [`more_losses`]): the link loses less than it did. It
-/// takes many gaps (a loss run is rare): with 5% loss in the 1536 gaps before, none in
-/// the last 512 happens by chance once in 10^13 tests, none in the last 128 once in 20.
+/// takes many recent gaps: a loss run is rare, so a stretch without one is common.
 pub(crate) fn fewer_losses(gaps: usize, runs: usize, recent: usize, recent_runs: usize) -> bool {
     if recent > gaps || runs > gaps || recent_runs > runs {
         return false;

@@ -26,20 +26,18 @@ const MODEL_PHASES: usize = 32;
 const MAX_LOSS: f64 = 0.9;
 
 /// The smallest playback lag at which a *model* of the link misses at most `fraction`
-/// of the rendered frames: snapshots are lost as the window's
-/// [`LossModel::fit`] says, and the others arrive with offsets drawn
-/// independently from the window's offsets. Displayed server time `s` is ready at lag
-/// `L` when any snapshot at or after `s` has arrived within `L` of it, so a frame
-/// misses with the chance that every one of them is lost or later than that. That
-/// chance depends on how far `s` is from the next send, so it is averaged over the
-/// phases at which the last frames fell (or evenly over the interval before any frame).
+/// of the rendered frames: snapshots are lost as the window's [`LossModel::fit`] says,
+/// and the others arrive with offsets drawn independently from the window's offsets.
+/// Displayed server time `s` is ready at lag `L` when any snapshot at or after `s` has
+/// arrived within `L` of it, so a frame misses with the chance that every one of them
+/// is lost or later than that. That chance depends on how far `s` is from the next
+/// send, so it is averaged over the phases at which the last frames fell (or evenly
+/// over the interval before any frame). `None` until the loss rate and interval are
+/// known.
 ///
-/// The window's own pairs ([`seen::lag`](super::seen::lag)) say how
-/// often playback *would* have missed, but a strict target rests on events rarer than
-/// the window holds (two losses in a row at 5% loss is one pair in 400): whether one
-/// happens to be in the window swings the delay, and when none is, the target is
-/// overshot. The model builds those tails from the plentiful samples (the loss rate and
-/// the spread of offsets) instead. `None` until the loss rate and interval are known.
+/// A model, beside the window's own pairs ([`seen::lag`](super::seen::lag)), because a
+/// strict target rests on events rarer than the window holds: whether one happens to be
+/// in the window would swing the delay, and when none is, the target would be overshot.
 ///
 /// With a `stretch`, snapshots get until the [effective](Stretch::effective) lag to
 /// arrive: playback reaches the shown time that much later when the snapshot after
@@ -195,8 +193,7 @@ impl LossModel {
     /// mean of the posterior under Jeffreys' prior, `(lost + 1/2) / (sent + 1)`): over
     /// thousands of snapshots the two agree, but a window cut to the few arrivals since
     /// the link changed, or a buffer just started, that holds no loss yet has not seen a
-    /// link that never loses. At 10 snapshots a second the share would say nothing is
-    /// lost for seconds at a time, and the delay would leave losses uncovered.
+    /// link that never loses, and a delay sized for one would leave losses uncovered.
     ///
     /// Runs of two or more are rare on a link that loses independently (at 5%, one loss
     /// in twenty is followed by another), so the chance of a loss after a loss is drawn

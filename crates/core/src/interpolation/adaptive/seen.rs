@@ -11,15 +11,14 @@ use super::stretch::Stretch;
 /// `max_span` seconds (outages) are left out: no sensible lag rides them over.
 ///
 /// Playback is replayed over the window's pairs in arrival order at that lag
-/// ([`missed`]), so a `stretch` is credited as the buffer
-/// does it: a pair whose snapshot is overdue waits as long as at the
-/// [effective](Stretch::effective) lag, and the lag a stretch adds carries over to
-/// the pairs after it until playback has caught up. That matters when snapshots come
-/// faster than jitter spreads them: a late snapshot holds back the ones sent after
-/// it, and the stretch over the first of them covers the rest of the run.
+/// ([`missed`]), so a `stretch` is credited as the buffer does it: a pair whose snapshot
+/// is overdue waits as long as at the [effective](Stretch::effective) lag, and the lag a
+/// stretch adds carries over to the pairs after it until playback has caught up. That
+/// matters when snapshots come faster than jitter spreads them: a late snapshot holds
+/// back the ones sent after it, and the stretch over the first of them covers the rest
+/// of the run.
 ///
-/// A miss costs at least `min_miss` (the caller passes half a rendered frame): with
-/// frames at random phases a miss of `d` costs `d` of frames on average, but a
+/// A miss costs at least `min_miss` (the caller passes half a rendered frame): a
 /// renderer whose frame rate is locked to the tick rate samples the same phase every
 /// time, and when the lag sits just inside a tight cluster of needs, a miss of a
 /// fraction of a millisecond costs a whole frame, every time.
@@ -100,11 +99,11 @@ pub(super) fn missed(
     missed
 }
 
-/// One pair of [`missed`], in the newest snapshot's age `u` (local
-/// time minus its server time): the pair starts at age `start` (when that snapshot
-/// arrived) with playback `current` behind real time, and its second snapshot arrives at
-/// age `need`. Playback is past the newest once its lag is below the age. Returns the
-/// time missed and the playback lag when the second snapshot arrives.
+/// One pair of [`missed`], in the newest snapshot's age `u` (local time minus its server
+/// time): the pair starts at age `start` (when that snapshot arrived) with playback
+/// `current` behind real time, and its second snapshot arrives at age `need`. Playback
+/// is past the newest once its lag is below the age. Returns the time missed and the
+/// playback lag when the second snapshot arrives.
 fn replay_pair(
     lag: f64,
     current: f64,

@@ -91,13 +91,13 @@ impl Default for DelayPolicy {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Arrival {
     /// Its tick, as sent.
-    pub tick: u32,
+    pub(crate) tick: u32,
     /// Its arrival offset (see [`Clock`]).
-    pub offset: f64,
+    pub(crate) offset: f64,
     /// When it is newer than the newest before it: the tick gap to that one, and what the
     /// pair of the two needed. A late snapshot filling a hole has none: its pair was
     /// already counted, spanning it.
-    pub pair: Option<(u32, Need)>,
+    pub(crate) pair: Option<(u32, Need)>,
 }
 
 /// One consecutive pair of snapshots: playback may show the span between the earlier one
@@ -107,9 +107,9 @@ pub(crate) struct Arrival {
 pub(crate) struct Need {
     /// `arrival - earlier_tick * period`: the smallest lag that has the pair ready when
     /// playback reaches the earlier snapshot.
-    pub need: f64,
+    pub(crate) need: f64,
     /// Server time the pair spans, seconds.
-    pub span: f64,
+    pub(crate) span: f64,
 }
 
 impl Need {

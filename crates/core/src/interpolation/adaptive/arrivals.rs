@@ -208,12 +208,12 @@ impl ArrivalStats {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct LossRuns {
     /// Gaps counted.
-    pub gaps: usize,
+    pub(crate) gaps: usize,
     /// Runs among them.
-    pub runs: usize,
+    pub(crate) runs: usize,
     /// Gaps from the oldest run among them to the newest gap, that one included (0
     /// without a run): the arrivals since losses began, if they did.
-    pub since_first: usize,
+    pub(crate) since_first: usize,
 }
 
 #[cfg(test)]

@@ -34,12 +34,12 @@ const DEFAULT_TARGET_UNDERRUN: f32 = 0.01;
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Target {
     /// Fraction of playback time allowed without a snapshot pair.
-    pub underrun: f64,
+    pub(super) underrun: f64,
     /// The longest delay past the earliest arrival, and the longest gap counted (longer
     /// ones are outages), seconds.
-    pub max_delay: f64,
+    pub(super) max_delay: f64,
     /// Seconds per server tick.
-    pub period: f64,
+    pub(super) period: f64,
 }
 
 /// The adaptive policy's state: the window of arrivals, and while the link is seen to have

@@ -152,13 +152,13 @@ fn frame_phases(stats: &ArrivalStats, interval: f64) -> Option<[u32; PHASE_BINS]
 /// whether the one sent before it was. Independent loss is the case where both
 /// conditional chances are equal; bursty links (Wi-Fi, mobile) lose runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct LossModel {
+struct LossModel {
     /// Long-run fraction of snapshots lost.
-    pub loss: f64,
+    loss: f64,
     /// Chance a snapshot is lost when the one before it arrived.
-    pub lost_after_kept: f64,
+    lost_after_kept: f64,
     /// Chance a snapshot is lost when the one before it was lost too.
-    pub lost_after_lost: f64,
+    lost_after_lost: f64,
 }
 
 impl LossModel {
@@ -166,7 +166,7 @@ impl LossModel {
     /// the span the window covers arrived, and how losses cluster into runs. Runs longer
     /// than `max_span` seconds (outages) are left out, as in
     /// [`seen::lag`](super::seen::lag). `None` until the interval is known.
-    pub(super) fn fit(stats: &ArrivalStats, period: f64, max_span: f64) -> Option<Self> {
+    fn fit(stats: &ArrivalStats, period: f64, max_span: f64) -> Option<Self> {
         let interval = i64::from(stats.clock().interval()?);
         let ticks = stats.sorted_ticks();
         if ticks.is_empty() {

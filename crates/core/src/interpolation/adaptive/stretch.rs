@@ -18,11 +18,11 @@ use crate::interpolation::InterpolationConfig;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Stretch {
     /// Lag at which the snapshot after the newest counts as overdue.
-    pub from: f64,
+    pub(crate) from: f64,
     /// Playback speed while stretching, in `(0, 1)`.
-    pub rate: f64,
+    pub(crate) rate: f64,
     /// How much faster than real time playback catches up afterwards (0.1: 110%).
-    pub catch_up: f64,
+    pub(crate) catch_up: f64,
     /// How much further behind than usual playback may be for a stretch to start (one
     /// send interval). Stretching begins only when playback is about to reach the newest:
     /// at the target lag, `lag - from` short of it when it turns overdue; still behind
@@ -31,7 +31,7 @@ pub(crate) struct Stretch {
     /// would stretch faster than catching up makes good, and the delay would grow
     /// without end; with none at all, a playback a hair behind its target would never
     /// stretch.
-    pub slack: f64,
+    pub(crate) slack: f64,
 }
 
 impl Stretch {

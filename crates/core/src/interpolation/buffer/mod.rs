@@ -108,6 +108,7 @@ pub struct InterpolationBuffer<T: Interpolate> {
     entries: VecDeque<(Tick, T)>,
     newest: Option<Tick>,
     floor: Option<Tick>,
+    /// The delay policy's state: arrivals in, the playback lag out.
     delay: Delay,
     pos: Option<f64>,
     last_now: Option<Duration>,
@@ -297,7 +298,8 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         self.foreign.is_some_and(|(_, n)| n >= RESYNC_AFTER)
     }
 
-    /// Updates the clock statistics with an accepted arrival.
+    /// Tells the delay policy about an accepted arrival, and counts a change of link it
+    /// saw.
     fn learn(&mut self, tick: Tick, arrival: Duration) {
         let p = self.period;
         let at = arrival.as_secs_f64();

@@ -28,15 +28,14 @@
 //! bad spells, which bring most of its late inputs, come several times a window).
 //!
 //! A link that changes is told by the same test the interpolation buffer uses on its
-//! arrivals ([`crate::interpolation`]'s shift test, on the same sorted window type): when
+//! arrivals (the crate's shift test, on the same sorted window type): when
 //! the last 32 reports' needs lie beyond the earlier reports' tail more often than chance
 //! allows, or all below their median, the window keeps only the needs since the change
 //! (the test counts each report once, whatever ticks it stands for). A need far beyond
 //! the window's spread (a message that sat in a queue through an outage) counts only when
 //! [`OUTLIER_RUN`] of them come in a row: one such message says nothing about the next.
 
-use crate::interpolation::SortedWindow;
-use crate::interpolation::shift;
+use crate::window::{SortedWindow, shift};
 use std::collections::VecDeque;
 
 /// Needs remembered.

@@ -73,6 +73,7 @@ pub mod interpolation;
 pub mod lead;
 pub mod message;
 pub mod prediction;
+mod quat;
 mod reassembly;
 mod ring;
 mod rtt;
@@ -81,6 +82,7 @@ pub mod smoothing;
 mod sync;
 mod tick;
 mod timestep;
+mod window;
 
 pub use channel::{ChannelConfig, ChannelError, ChannelStats, Delivery, MessageChannel};
 pub use client::{

@@ -10,7 +10,7 @@
 //! needs no math library.
 
 use crate::interpolation::Pose;
-use crate::interpolation::pose::{mul, normalize};
+use crate::quat::{mul, normalize};
 use std::time::Duration;
 
 /// Smoothing settings.

@@ -7,14 +7,17 @@ use std::time::Duration;
 #[cfg(doc)]
 use super::{Interpolate, InterpolationBuffer, InterpolationStats};
 
+/// Most slots allocated up front (snapshots, arrivals); larger capacities grow on demand.
+pub(crate) const PREALLOCATE: usize = 1024;
+
 /// Default [`InterpolationConfig::max_stretch`]: never stretch. The underruns a stretch
 /// avoids are mostly extrapolations of a frame or two, which barely show, and the slow
-/// motion that replaces them does (the lab's `interpolation.jerk_cm_p99` on
-/// `snapshot-demo` at 60 snapshots/s: 0.56 cm without, 5.6 cm at half speed).
+/// motion that replaces them does (`docs/interpolation.md` has the figures).
 pub const DEFAULT_MAX_STRETCH: f32 = 0.0;
 
-/// Default [`InterpolationConfig::shift_window`]: seven of 32 recent pairs beyond the
-/// window's 1% tail tell a worse link, all 32 arrivals below its median a better one.
+/// Default [`InterpolationConfig::shift_window`]: enough recent arrivals to tell a change
+/// within a few of them, few enough that the window holds eight times as many earlier
+/// ones to compare with.
 pub const DEFAULT_SHIFT_WINDOW: usize = 32;
 
 /// Default [`InterpolationConfig::shift_slowdown`]: half speed.
@@ -67,9 +70,10 @@ pub struct InterpolationConfig {
     /// Arrivals the clock and delay statistics look back over (512: 8.5 s at 60
     /// snapshots/s, 51 s at 10). Longer windows give steadier delays and follow slow
     /// drift more slowly (a clear change of link is followed either way: see
-    /// [`shift_window`](Self::shift_window)); each arrival costs time in proportion, and
-    /// memory is 64 bytes per arrival (up to twice that after a change of link). At least
-    /// 16: the adaptive policy waits for 16 pairs before trusting its statistics.
+    /// [`shift_window`](Self::shift_window)). The adaptive policy's cost per arrival
+    /// grows in proportion, and its memory is 64 bytes per arrival (up to twice that
+    /// after a change of link), the fixed policy's 16. At least 16: the adaptive
+    /// policy waits for 16 pairs before trusting its statistics.
     pub history: usize,
     /// Largest speed-up or slow-down of playback while following a changed delay, as a
     /// fraction of real time (0.1 = between 90% and 110%). Clamped to `[0, 1]`; not a
@@ -86,10 +90,8 @@ pub struct InterpolationConfig {
     /// the delay: a larger stretch buys a shorter delay at the same underrun rate, paid
     /// for by remote entities moving in slow motion for a moment after each late or lost
     /// snapshot ([`InterpolationStats::stretched`] counts those frames). Off by default
-    /// ([`DEFAULT_MAX_STRETCH`]): on `snapshot-demo`, at the fixed three-interval
-    /// buffer's underrun rate, 0.15 buys about 5% less delay at 60 snapshots/s and 7% at
-    /// 10; 0.5 buys 21% and 31%, for a visible hitch after most late snapshots (the
-    /// README has the table). The fixed policy never stretches.
+    /// ([`DEFAULT_MAX_STRETCH`]); what each setting bought on the lab's links is in
+    /// `docs/interpolation.md`. The fixed policy never stretches.
     pub max_stretch: f32,
     /// When the snapshot after the newest counts as overdue, so that a stretch may
     /// start: once it is later than this share of the window's arrivals, plus one send
@@ -98,14 +100,9 @@ pub struct InterpolationConfig {
     ///
     /// Not the slowest arrival by default: when snapshots come faster than jitter spreads
     /// them, a late one holds back those sent after it (links deliver in order), and the
-    /// underruns come from such runs of late snapshots rather than from losses. Waiting
-    /// for the slowest arrival before stretching spends the delay those runs need (in the
-    /// lab's `examples/playback_frontier`, at 60 snapshots/s and the best constant lag,
-    /// stretching from the slowest arrival buys 13% of delay, from the 90th percentile
-    /// 32%; at 10/s both buy 35%). An earlier moment buys a little more delay again, and
-    /// costs a stretch for every snapshot that is merely later than it: at 0.8, about
-    /// twice as many frames in slow motion as at 0.9 (`lagless sweep-playback
-    /// --overdue-quantile`).
+    /// underruns come from such runs of late snapshots rather than from losses; waiting
+    /// for the slowest arrival spends the delay those runs need. An earlier moment costs
+    /// a stretch for every snapshot that is merely later than it.
     pub overdue_quantile: f32,
     /// Recent arrivals the adaptive policy watches for a change of link (0 turns the
     /// watch off; [`DEFAULT_SHIFT_WINDOW`]).
@@ -113,20 +110,14 @@ pub struct InterpolationConfig {
     /// The delay statistics span [`history`](Self::history) arrivals, so after the link
     /// changes they mix the old link and the new one until the window has turned over,
     /// which at 10 snapshots/s takes 51 s. At every arrival the buffer therefore asks
-    /// whether the last `shift_window` pairs needed more lag, or arrived later, than the
-    /// 1% tail of the window's earlier ones far more often than chance allows, or lost
-    /// snapshots far more often; or whether all of the last `shift_window` arrivals came
-    /// well before most earlier ones, or the last quarter of the loss window lost far
-    /// fewer (each test at most once in a million on a link that has not changed; see
-    /// [`InterpolationStats::shifts_worse`]).
-    /// When the link got worse, the delay becomes the larger of the whole window's
-    /// estimate and the estimate over only the arrivals since the change (from the first
-    /// recent one beyond the earlier ones' tail), until those fill the window: the delay
-    /// rises within a few arrivals, and the window's longer memory can only add to it.
-    /// When the link got better, the window forgets what came before the change, so the
-    /// delay it no longer needs is given back at once rather than as the old arrivals age
-    /// out. Either test needs eight times `shift_window` earlier pairs in the window, and
-    /// the fixed policy ignores the setting.
+    /// whether the last `shift_window` arrivals needed more lag, came later or lost more
+    /// than the window's earlier ones far more often than chance allows, or came far
+    /// sooner or lost far fewer (see [`InterpolationStats::shifts_worse`]). After a worse
+    /// link the delay is at least what the arrivals since the change call for, so it
+    /// rises within a few arrivals; after a better one the window forgets the old link,
+    /// so the delay it no longer needs is given back at once. Either test needs eight
+    /// times `shift_window` earlier arrivals in the window, and the fixed policy ignores
+    /// the setting. `docs/interpolation.md` tells how each test works.
     pub shift_window: usize,
     /// How far playback may slow down to reach the longer delay a link that got worse
     /// needs, once the buffer has seen it get worse (see
@@ -134,10 +125,9 @@ pub struct InterpolationConfig {
     /// = half speed; at most [`MAX_STRETCH`]; below
     /// [`max_time_scale`](Self::max_time_scale), that bound applies as to any change of
     /// delay). Playback past the newest snapshot is guesswork until it is back behind
-    /// it: at the time-scale bound alone (90% speed) following a rise of 50 ms takes half
-    /// a second of extrapolated frames, at half speed a tenth of a second of slow motion.
-    /// Only the first catch-up after each change seen is this steep: a link change is
-    /// rare, unlike the late snapshots [`max_stretch`](Self::max_stretch) is about.
+    /// it, so catching up with a worse link is worth a moment of slow motion. Only the
+    /// first catch-up after each change seen is this steep: a link change is rare,
+    /// unlike the late snapshots [`max_stretch`](Self::max_stretch) is about.
     pub shift_slowdown: f32,
     /// Time constant of that correction: an error of `e` is corrected at `e / slew_time`
     /// per second (within `max_time_scale`).
@@ -145,6 +135,47 @@ pub struct InterpolationConfig {
     /// Playback further than this ahead of its target waits, and further behind jumps,
     /// rather than slewing for seconds.
     pub snap_threshold: Duration,
+}
+
+impl InterpolationConfig {
+    /// [`max_time_scale`](Self::max_time_scale), sanitized.
+    pub(crate) fn bounded_max_time_scale(&self) -> f64 {
+        fraction_setting(f64::from(self.max_time_scale), 1.0)
+    }
+
+    /// [`shift_slowdown`](Self::shift_slowdown), sanitized.
+    pub(crate) fn bounded_shift_slowdown(&self) -> f64 {
+        fraction_setting(f64::from(self.shift_slowdown), f64::from(MAX_STRETCH))
+    }
+
+    /// [`overdue_quantile`](Self::overdue_quantile), within `[MIN_OVERDUE_QUANTILE, 1]`
+    /// (the default when not a number).
+    pub(crate) fn bounded_overdue_quantile(&self) -> f64 {
+        // Rounded through decimals, so 0.9 means 0.9 and not 0.8999999761581421: the
+        // quantile's index is rounded, and on a short window that would pick a neighbour.
+        let q = (f64::from(self.overdue_quantile) * 1e6).round() / 1e6;
+        if q.is_nan() {
+            f64::from(DEFAULT_OVERDUE_QUANTILE)
+        } else {
+            q.clamp(f64::from(MIN_OVERDUE_QUANTILE), 1.0)
+        }
+    }
+
+    /// Playback speed while the adaptive policy stretches, as a fraction of real time
+    /// (1: it does not): [`max_stretch`](Self::max_stretch) taken off, sanitized.
+    pub(crate) fn stretch_rate(&self) -> f64 {
+        1.0 - fraction_setting(f64::from(self.max_stretch), f64::from(MAX_STRETCH))
+    }
+}
+
+/// A setting that is a fraction of real time, within `[0, max]`: larger values (infinity
+/// included) are `max`; 0 (no effect) when not a number.
+pub(crate) fn fraction_setting(value: f64, max: f64) -> f64 {
+    if value.is_nan() {
+        0.0
+    } else {
+        value.clamp(0.0, max)
+    }
 }
 
 impl Default for InterpolationConfig {

@@ -10,26 +10,24 @@
 //! Nothing here reads a clock: arrivals and render times come in as
 //! [`Duration`](std::time::Duration)s since any epoch.
 //!
-//! * **Clock.** A snapshot of tick `k` arriving at `a` has offset `a - k * period`. The
-//!   buffer keeps order statistics of the offsets over a window (the minimum: the fastest
-//!   path; the median: the typical one), so one late packet moves nothing.
+//! * **Clock.** The server's clock is read off the arrival offsets (`arrival - tick *
+//!   period`) by order statistics over a window, so one late packet moves nothing.
 //! * **Delay.** [`DelayPolicy::Fixed`] trails the median arrival by N measured send
 //!   intervals ([`DelayPolicy::CLASSIC`] is source 003's three); [`DelayPolicy::Adaptive`]
 //!   picks the shortest delay that would have left at most a target fraction of playback
-//!   time without a snapshot pair, from the lag each recent pair needed (jitter and
-//!   losses included), and follows a change of link within a few arrivals
-//!   ([`InterpolationConfig::shift_window`]): a slower link, one that loses more, or a
-//!   faster or less lossy one. Playback follows delay changes by speeding up or slowing
-//!   down a little, never by jumping. If asked to
-//!   ([`InterpolationConfig::max_stretch`], off by default), adaptive playback also
-//!   slows down further while a snapshot is overdue (late or lost), so what is buffered
-//!   lasts until it or a replacement arrives, and the policy picks a shorter delay for
-//!   it: less delay for a moment of slow motion after each.
+//!   time without a snapshot pair, and follows a change of link within a few arrivals
+//!   ([`InterpolationConfig::shift_window`]). Playback follows delay changes by speeding
+//!   up or slowing down a little, never by jumping; if asked to
+//!   ([`InterpolationConfig::max_stretch`]), it also slows down while a snapshot is
+//!   overdue, and the adaptive policy picks a shorter delay for it.
 //! * **Output.** [`Sampled::render_tick`] is the (fractional) server tick shown, to
 //!   compare against the server's state at that tick; [`SampleKind`] says whether the
 //!   value was interpolated, extrapolated (bounded by
 //!   [`InterpolationConfig::max_extrapolation`]), held, or shown early;
 //!   [`InterpolationStats`] counts them, and every refused snapshot.
+//!
+//! `docs/interpolation.md` tells the adaptive policy's story and what it measured, and
+//! maps the files.
 //!
 //! ```
 //! use lagless_core::interpolation::{DelayPolicy, InterpolationBuffer, InterpolationConfig};
@@ -53,22 +51,22 @@
 //! assert!((shown.value - shown.render_tick as f32).abs() < 1e-3);
 //! ```
 
+mod adaptive;
 mod buffer;
 mod clock;
-pub(crate) use clock::SortedWindow;
 mod config;
+mod fixed;
 mod policy;
-pub(crate) mod pose;
+mod pose;
 mod sample;
-pub(crate) mod shift;
 mod stats;
 
-pub use buffer::{InterpolationBuffer, PushError, SampleKind, Sampled};
+pub use buffer::{InterpolationBuffer, PushError};
 pub use config::{
     Curve, DEFAULT_HISTORY, DEFAULT_MAX_STRETCH, DEFAULT_OVERDUE_QUANTILE, DEFAULT_SHIFT_SLOWDOWN,
     DEFAULT_SHIFT_WINDOW, InterpolationConfig, MAX_STRETCH, MIN_OVERDUE_QUANTILE,
 };
 pub use policy::{DelayPolicy, MAX_LAG_SECS};
 pub use pose::Pose;
-pub use sample::Interpolate;
+pub use sample::{Interpolate, SampleKind, Sampled};
 pub use stats::InterpolationStats;

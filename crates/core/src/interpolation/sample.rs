@@ -1,5 +1,12 @@
-//! What the buffer blends: the [`Interpolate`] trait, with impls for plain numbers and
-//! vectors of samples.
+//! What the buffer blends, the [`Interpolate`] trait (with impls for plain numbers and
+//! vectors of samples), and what it answers: a [`Sampled`] value and its [`SampleKind`].
+
+use crate::Tick;
+use std::time::Duration;
+
+// Named in the docs only.
+#[cfg(doc)]
+use super::InterpolationConfig;
 
 /// A value the [`InterpolationBuffer`](super::InterpolationBuffer) can blend between two
 /// snapshots.
@@ -63,6 +70,64 @@ fn blend<T: Clone>(a: &[T], b: &[T], f: impl Fn(&T, &T) -> T) -> Vec<T> {
         out.extend_from_slice(&b[a.len()..]);
     }
     out
+}
+
+/// How a [`Sampled`] value was produced.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SampleKind {
+    /// Blended between the snapshots of ticks `from` and `to` at `t` in `[0, 1]`
+    /// (`from == to` when playback sits exactly on the newest snapshot; on an older one,
+    /// `t` is 0 and `to` is the next).
+    Interpolated {
+        /// The earlier snapshot.
+        from: Tick,
+        /// The later snapshot.
+        to: Tick,
+        /// Position between them.
+        t: f32,
+    },
+    /// Playback ran past the newest snapshot, `from`, by `by` (at most
+    /// [`InterpolationConfig::max_extrapolation`]): the value is
+    /// [`Interpolate::extrapolate`]d. An underrun.
+    Extrapolated {
+        /// The newest snapshot.
+        from: Tick,
+        /// How far past it.
+        by: Duration,
+    },
+    /// Playback ran past the newest snapshot, `from`, by `by`, beyond the extrapolation
+    /// limit: the value is held where extrapolation stopped. An underrun.
+    Held {
+        /// The newest snapshot.
+        from: Tick,
+        /// How far past it.
+        by: Duration,
+    },
+    /// Playback has not reached the oldest buffered snapshot, `to`, yet (start-up, or a
+    /// new timeline): that snapshot is shown. An underrun.
+    Early {
+        /// The oldest buffered snapshot.
+        to: Tick,
+    },
+}
+
+impl SampleKind {
+    /// True unless the value was interpolated between two snapshots.
+    pub fn is_underrun(&self) -> bool {
+        !matches!(self, SampleKind::Interpolated { .. })
+    }
+}
+
+/// A value for the renderer, and where in server time it sits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sampled<T> {
+    /// The value to show.
+    pub value: T,
+    /// How it was produced.
+    pub kind: SampleKind,
+    /// The (fractional) server tick the value represents: compare against the server's
+    /// state at this tick to measure the error of what is shown.
+    pub render_tick: f64,
 }
 
 #[cfg(test)]

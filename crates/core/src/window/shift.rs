@@ -1,32 +1,14 @@
-//! Telling a link that changed from one that merely varies.
+//! Telling values from a link that changed from values that merely vary: the
+//! interpolation buffer's adaptive delay asks it of its arrivals, the client's adaptive
+//! lead of the server's slack reports.
 //!
-//! The adaptive delay comes from a window of arrivals (512 by default), so after the link
-//! changes it describes a mix of the old link and the new one until the window has turned
-//! over: 8.5 s at 60 snapshots/s, but 51 s at 10. Meanwhile a slower link underruns and a
-//! faster one pays delay it no longer needs.
-//!
-//! So the buffer also asks, at every arrival, whether the last few arrivals (32 by
-//! default, [`InterpolationConfig::shift_window`](super::InterpolationConfig::shift_window))
-//! sit apart from the window's earlier ones more often than chance allows ([`worse`]).
-//! On a link that has not changed each recent value lands beyond the earlier ones' 1%
-//! tail with a chance of about 1%, so 7 of 32 doing so happens less than once in a
-//! million tests; after a change to a link 30 ms slower nearly every new arrival does,
-//! and seven or eight arrivals tell. The test runs on two values per arrival. On needs
-//! (arrival time minus the previous snapshot's server time), so that more losses show
-//! too, as longer spans. And on arrival offsets, since at 10 snapshots a second a few
-//! losses in the window put the needs' tail a whole send interval (100 ms) above the
-//! rest, out of reach of a link a few tens of milliseconds slower. The other way round
-//! ([`better`]), it asks whether all recent arrivals came faster than most earlier ones.
-//!
-//! Losses alone are counted apart, as loss runs among the gaps between the snapshots
-//! received: more of them among the last few gaps than chance allows is a link that
-//! started losing ([`more_losses`]: four in 32 after none), and fewer among the last
-//! quarter of the loss window is one that stopped ([`fewer_losses`]). A rarer event
-//! takes more gaps to tell: a few seconds when losses start, the better part of a
-//! minute at 10 snapshots a second when they stop.
-//!
-//! What the buffer does with the answer is in
-//! [`InterpolationConfig::shift_window`](super::InterpolationConfig::shift_window).
+//! A window of recent values describes a mix of the old link and the new one until it has
+//! turned over, which at 10 snapshots a second takes most of a minute; so at every new
+//! value the caller asks whether the newest few sit apart from the window's earlier ones
+//! more often than chance allows. On a link that has not changed the values come in random
+//! order, whatever their distribution, so each test's chance of a false alarm is an exact
+//! hypergeometric tail, held below [`SIGNIFICANCE`]. What each test looks at, and the
+//! figures behind the constants, are in `docs/interpolation.md`.
 
 /// Which way the link moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,9 +98,8 @@ pub(crate) fn worse_since(
 }
 
 /// True when every arrival offset in `recent` (as in [`worse`]) lies below the window's
-/// earlier offsets' median, by the margin: on a link that has not changed, 32 in a row
-/// below the median happen about once in a billion tests (and fewer than about 20 recent
-/// ones are never enough).
+/// earlier offsets' median, by the margin, and that many in a row below it are rarer than
+/// [`SIGNIFICANCE`] on a link that has not changed.
 ///
 /// Offsets rather than needs: a need spans a send interval or more, and at 10 snapshots
 /// a second that span (and a lost snapshot's, twice as long) swamps the delay. What sets
@@ -165,8 +146,7 @@ pub(crate) fn better(all: &[f64], recent: &mut [f64]) -> bool {
 /// Runs, not lost snapshots: on a bursty link one run loses several snapshots, but
 /// whether a run begins hardly depends on when the last one did, so on a link that has
 /// not changed the runs fall among the gaps in random order and `recent_runs` follows a
-/// hypergeometric law, whatever the loss rate. With 32 recent gaps of 2000 and no loss
-/// before, it takes four; at 5% loss before (about 100 runs), eleven.
+/// hypergeometric law, whatever the loss rate.
 pub(crate) fn more_losses(gaps: usize, runs: usize, recent: usize, recent_runs: usize) -> bool {
     if recent_runs == 0 || gaps < EARLIER_PER_RECENT * recent {
         return false;
@@ -189,8 +169,7 @@ pub(crate) fn may_be_more_losses(gaps: usize, recent: usize, recent_runs: usize)
 
 /// True when fewer of the loss runs among a window's `gaps` fall among its last `recent`
 /// gaps than chance allows (as in [`more_losses`]): the link loses less than it did. It
-/// takes many gaps (a loss run is rare): with 5% loss in the 1536 gaps before, none in
-/// the last 512 happens by chance once in 10^13 tests, none in the last 128 once in 20.
+/// takes many recent gaps: a loss run is rare, so a stretch without one is common.
 pub(crate) fn fewer_losses(gaps: usize, runs: usize, recent: usize, recent_runs: usize) -> bool {
     if recent > gaps || runs > gaps || recent_runs > runs {
         return false;

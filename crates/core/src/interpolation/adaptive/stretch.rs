@@ -1,6 +1,7 @@
 //! Stretching playback while a snapshot is overdue: when, how slowly, and what it buys.
 
-use super::{ArrivalStats, fraction_setting};
+use super::super::clock::Clock;
+use super::super::config::fraction_setting;
 // Named in the docs only.
 #[cfg(doc)]
 use crate::interpolation::InterpolationConfig;
@@ -11,16 +12,17 @@ use crate::interpolation::InterpolationConfig;
 /// [`InterpolationConfig::overdue_quantile`]),
 /// playback slows to `rate` of real time until a newer snapshot arrives or playback
 /// reaches the newest, and afterwards catches up with its target lag at `1 + catch_up` of
-/// real time. Made by [`ArrivalStats::stretch`], which the buffer asks both when to
-/// stretch and, through the policy, what stretching buys.
+/// real time. The buffer asks it both when to stretch and, through the policy's
+/// estimates, what stretching buys: one rule for both, so the delay counts on exactly
+/// the stretch playback does.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Stretch {
     /// Lag at which the snapshot after the newest counts as overdue.
-    pub from: f64,
+    pub(crate) from: f64,
     /// Playback speed while stretching, in `(0, 1)`.
-    pub rate: f64,
+    pub(crate) rate: f64,
     /// How much faster than real time playback catches up afterwards (0.1: 110%).
-    pub catch_up: f64,
+    pub(crate) catch_up: f64,
     /// How much further behind than usual playback may be for a stretch to start (one
     /// send interval). Stretching begins only when playback is about to reach the newest:
     /// at the target lag, `lag - from` short of it when it turns overdue; still behind
@@ -29,15 +31,38 @@ pub(crate) struct Stretch {
     /// would stretch faster than catching up makes good, and the delay would grow
     /// without end; with none at all, a playback a hair behind its target would never
     /// stretch.
-    pub slack: f64,
+    pub(crate) slack: f64,
 }
 
 impl Stretch {
+    /// How the buffer would stretch playback now, at `rate` of real time, from the
+    /// `overdue_quantile` of `clock`'s offsets plus an interval (ticks of `period`
+    /// seconds), catching up at `1 + catch_up`; `None` before the interval and offsets
+    /// are known, or with `rate` 1.
+    pub(crate) fn new(
+        clock: &Clock,
+        period: f64,
+        rate: f64,
+        overdue_quantile: f64,
+        catch_up: f64,
+    ) -> Option<Self> {
+        if !(rate > 0.0 && rate < 1.0) {
+            return None;
+        }
+        let interval = f64::from(clock.interval()?) * period;
+        Some(Stretch {
+            from: clock.offset_quantile(overdue_quantile)? + interval,
+            rate,
+            catch_up: fraction_setting(catch_up, 1.0),
+            slack: interval,
+        })
+    }
+
     /// True when playback should be stretching: the snapshot after the newest is overdue
     /// (the newest is older than `from`, at `age`: local time minus its server time), and
     /// playback is short of the newest by `runway` seconds of server time, more than
     /// nothing and less than [`max_runway`](Self::max_runway) at the target `lag`.
-    pub fn applies(&self, age: f64, runway: f64, lag: f64) -> bool {
+    pub(crate) fn applies(&self, age: f64, runway: f64, lag: f64) -> bool {
         age > self.from && runway > 0.0 && runway < self.max_runway(lag)
     }
 
@@ -45,7 +70,7 @@ impl Stretch {
     /// shown time and the newest snapshot) for a stretch to start, at a target `lag`:
     /// `lag - from` as at the target lag when the newest turns overdue, plus
     /// [`slack`](Self::slack).
-    pub fn max_runway(&self, lag: f64) -> f64 {
+    pub(crate) fn max_runway(&self, lag: f64) -> f64 {
         lag - self.from + self.slack
     }
 
@@ -54,35 +79,11 @@ impl Stretch {
     /// server time `L` after it; when `L` exceeds `from`, it spends the last `L - from`
     /// of that at `rate`, so it gets there only `from + (L - from) / rate` after. Below
     /// `from` nothing is overdue before playback runs out, and nothing changes.
-    pub fn effective(&self, lag: f64) -> f64 {
+    pub(crate) fn effective(&self, lag: f64) -> f64 {
         if lag > self.from {
             self.from + (lag - self.from) / self.rate
         } else {
             lag
         }
-    }
-}
-
-impl ArrivalStats {
-    /// How the buffer would stretch playback now, at `rate` of real time, from the
-    /// `overdue_quantile` of offsets plus an interval, catching up at `1 + catch_up` (see
-    /// [`Stretch`]); `None` before the interval and offsets are known, or with `rate` 1.
-    pub fn stretch(
-        &self,
-        period: f64,
-        rate: f64,
-        overdue_quantile: f64,
-        catch_up: f64,
-    ) -> Option<Stretch> {
-        if !(rate > 0.0 && rate < 1.0) {
-            return None;
-        }
-        let interval = f64::from(self.interval?) * period;
-        Some(Stretch {
-            from: self.offset_quantile(overdue_quantile)? + interval,
-            rate,
-            catch_up: fraction_setting(catch_up, 1.0),
-            slack: interval,
-        })
     }
 }

@@ -2,110 +2,108 @@
 //! pairs is replayed, in arrival order, at a candidate lag, and the time it would have run
 //! past the newest snapshot is what counts.
 
+use super::arrivals::ArrivalStats;
 use super::search::smallest_lag_near;
-use super::{ArrivalStats, Stretch};
+use super::stretch::Stretch;
 
-impl ArrivalStats {
-    /// The smallest playback lag at which the fraction of server time the window's pairs
-    /// would *not* have been ready for is at most `fraction`. Pairs spanning more than
-    /// `max_span` seconds (outages) are left out: no sensible lag rides them over.
-    ///
-    /// Playback is replayed over the window's pairs in arrival order at that lag
-    /// ([`replay_missed`](Self::replay_missed)), so a `stretch` is credited as the buffer
-    /// does it: a pair whose snapshot is overdue waits as long as at the
-    /// [effective](Stretch::effective) lag, and the lag a stretch adds carries over to
-    /// the pairs after it until playback has caught up. That matters when snapshots come
-    /// faster than jitter spreads them: a late snapshot holds back the ones sent after
-    /// it, and the stretch over the first of them covers the rest of the run.
-    ///
-    /// A miss costs at least `min_miss` (the caller passes half a rendered frame): with
-    /// frames at random phases a miss of `d` costs `d` of frames on average, but a
-    /// renderer whose frame rate is locked to the tick rate samples the same phase every
-    /// time, and when the lag sits just inside a tight cluster of needs, a miss of a
-    /// fraction of a millisecond costs a whole frame, every time.
-    ///
-    /// `hint`, the last answer, only makes the search faster.
-    pub fn lag_for_fraction(
-        &self,
-        fraction: f64,
-        max_span: f64,
-        min_miss: f64,
-        stretch: Option<Stretch>,
-        hint: Option<f64>,
-    ) -> Option<f64> {
-        let usable = || self.needs.iter().filter(|n| n.span <= max_span);
-        let total: f64 = usable().map(|n| n.span).sum();
-        if total <= 0.0 {
-            return None;
-        }
-        let budget = fraction.clamp(0.0, 1.0) * total;
-        let hi = usable().map(|n| n.need).max_by(f64::total_cmp)?;
-        let lo = usable().map(|n| n.need - n.span).min_by(f64::total_cmp)?;
-        // At `hi` every pair is ready before playback reaches it; the missed time falls
-        // monotonically with the lag (a longer lag is at least as long at every moment
-        // of the replay).
-        Some(smallest_lag_near(lo, hi, hint, |lag| {
-            self.replay_missed(lag, max_span, min_miss, stretch, budget) <= budget
-        }))
+/// The smallest playback lag at which the fraction of server time the window's pairs
+/// would *not* have been ready for is at most `fraction`. Pairs spanning more than
+/// `max_span` seconds (outages) are left out: no sensible lag rides them over.
+///
+/// Playback is replayed over the window's pairs in arrival order at that lag
+/// ([`missed`]), so a `stretch` is credited as the buffer does it: a pair whose snapshot
+/// is overdue waits as long as at the [effective](Stretch::effective) lag, and the lag a
+/// stretch adds carries over to the pairs after it until playback has caught up. That
+/// matters when snapshots come faster than jitter spreads them: a late snapshot holds
+/// back the ones sent after it, and the stretch over the first of them covers the rest
+/// of the run.
+///
+/// A miss costs at least `min_miss` (the caller passes half a rendered frame): a
+/// renderer whose frame rate is locked to the tick rate samples the same phase every
+/// time, and when the lag sits just inside a tight cluster of needs, a miss of a
+/// fraction of a millisecond costs a whole frame, every time.
+///
+/// `hint`, the last answer, only makes the search faster.
+pub(super) fn lag(
+    stats: &ArrivalStats,
+    fraction: f64,
+    max_span: f64,
+    min_miss: f64,
+    stretch: Option<Stretch>,
+    hint: Option<f64>,
+) -> Option<f64> {
+    let usable = || stats.needs().filter(|n| n.span <= max_span);
+    let total: f64 = usable().map(|n| n.span).sum();
+    if total <= 0.0 {
+        return None;
     }
-
-    /// Server time playback at a target `lag` would have run past the newest snapshot,
-    /// over the window's pairs in arrival order; the sum stops growing past `enough`
-    /// (the caller only asks whether it is within a budget).
-    ///
-    /// Each pair starts when its first snapshot arrived (then the newest), at the lag
-    /// playback had then, and follows the buffer's rules: playback catches up with `lag`
-    /// after a stretch, stretches while the snapshot after the newest is overdue and
-    /// playback has not reached the newest, and runs past the newest (misses) from the
-    /// moment it reaches it until the pair's second snapshot arrives.
-    pub fn replay_missed(
-        &self,
-        lag: f64,
-        max_span: f64,
-        min_miss: f64,
-        stretch: Option<Stretch>,
-        enough: f64,
-    ) -> f64 {
-        let mut missed = 0.0;
-        // The current playback lag, and the newest snapshot's offset (its age when it
-        // arrived).
-        let mut current = lag;
-        let mut newest_offset = None;
-        // Most pairs are quiet: playback at its target, the snapshot in before it is
-        // overdue or due. They change nothing.
-        let quiet = stretch.map_or(lag, |s| s.from.min(lag));
-        for pair in &self.needs {
-            let offset = pair.need - pair.span;
-            let start = newest_offset
-                .replace(offset)
-                .unwrap_or(offset)
-                .min(pair.need);
-            if pair.span > max_span {
-                // An outage: the buffer starts over at its target.
-                current = lag;
-                continue;
-            }
-            if current <= lag && pair.need <= quiet {
-                continue;
-            }
-            let (miss, after) = replay_pair(lag, current, start, pair.need, stretch);
-            if miss > 0.0 {
-                missed += miss.max(min_miss);
-                if missed > enough {
-                    return missed;
-                }
-            }
-            current = after;
-        }
-        missed
-    }
+    let budget = fraction.clamp(0.0, 1.0) * total;
+    let hi = usable().map(|n| n.need).max_by(f64::total_cmp)?;
+    let lo = usable().map(|n| n.need - n.span).min_by(f64::total_cmp)?;
+    // At `hi` every pair is ready before playback reaches it; the missed time falls
+    // monotonically with the lag (a longer lag is at least as long at every moment
+    // of the replay).
+    Some(smallest_lag_near(lo, hi, hint, |lag| {
+        missed(stats, lag, max_span, min_miss, stretch, budget) <= budget
+    }))
 }
 
-/// One pair of [`ArrivalStats::replay_missed`], in the newest snapshot's age `u` (local
-/// time minus its server time): the pair starts at age `start` (when that snapshot
-/// arrived) with playback `current` behind real time, and its second snapshot arrives at
-/// age `need`. Playback is past the newest once its lag is below the age. Returns the
-/// time missed and the playback lag when the second snapshot arrives.
+/// Server time playback at a target `lag` would have run past the newest snapshot,
+/// over the window's pairs in arrival order; the sum stops growing past `enough`
+/// (the caller only asks whether it is within a budget).
+///
+/// Each pair starts when its first snapshot arrived (then the newest), at the lag
+/// playback had then, and follows the buffer's rules: playback catches up with `lag`
+/// after a stretch, stretches while the snapshot after the newest is overdue and
+/// playback has not reached the newest, and runs past the newest (misses) from the
+/// moment it reaches it until the pair's second snapshot arrives.
+pub(super) fn missed(
+    stats: &ArrivalStats,
+    lag: f64,
+    max_span: f64,
+    min_miss: f64,
+    stretch: Option<Stretch>,
+    enough: f64,
+) -> f64 {
+    let mut missed = 0.0;
+    // The current playback lag, and the newest snapshot's offset (its age when it
+    // arrived).
+    let mut current = lag;
+    let mut newest_offset = None;
+    // Most pairs are quiet: playback at its target, the snapshot in before it is
+    // overdue or due. They change nothing.
+    let quiet = stretch.map_or(lag, |s| s.from.min(lag));
+    for pair in stats.needs() {
+        let offset = pair.need - pair.span;
+        let start = newest_offset
+            .replace(offset)
+            .unwrap_or(offset)
+            .min(pair.need);
+        if pair.span > max_span {
+            // An outage: the buffer starts over at its target.
+            current = lag;
+            continue;
+        }
+        if current <= lag && pair.need <= quiet {
+            continue;
+        }
+        let (miss, after) = replay_pair(lag, current, start, pair.need, stretch);
+        if miss > 0.0 {
+            missed += miss.max(min_miss);
+            if missed > enough {
+                return missed;
+            }
+        }
+        current = after;
+    }
+    missed
+}
+
+/// One pair of [`missed`], in the newest snapshot's age `u` (local time minus its server
+/// time): the pair starts at age `start` (when that snapshot arrived) with playback
+/// `current` behind real time, and its second snapshot arrives at age `need`. Playback
+/// is past the newest once its lag is below the age. Returns the time missed and the
+/// playback lag when the second snapshot arrives.
 fn replay_pair(
     lag: f64,
     current: f64,
@@ -154,9 +152,9 @@ fn replay_pair(
 
 #[cfg(test)]
 mod tests {
-    use super::super::Need;
-    use super::super::streams::{fifo_stream, hash};
+    use super::super::arrivals::streams::{fifo_stream, hash};
     use super::*;
+    use crate::interpolation::policy::Need;
 
     #[test]
     fn lag_covers_the_requested_fraction_of_time() {
@@ -172,26 +170,23 @@ mod tests {
             need: 0.2,
             span: 0.1,
         });
-        let full = s.lag_for_fraction(0.0, 1.0, 0.0, None, None).unwrap();
+        let full = lag(&s, 0.0, 1.0, 0.0, None, None).unwrap();
         assert!((full - 0.2).abs() < 1e-4, "{full}");
         // Missing 0.5% of 10 s = 0.05 s of the late pair's 0.1 s.
-        let half = s.lag_for_fraction(0.005, 1.0, 0.0, None, None).unwrap();
+        let half = lag(&s, 0.005, 1.0, 0.0, None, None).unwrap();
         assert!((half - 0.15).abs() < 1e-4, "{half}");
         // 1% can be missed by skipping the late pair entirely.
-        let most = s.lag_for_fraction(0.01, 1.0, 0.0, None, None).unwrap();
+        let most = lag(&s, 0.01, 1.0, 0.0, None, None).unwrap();
         assert!((most - 0.1).abs() < 1e-4, "{most}");
         // Outages are ignored.
-        assert_eq!(s.lag_for_fraction(0.0, 0.05, 0.0, None, None), None);
-        assert_eq!(
-            ArrivalStats::new(3).lag_for_fraction(0.01, 1.0, 0.0, None, None),
-            None
-        );
+        assert_eq!(lag(&s, 0.0, 0.05, 0.0, None, None), None);
+        assert_eq!(lag(&ArrivalStats::new(3), 0.01, 1.0, 0.0, None, None), None);
     }
 
     /// Plays `arrivals` back at a target `lag` in small steps by the buffer's rules (stretch
     /// while the snapshot after the newest is overdue and playback is about to reach the
     /// newest, then catch up at the time-scale bound) and returns the time playback spent past the
-    /// newest snapshot: what `replay_missed` computes in closed form.
+    /// newest snapshot: what `missed` computes in closed form.
     fn step_through(arrivals: &[(f64, u32)], period: f64, lag: f64, stretch: Stretch) -> f64 {
         let dt = 1e-5;
         let (mut next, mut newest) = (1, f64::from(arrivals[0].1) * period);
@@ -229,15 +224,15 @@ mod tests {
             }
         };
         let (s, arrivals) = fifo_stream(3000, |t| hash(t ^ 0x55) % 50 == 0, jitter);
-        let stretch = s.stretch(period, 0.5, 0.9, 0.1).unwrap();
+        let stretch = Stretch::new(s.clock(), period, 0.5, 0.9, 0.1).unwrap();
         // Overdue one interval after nine arrivals in ten.
-        let q90 = s.offset_quantile(0.9).unwrap();
+        let q90 = s.clock().offset_quantile(0.9).unwrap();
         assert!((stretch.from - (q90 + period)).abs() < 1e-12);
-        assert!(stretch.from < s.max_offset().unwrap());
-        let min = s.min_offset().unwrap();
+        assert!(stretch.from < s.clock().max_offset().unwrap());
+        let min = s.clock().min_offset().unwrap();
         for extra in [0.0, 0.01, 0.02, 0.03, 0.045] {
             let lag = min + extra;
-            let closed = s.replay_missed(lag, 1.0, 0.0, Some(stretch), f64::INFINITY);
+            let closed = missed(&s, lag, 1.0, 0.0, Some(stretch), f64::INFINITY);
             let stepped = step_through(&arrivals, period, lag, stretch);
             // Each event is off by at most a step or two.
             assert!(
@@ -246,7 +241,7 @@ mod tests {
             );
         }
         // Without stretching, playback misses exactly what arrives after it is due.
-        let plain = s.replay_missed(min + 0.02, 1.0, 0.0, None, f64::INFINITY);
+        let plain = missed(&s, min + 0.02, 1.0, 0.0, None, f64::INFINITY);
         let none = Stretch {
             from: f64::INFINITY,
             rate: 0.5,
@@ -267,13 +262,11 @@ mod tests {
         // one before (a queue building up), then back to 50 ms.
         let jitter = |t: u32| 0.008 * f64::from((t % 120).saturating_sub(113));
         let (s, _) = fifo_stream(3000, |_| false, jitter);
-        let stretch = s.stretch(period, 0.5, 0.9, 0.1).unwrap();
+        let stretch = Stretch::new(s.clock(), period, 0.5, 0.9, 0.1).unwrap();
         assert!((stretch.from - (0.05 + period)).abs() < 1e-9, "{stretch:?}");
         let target = 0.001;
-        let plain = s.lag_for_fraction(target, 1.0, 0.0, None, None).unwrap();
-        let stretched = s
-            .lag_for_fraction(target, 1.0, 0.0, Some(stretch), None)
-            .unwrap();
+        let plain = lag(&s, target, 1.0, 0.0, None, None).unwrap();
+        let stretched = lag(&s, target, 1.0, 0.0, Some(stretch), None).unwrap();
         // Without stretching, the lag waits for the latest of the spell, 48 ms past the
         // others (less the budget: 0.1% of two seconds per spell).
         assert!((plain - (0.098 + period)).abs() < 2e-3, "{plain}");
@@ -283,8 +276,8 @@ mod tests {
         // next pair: the spell is bridged with much less.
         let alone = stretch.from + stretch.rate * (plain - stretch.from);
         assert!(stretched < alone - 0.01, "{stretched} vs {alone}");
-        let missed = s.replay_missed(stretched, 1.0, 0.0, Some(stretch), f64::INFINITY);
-        assert!(missed <= target * 50.0 + 1e-9, "{missed}");
+        let miss = missed(&s, stretched, 1.0, 0.0, Some(stretch), f64::INFINITY);
+        assert!(miss <= target * 50.0 + 1e-9, "{miss}");
         println!("plain {plain}, alone {alone}, in order {stretched}");
     }
 }

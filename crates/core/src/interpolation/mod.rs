@@ -1,4 +1,4 @@
-//! Snapshot interpolation (source 003): show remote state a little in the past, blended
+//! Snapshot interpolation (Fiedler's "Snapshot Interpolation"): show remote state a little in the past, blended
 //! between the two snapshots around the displayed time.
 //!
 //! The game supplies the sample type through [`Interpolate`] (or uses the ready-made
@@ -13,7 +13,7 @@
 //! * **Clock.** The server's clock is read off the arrival offsets (`arrival - tick *
 //!   period`) by order statistics over a window, so one late packet moves nothing.
 //! * **Delay.** [`DelayPolicy::Fixed`] trails the median arrival by N measured send
-//!   intervals ([`DelayPolicy::CLASSIC`] is source 003's three); [`DelayPolicy::Adaptive`]
+//!   intervals ([`DelayPolicy::CLASSIC`] is Fiedler's three); [`DelayPolicy::Adaptive`]
 //!   picks the shortest delay that would have left at most a target fraction of playback
 //!   time without a snapshot pair, and follows a change of link within a few arrivals
 //!   ([`InterpolationConfig::shift_window`]). Playback follows delay changes by speeding

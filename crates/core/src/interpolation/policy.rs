@@ -32,7 +32,7 @@ pub const MAX_LAG_SECS: f64 = 3600.0;
 pub enum DelayPolicy {
     /// Trail the *typical* (median) snapshot arrival by `intervals` send intervals: the
     /// buffer holds about that many intervals of snapshots ahead of the render position.
-    /// Three (source 003's rule of thumb, [`DelayPolicy::CLASSIC`]) rides out one lost
+    /// Three (Fiedler's rule of thumb, [`DelayPolicy::CLASSIC`]) rides out one lost
     /// snapshot with one interval to spare for jitter above the median.
     Fixed {
         /// Send intervals of delay past the median arrival. Negative or not a number is

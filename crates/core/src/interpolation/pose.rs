@@ -6,7 +6,7 @@ use crate::quat::{IDENTITY, mul, normalize, slerp};
 /// The visual state of a rigid body, as a snapshot carries it.
 ///
 /// * Position blends linearly, or as a cubic Hermite curve when both ends carry a linear
-///   velocity (source 003: Hermite removes the corners linear interpolation cuts at each
+///   velocity (Fiedler's "Snapshot Interpolation": Hermite removes the corners linear interpolation cuts at each
 ///   snapshot).
 /// * Rotation (a unit quaternion `[x, y, z, w]`) uses spherical interpolation along the
 ///   shorter arc; results are normalised.

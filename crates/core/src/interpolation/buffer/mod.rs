@@ -56,7 +56,7 @@ pub enum PushError {
     },
 }
 
-/// A snapshot interpolation buffer (source 003): holds snapshots by server tick and plays
+/// A snapshot interpolation buffer (Fiedler's "Snapshot Interpolation"): holds snapshots by server tick and plays
 /// them back a little in the past, so the next snapshot has usually arrived by the time
 /// it is needed.
 ///

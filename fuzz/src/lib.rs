@@ -24,7 +24,7 @@ pub use netcode::{netcode_client, netcode_server, reliable_channel};
 pub use shooter::{hit_reports, shooter_input, spawn_claims, view_claim};
 pub use targets::{
     bit_reader, client_session, cube_snapshot, input_message, lab_control, replication_snapshot,
-    server_session, snapshot_fragment, wire_reader,
+    server_session, session_control, snapshot_fragment, wire_reader,
 };
 
 /// A fuzz target: consumes arbitrary bytes, panics only on a bug.
@@ -44,6 +44,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("netcode_client", netcode_client),
     ("reliable_channel", reliable_channel),
     ("lab_control", lab_control),
+    ("session_control", session_control),
     ("dead_reckoning", dead_reckoning),
     ("view_claim", view_claim),
     ("hit_reports", hit_reports),

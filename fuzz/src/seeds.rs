@@ -31,12 +31,36 @@ pub fn for_target(name: &str) -> Vec<Vec<u8>> {
         ],
         "reliable_channel" => vec![crate::netcode::reliable_traffic()],
         "lab_control" => lab_controls(),
+        "session_control" => session_controls(),
         "dead_reckoning" => crate::deadreckoning::seeds(),
         "view_claim" | "hit_reports" | "spawn_claims" | "shooter_input" => {
             crate::shooter::seeds(name)
         }
         _ => Vec::new(),
     }
+}
+
+/// The UDP session library's messages: a hello and both refusals.
+fn session_controls() -> Vec<Vec<u8>> {
+    use lagless_transport::session::{Control, Mismatch};
+    vec![
+        Control::Hello {
+            tick_hz: 64,
+            snapshot_interval: 2,
+        }
+        .encode(),
+        Control::Refused(Mismatch::TickRate {
+            server: 64,
+            client: 30,
+        })
+        .encode(),
+        Control::Refused(Mismatch::SnapshotRate {
+            tick_hz: 64,
+            server: 1,
+            client: 2,
+        })
+        .encode(),
+    ]
 }
 
 /// The two control messages a server sends.
@@ -49,6 +73,9 @@ fn lab_controls() -> Vec<Vec<u8>> {
             snapshot_hz: 32,
             grid: 30,
             codec: 0,
+            scene: 1,
+            schema: 0x9e37_79b9_7f4a_7c15,
+            seed: 2,
         }
         .encode(),
         Control::Link {

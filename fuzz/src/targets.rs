@@ -386,3 +386,12 @@ pub fn lab_control(data: &[u8]) {
         assert_eq!(m.encode(), data, "{m:?} re-encodes differently");
     }
 }
+
+/// The UDP session library's control messages (`lagless_transport::session::Control`:
+/// the hello with the rates, a refusal), on the reliable channel: what decodes must
+/// re-encode to the same bytes.
+pub fn session_control(data: &[u8]) {
+    if let Ok(m) = lagless_transport::session::Control::decode(data) {
+        assert_eq!(m.encode(), data, "{m:?} re-encodes differently");
+    }
+}

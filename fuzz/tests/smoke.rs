@@ -99,6 +99,7 @@ smoke_tests!(
     netcode_client,
     reliable_channel,
     lab_control,
+    session_control,
     dead_reckoning,
     view_claim,
     hit_reports,
@@ -108,5 +109,5 @@ smoke_tests!(
 
 #[test]
 fn every_target_has_a_smoke_test() {
-    assert_eq!(TARGETS.len(), 17);
+    assert_eq!(TARGETS.len(), 18);
 }

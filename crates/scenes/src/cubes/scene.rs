@@ -6,9 +6,8 @@ use std::fmt;
 use glam::Vec3;
 use rapier3d::parry::shape::Cuboid;
 use rapier3d::prelude::{
-    BroadPhaseBvh, CCDSolver, ColliderBuilder, ColliderSet, ImpulseJointSet, IntegrationParameters,
-    IslandManager, MultibodyJointSet, NarrowPhase, PhysicsPipeline, RigidBody, RigidBodyBuilder,
-    RigidBodyHandle, RigidBodySet, SoftBodySet,
+    ColliderBuilder, CollisionPipeline, IntegrationParameters, PhysicsPipeline, PhysicsWorld,
+    RigidBody, RigidBodyBuilder, RigidBodyHandle,
 };
 
 use super::quantize::StateQuantization;
@@ -43,18 +42,7 @@ const GROUND_HALF_THICKNESS: f32 = 1.0;
 /// same inputs stays bit-identical to the original (useful for rollback).
 pub struct CubeScene {
     config: CubeSceneConfig,
-    params: IntegrationParameters,
-    // Only workspace buffers live in the pipeline, never simulation state.
-    pipeline: PhysicsPipeline,
-    islands: IslandManager,
-    broad_phase: BroadPhaseBvh,
-    narrow_phase: NarrowPhase,
-    bodies: RigidBodySet,
-    colliders: ColliderSet,
-    impulse_joints: ImpulseJointSet,
-    multibody_joints: MultibodyJointSet,
-    soft_bodies: SoftBodySet,
-    ccd_solver: CCDSolver,
+    world: PhysicsWorld,
     ground: RigidBodyHandle,
     /// One slot per grid position; `None` where a sparse scene holds no cube.
     cubes: Vec<Option<RigidBodyHandle>>,
@@ -122,23 +110,16 @@ impl CubeScene {
     /// [`Self::insert_cube`] fills it. Client-side prediction uses this to simulate only
     /// the bodies it predicts, with exactly the same step code as the server.
     pub fn new_sparse(config: CubeSceneConfig) -> Self {
-        let mut bodies = RigidBodySet::new();
-        let mut colliders = ColliderSet::new();
-        let (ground, ground_shape) = insert_ground(&config, &mut bodies, &mut colliders);
+        let mut world = PhysicsWorld {
+            gravity: Vec3::new(0.0, -GRAVITY, 0.0),
+            integration_parameters: integration_parameters(&config),
+            ..PhysicsWorld::default()
+        };
+        let (ground, ground_shape) = insert_ground(&config, &mut world);
         let slots = (config.grid * config.grid) as usize;
         CubeScene {
             config,
-            params: integration_parameters(&config),
-            pipeline: PhysicsPipeline::new(),
-            islands: IslandManager::new(),
-            broad_phase: BroadPhaseBvh::new(),
-            narrow_phase: NarrowPhase::new(),
-            bodies,
-            colliders,
-            impulse_joints: ImpulseJointSet::new(),
-            multibody_joints: MultibodyJointSet::new(),
-            soft_bodies: SoftBodySet::new(),
-            ccd_solver: CCDSolver::new(),
+            world,
             ground,
             cubes: vec![None; slots],
             present: Vec::new(),
@@ -184,16 +165,12 @@ impl CubeScene {
             return;
         }
         let half = self.config.player_size * 0.5;
-        let handle = self.bodies.insert(
+        let (handle, _) = self.world.insert(
             RigidBodyBuilder::dynamic()
                 .translation(self.player_spawn(id).position)
                 .linear_damping(self.config.player_linear_damping)
                 .angular_damping(self.config.player_angular_damping),
-        );
-        self.colliders.insert_with_parent(
             ColliderBuilder::cuboid(half, half, half).friction(self.config.player_friction),
-            handle,
-            &mut self.bodies,
         );
         self.players.insert(id, handle);
     }
@@ -201,7 +178,7 @@ impl CubeScene {
     /// Removes player `id` and its body; unknown ids are ignored.
     pub fn remove_player(&mut self, id: PlayerId) {
         if let Some(handle) = self.players.remove(&id) {
-            self.remove_body(handle);
+            self.world.remove_body(handle);
         }
     }
 
@@ -231,7 +208,7 @@ impl CubeScene {
             // no other player's force or impulse changes before the physics
             // step: the order players are handled in cannot matter.
             let jump = input.contains(CubeInput::JUMP) && self.can_jump(handle);
-            let Some(body) = self.bodies.get_mut(handle) else {
+            let Some(body) = self.world.bodies.get_mut(handle) else {
                 continue;
             };
             // Rapier keeps user forces across steps; inputs must not.
@@ -240,21 +217,7 @@ impl CubeScene {
             drive(body, &self.config, input, jump);
         }
 
-        self.pipeline.step(
-            Vec3::new(0.0, -GRAVITY, 0.0),
-            &self.params,
-            &mut self.islands,
-            &mut self.broad_phase,
-            &mut self.narrow_phase,
-            &mut self.bodies,
-            &mut self.colliders,
-            &mut self.impulse_joints,
-            &mut self.multibody_joints,
-            &mut self.soft_bodies,
-            &mut self.ccd_solver,
-            &(),
-            &(),
-        );
+        self.world.step();
         // Before snapping, so a respawned player is snapped like any other.
         self.respawn_fallen();
         if let Some(q) = self.config.quantize {
@@ -285,7 +248,12 @@ impl CubeScene {
         let fallen: Vec<PlayerId> = self
             .players
             .iter()
-            .filter(|&(_, &h)| self.bodies.get(h).is_some_and(|b| b.translation().y < kill))
+            .filter(|&(_, &h)| {
+                self.world
+                    .bodies
+                    .get(h)
+                    .is_some_and(|b| b.translation().y < kill)
+            })
             .map(|(&id, _)| id)
             .collect();
         for id in fallen {
@@ -303,7 +271,7 @@ impl CubeScene {
     /// quantization error instead.
     fn snap_players(&mut self, q: &StateQuantization) {
         for &handle in self.players.values() {
-            let Some(body) = self.bodies.get_mut(handle) else {
+            let Some(body) = self.world.bodies.get_mut(handle) else {
                 continue;
             };
             let state = BodyState::of(body);
@@ -321,14 +289,14 @@ impl CubeScene {
     /// Whether the player is standing on the ground, a cube or another player
     /// and is not already on its way up.
     fn can_jump(&self, handle: RigidBodyHandle) -> bool {
-        let Some(body) = self.bodies.get(handle) else {
+        let Some(body) = self.world.bodies.get(handle) else {
             return false;
         };
         if body.linvel().y > MAX_RISE_FOR_JUMP {
             return false;
         }
         let pose = body.position();
-        if let Some(ground) = self.bodies.get(self.ground) {
+        if let Some(ground) = self.world.bodies.get(self.ground) {
             if touches_from_below(
                 pose,
                 &self.player_shape,
@@ -339,7 +307,7 @@ impl CubeScene {
             }
         }
         let cubes = self.cubes.iter().flatten().filter_map(|&h| {
-            self.bodies.get(h).map(|b| Obstacle {
+            self.world.bodies.get(h).map(|b| Obstacle {
                 pose: b.position(),
                 shape: &self.cube_shape,
             })
@@ -349,7 +317,7 @@ impl CubeScene {
             .values()
             .filter(|&&h| h != handle)
             .filter_map(|&h| {
-                self.bodies.get(h).map(|b| Obstacle {
+                self.world.bodies.get(h).map(|b| Obstacle {
                     pose: b.position(),
                     shape: &self.player_shape,
                 })
@@ -368,7 +336,7 @@ impl CubeScene {
     pub fn player_states(&self) -> impl Iterator<Item = (PlayerId, BodyState)> + '_ {
         self.players
             .iter()
-            .filter_map(|(&id, &h)| self.bodies.get(h).map(|b| (id, BodyState::of(b))))
+            .filter_map(|(&id, &h)| self.world.bodies.get(h).map(|b| (id, BodyState::of(b))))
     }
 
     /// Current state of player `id`, or `None` if there is no such player.
@@ -385,7 +353,7 @@ impl CubeScene {
         let Some(&handle) = self.players.get(&id) else {
             return;
         };
-        if let Some(body) = self.bodies.get_mut(handle) {
+        if let Some(body) = self.world.bodies.get_mut(handle) {
             body.set_position(state.pose(), true);
             body.set_linvel(state.linvel, true);
             body.set_angvel(state.angvel, true);
@@ -428,11 +396,9 @@ impl CubeScene {
         } else {
             builder = builder.sleeping(true);
         }
-        let handle = self.bodies.insert(builder);
-        self.colliders.insert_with_parent(
+        let (handle, _) = self.world.insert(
+            builder,
             ColliderBuilder::cuboid(half, half, half).friction(self.config.cube_friction),
-            handle,
-            &mut self.bodies,
         );
         self.cubes[index] = Some(handle);
         if let Err(at) = self.present.binary_search(&index) {
@@ -448,20 +414,7 @@ impl CubeScene {
         if let Ok(at) = self.present.binary_search(&index) {
             self.present.remove(at);
         }
-        self.remove_body(handle);
-    }
-
-    /// Removes a body with its collider.
-    fn remove_body(&mut self, handle: RigidBodyHandle) {
-        self.bodies.remove(
-            handle,
-            &mut self.islands,
-            &mut self.colliders,
-            &mut self.impulse_joints,
-            &mut self.multibody_joints,
-            &mut self.soft_bodies,
-            true,
-        );
+        self.world.remove_body(handle);
     }
 
     /// State of grid cube `index`, or `None` past the end.
@@ -500,7 +453,7 @@ impl CubeScene {
         self.cubes
             .iter()
             .flatten()
-            .filter(|&&h| self.bodies.get(h).is_some_and(|b| !b.is_sleeping()))
+            .filter(|&&h| self.world.bodies.get(h).is_some_and(|b| !b.is_sleeping()))
             .count()
     }
 
@@ -519,7 +472,7 @@ impl CubeScene {
         let Some(&Some(handle)) = self.cubes.get(index) else {
             return;
         };
-        let Some(body) = self.bodies.get_mut(handle) else {
+        let Some(body) = self.world.bodies.get_mut(handle) else {
             return;
         };
         if awake {
@@ -536,13 +489,15 @@ impl CubeScene {
     }
 
     fn player_body(&self, id: PlayerId) -> Option<&RigidBody> {
-        self.players.get(&id).and_then(|&h| self.bodies.get(h))
+        self.players
+            .get(&id)
+            .and_then(|&h| self.world.bodies.get(h))
     }
 
     fn cube_body(&self, index: usize) -> Option<&RigidBody> {
         self.cubes
             .get(index)
-            .and_then(|h| h.and_then(|h| self.bodies.get(h)))
+            .and_then(|h| h.and_then(|h| self.world.bodies.get(h)))
     }
 }
 
@@ -556,30 +511,20 @@ fn integration_parameters(config: &CubeSceneConfig) -> IntegrationParameters {
 }
 
 /// Inserts the fixed ground slab (top face at y = 0).
-fn insert_ground(
-    config: &CubeSceneConfig,
-    bodies: &mut RigidBodySet,
-    colliders: &mut ColliderSet,
-) -> (RigidBodyHandle, Cuboid) {
+fn insert_ground(config: &CubeSceneConfig, world: &mut PhysicsWorld) -> (RigidBodyHandle, Cuboid) {
     let ground_shape = Cuboid::new(Vec3::new(
         config.ground_half_extent,
         GROUND_HALF_THICKNESS,
         config.ground_half_extent,
     ));
-    let ground = bodies.insert(RigidBodyBuilder::fixed().translation(Vec3::new(
-        0.0,
-        -GROUND_HALF_THICKNESS,
-        0.0,
-    )));
-    colliders.insert_with_parent(
+    let (ground, _) = world.insert(
+        RigidBodyBuilder::fixed().translation(Vec3::new(0.0, -GROUND_HALF_THICKNESS, 0.0)),
         ColliderBuilder::cuboid(
             ground_shape.half_extents.x,
             ground_shape.half_extents.y,
             ground_shape.half_extents.z,
         )
         .friction(config.cube_friction),
-        ground,
-        bodies,
     );
     (ground, ground_shape)
 }
@@ -620,18 +565,23 @@ impl Clone for CubeScene {
     fn clone(&self) -> Self {
         CubeScene {
             config: self.config,
-            params: self.params,
-            // Workspace only: a fresh pipeline continues bit-identically.
-            pipeline: PhysicsPipeline::new(),
-            islands: self.islands.clone(),
-            broad_phase: self.broad_phase.clone(),
-            narrow_phase: self.narrow_phase.clone(),
-            bodies: self.bodies.clone(),
-            colliders: self.colliders.clone(),
-            impulse_joints: self.impulse_joints.clone(),
-            multibody_joints: self.multibody_joints.clone(),
-            soft_bodies: self.soft_bodies.clone(),
-            ccd_solver: self.ccd_solver.clone(),
+            // `PhysicsWorld` is not `Clone`: its pipelines hold workspace only, so fresh
+            // ones continue bit-identically, and everything else is copied.
+            world: PhysicsWorld {
+                gravity: self.world.gravity,
+                integration_parameters: self.world.integration_parameters,
+                physics_pipeline: PhysicsPipeline::new(),
+                collision_pipeline: CollisionPipeline::new(),
+                islands: self.world.islands.clone(),
+                broad_phase: self.world.broad_phase.clone(),
+                narrow_phase: self.world.narrow_phase.clone(),
+                bodies: self.world.bodies.clone(),
+                colliders: self.world.colliders.clone(),
+                impulse_joints: self.world.impulse_joints.clone(),
+                multibody_joints: self.world.multibody_joints.clone(),
+                soft_bodies: self.world.soft_bodies.clone(),
+                ccd_solver: self.world.ccd_solver.clone(),
+            },
             ground: self.ground,
             cubes: self.cubes.clone(),
             present: self.present.clone(),

@@ -4,9 +4,8 @@ use std::collections::BTreeMap;
 
 use glam::{Quat, Vec3};
 use rapier3d::prelude::{
-    BroadPhaseBvh, CCDSolver, CoefficientCombineRule, ColliderBuilder, ColliderSet,
-    ImpulseJointSet, IntegrationParameters, IslandManager, MultibodyJointSet, NarrowPhase,
-    PhysicsPipeline, RigidBodyBuilder, RigidBodyHandle, RigidBodySet, RigidBodyType, SoftBodySet,
+    CoefficientCombineRule, ColliderBuilder, IntegrationParameters, PhysicsWorld, RigidBodyBuilder,
+    RigidBodyHandle, RigidBodyType,
 };
 
 use super::{CarInput, Controls, RocketConfig};
@@ -39,18 +38,7 @@ pub const CONTACT_MARGIN: f32 = 0.05;
 /// server's ball as it was in the past).
 pub struct RocketScene {
     config: RocketConfig,
-    params: IntegrationParameters,
-    // Workspace buffers only, never simulation state.
-    pipeline: PhysicsPipeline,
-    islands: IslandManager,
-    broad_phase: BroadPhaseBvh,
-    narrow_phase: NarrowPhase,
-    bodies: RigidBodySet,
-    colliders: ColliderSet,
-    impulse_joints: ImpulseJointSet,
-    multibody_joints: MultibodyJointSet,
-    soft_bodies: SoftBodySet,
-    ccd_solver: CCDSolver,
+    world: PhysicsWorld,
     ball: RigidBodyHandle,
     cars: BTreeMap<PlayerId, RigidBodyHandle>,
     /// The keys each car was driven with in the last step (replicated, so clients can
@@ -63,11 +51,17 @@ pub struct RocketScene {
 impl RocketScene {
     /// The arena with the ball at its spawn point, and no cars.
     pub fn new(config: RocketConfig) -> Self {
-        let mut bodies = RigidBodySet::new();
-        let mut colliders = ColliderSet::new();
-        insert_arena(&config, &mut bodies, &mut colliders);
+        let mut world = PhysicsWorld {
+            gravity: Vec3::new(0.0, -GRAVITY, 0.0),
+            integration_parameters: IntegrationParameters {
+                dt: config.dt(),
+                ..IntegrationParameters::default()
+            },
+            ..PhysicsWorld::default()
+        };
+        insert_arena(&config, &mut world);
         let spawn = ball_spawn(&config);
-        let ball = bodies.insert(
+        let (ball, _) = world.insert(
             RigidBodyBuilder::dynamic()
                 .translation(spawn.position)
                 .linear_damping(config.ball_linear_damping)
@@ -75,32 +69,15 @@ impl RocketScene {
                 // Snapped every step; a sleeping body woken by the snap costs more than
                 // one that never sleeps, and the ball rarely rests.
                 .can_sleep(false),
-        );
-        colliders.insert_with_parent(
             ColliderBuilder::ball(config.ball_radius)
                 .density(config.ball_density)
                 .restitution(config.ball_restitution)
                 .restitution_combine_rule(CoefficientCombineRule::Max)
                 .friction(config.ball_friction),
-            ball,
-            &mut bodies,
         );
         Self {
-            params: IntegrationParameters {
-                dt: config.dt(),
-                ..IntegrationParameters::default()
-            },
             config,
-            pipeline: PhysicsPipeline::new(),
-            islands: IslandManager::new(),
-            broad_phase: BroadPhaseBvh::new(),
-            narrow_phase: NarrowPhase::new(),
-            bodies,
-            colliders,
-            impulse_joints: ImpulseJointSet::new(),
-            multibody_joints: MultibodyJointSet::new(),
-            soft_bodies: SoftBodySet::new(),
-            ccd_solver: CCDSolver::new(),
+            world,
             ball,
             cars: BTreeMap::new(),
             last_inputs: BTreeMap::new(),
@@ -126,22 +103,18 @@ impl RocketScene {
         }
         let spawn = car_spawn(&self.config, id);
         let h = self.config.car_half;
-        let handle = self.bodies.insert(
+        let (handle, _) = self.world.insert(
             RigidBodyBuilder::dynamic()
                 .pose(spawn.pose())
                 .enabled_rotations(false, true, false)
                 .linear_damping(self.config.car_linear_damping)
                 .angular_damping(self.config.car_angular_damping)
                 .can_sleep(false),
-        );
-        self.colliders.insert_with_parent(
             ColliderBuilder::cuboid(h.x, h.y, h.z)
                 .density(self.config.car_density)
                 // The tyres are the grip force (`drive`); the box itself slides.
                 .friction(0.0)
                 .friction_combine_rule(CoefficientCombineRule::Min),
-            handle,
-            &mut self.bodies,
         );
         self.cars.insert(id, handle);
         self.last_inputs.insert(id, CarInput::NONE);
@@ -150,15 +123,7 @@ impl RocketScene {
     /// Removes car `id`; unknown ids are ignored.
     pub fn remove_car(&mut self, id: PlayerId) {
         if let Some(h) = self.cars.remove(&id) {
-            self.bodies.remove(
-                h,
-                &mut self.islands,
-                &mut self.colliders,
-                &mut self.impulse_joints,
-                &mut self.multibody_joints,
-                &mut self.soft_bodies,
-                true,
-            );
+            self.world.remove_body(h);
         }
         self.last_inputs.remove(&id);
     }
@@ -205,7 +170,7 @@ impl RocketScene {
                 .iter()
                 .find(|(who, _)| *who == id)
                 .map_or_else(Controls::default, |(_, c)| *c);
-            let Some(body) = self.bodies.get_mut(handle) else {
+            let Some(body) = self.world.bodies.get_mut(handle) else {
                 continue;
             };
             // Rapier keeps user forces across steps; controls must not.
@@ -215,21 +180,7 @@ impl RocketScene {
                 drive(body, &self.config, c);
             }
         }
-        self.pipeline.step(
-            Vec3::new(0.0, -GRAVITY, 0.0),
-            &self.params,
-            &mut self.islands,
-            &mut self.broad_phase,
-            &mut self.narrow_phase,
-            &mut self.bodies,
-            &mut self.colliders,
-            &mut self.impulse_joints,
-            &mut self.multibody_joints,
-            &mut self.soft_bodies,
-            &mut self.ccd_solver,
-            &(),
-            &(),
-        );
+        self.world.step();
         self.recover_escaped();
         self.snap();
         self.steps += 1;
@@ -275,7 +226,7 @@ impl RocketScene {
             .chain(self.cars.values().copied())
             .collect();
         for h in handles {
-            let Some(body) = self.bodies.get_mut(h) else {
+            let Some(body) = self.world.bodies.get_mut(h) else {
                 continue;
             };
             if !body.is_dynamic() {
@@ -295,7 +246,7 @@ impl RocketScene {
     pub fn car_state(&self, id: PlayerId) -> Option<BodyState> {
         self.cars
             .get(&id)
-            .and_then(|&h| self.bodies.get(h))
+            .and_then(|&h| self.world.bodies.get(h))
             .map(BodyState::of)
     }
 
@@ -303,7 +254,7 @@ impl RocketScene {
     pub fn car_states(&self) -> impl Iterator<Item = (PlayerId, BodyState)> + '_ {
         self.cars
             .iter()
-            .filter_map(|(&id, &h)| self.bodies.get(h).map(|b| (id, BodyState::of(b))))
+            .filter_map(|(&id, &h)| self.world.bodies.get(h).map(|b| (id, BodyState::of(b))))
     }
 
     /// The keys car `id` was driven with in the last step ([`CarInput::NONE`] before any).
@@ -320,7 +271,7 @@ impl RocketScene {
 
     /// The ball's state (always present; `Option` for uniformity with the cars).
     pub fn ball_state(&self) -> Option<BodyState> {
-        self.bodies.get(self.ball).map(BodyState::of)
+        self.world.bodies.get(self.ball).map(BodyState::of)
     }
 
     /// Teleports car `id` (pose and velocities). Unknown ids and non-finite states are
@@ -341,7 +292,7 @@ impl RocketScene {
         if !state.is_finite() {
             return;
         }
-        let Some(body) = self.bodies.get_mut(h) else {
+        let Some(body) = self.world.bodies.get_mut(h) else {
             return;
         };
         if body.is_kinematic() {
@@ -368,19 +319,22 @@ impl RocketScene {
 
     /// Whether the ball is simulated (not kinematic).
     pub fn ball_is_dynamic(&self) -> bool {
-        self.bodies.get(self.ball).is_some_and(|b| b.is_dynamic())
+        self.world
+            .bodies
+            .get(self.ball)
+            .is_some_and(|b| b.is_dynamic())
     }
 
     /// Whether car `id` is simulated (not kinematic).
     pub fn car_is_dynamic(&self, id: PlayerId) -> bool {
         self.cars
             .get(&id)
-            .and_then(|&h| self.bodies.get(h))
+            .and_then(|&h| self.world.bodies.get(h))
             .is_some_and(|b| b.is_dynamic())
     }
 
     fn set_kinematic(&mut self, h: RigidBodyHandle, kinematic: bool) {
-        let Some(body) = self.bodies.get_mut(h) else {
+        let Some(body) = self.world.bodies.get_mut(h) else {
             return;
         };
         let wanted = if kinematic {
@@ -479,7 +433,7 @@ fn drive(body: &mut rapier3d::prelude::RigidBody, config: &RocketConfig, c: Cont
 
 /// The floor, four walls and the ceiling, fixed, around the inner box
 /// `[-w, w] × [0, h] × [-l, l]`.
-fn insert_arena(config: &RocketConfig, bodies: &mut RigidBodySet, colliders: &mut ColliderSet) {
+fn insert_arena(config: &RocketConfig, world: &mut PhysicsWorld) {
     let (w, h, l) = (
         config.arena_half_width,
         config.arena_height,
@@ -502,14 +456,13 @@ fn insert_arena(config: &RocketConfig, bodies: &mut RigidBodySet, colliders: &mu
         (Vec3::new(0.0, h * 0.5, l + t), Vec3::new(w, h * 0.5, t)),
         (Vec3::new(0.0, h * 0.5, -l - t), Vec3::new(w, h * 0.5, t)),
     ];
-    let arena = bodies.insert(RigidBodyBuilder::fixed());
+    let arena = world.insert_body(RigidBodyBuilder::fixed());
     for (centre, half) in slabs {
-        colliders.insert_with_parent(
+        world.insert_collider(
             ColliderBuilder::cuboid(half.x, half.y, half.z)
                 .translation(centre)
                 .friction(0.6),
-            arena,
-            bodies,
+            Some(arena),
         );
     }
 }

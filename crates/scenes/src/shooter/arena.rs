@@ -6,11 +6,7 @@ use rapier2d::control::{CharacterLength, KinematicCharacterController};
 use rapier2d::math::{Pose, Vector};
 use rapier2d::parry::query::Ray;
 use rapier2d::parry::shape::Ball;
-use rapier2d::prelude::{
-    BroadPhaseBvh, CCDSolver, ColliderBuilder, ColliderSet, ImpulseJointSet, IntegrationParameters,
-    IslandManager, MultibodyJointSet, NarrowPhase, PhysicsPipeline, QueryFilter, RigidBodySet,
-    SoftBodySet,
-};
+use rapier2d::prelude::{ColliderBuilder, PhysicsWorld};
 
 /// A player's body radius for movement, m.
 pub const BODY_RADIUS: f32 = 0.4;
@@ -31,10 +27,7 @@ pub struct Arena {
     half_size: f32,
     blocks: Vec<Block>,
     spawns: Vec<[f32; 2]>,
-    bodies: RigidBodySet,
-    colliders: ColliderSet,
-    broad_phase: BroadPhaseBvh,
-    narrow_phase: NarrowPhase,
+    world: PhysicsWorld,
     controller: KinematicCharacterController,
     shape: Ball,
 }
@@ -105,21 +98,25 @@ impl Arena {
             [-13.5, 0.0],
             [13.5, 0.0],
         ];
-        let mut colliders = ColliderSet::new();
+        let mut world = PhysicsWorld {
+            gravity: Vector::ZERO,
+            ..PhysicsWorld::default()
+        };
         for b in &blocks {
-            colliders.insert(
+            world.insert_collider(
                 ColliderBuilder::cuboid(b.half[0], b.half[1])
                     .translation(Vector::new(b.centre[0], b.centre[1])),
+                None,
             );
         }
-        let mut arena = Self {
+        // One step builds the broad phase's tree over the static colliders; nothing
+        // moves in this world afterwards.
+        world.step();
+        Self {
             half_size: h,
             blocks,
             spawns,
-            bodies: RigidBodySet::new(),
-            colliders,
-            broad_phase: BroadPhaseBvh::new(),
-            narrow_phase: NarrowPhase::new(),
+            world,
             controller: KinematicCharacterController {
                 // Top-down: no ground to snap to, no steps to climb.
                 snap_to_ground: None,
@@ -128,25 +125,7 @@ impl Arena {
                 ..KinematicCharacterController::default()
             },
             shape: Ball::new(BODY_RADIUS),
-        };
-        // One step builds the broad phase's tree over the static colliders; nothing
-        // moves in this world afterwards.
-        PhysicsPipeline::new().step(
-            Vector::ZERO,
-            &IntegrationParameters::default(),
-            &mut IslandManager::new(),
-            &mut arena.broad_phase,
-            &mut arena.narrow_phase,
-            &mut arena.bodies,
-            &mut arena.colliders,
-            &mut ImpulseJointSet::new(),
-            &mut MultibodyJointSet::new(),
-            &mut SoftBodySet::new(),
-            &mut CCDSolver::new(),
-            &(),
-            &(),
-        );
-        arena
+        }
     }
 
     /// Half the side of the open square, m.
@@ -172,12 +151,7 @@ impl Arena {
         if wanted == [0.0, 0.0] || !wanted.iter().chain(&position).all(|v| v.is_finite()) {
             return position;
         }
-        let queries = self.broad_phase.as_query_pipeline(
-            self.narrow_phase.query_dispatcher(),
-            &self.bodies,
-            &self.colliders,
-            QueryFilter::default(),
-        );
+        let queries = self.world.query_pipeline();
         let pose = Pose::from_translation(Vector::new(position[0], position[1]));
         let moved = self.controller.move_shape(
             dt,
@@ -202,12 +176,7 @@ impl Arena {
         if !origin.iter().chain(&direction).all(|v| v.is_finite()) || !positive {
             return None;
         }
-        let queries = self.broad_phase.as_query_pipeline(
-            self.narrow_phase.query_dispatcher(),
-            &self.bodies,
-            &self.colliders,
-            QueryFilter::default(),
-        );
+        let queries = self.world.query_pipeline();
         let ray = Ray::new(
             Vector::new(origin[0], origin[1]),
             Vector::new(direction[0], direction[1]),

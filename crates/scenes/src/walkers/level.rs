@@ -6,11 +6,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rapier3d::control::{CharacterLength, KinematicCharacterController};
 use rapier3d::parry::shape::Capsule;
-use rapier3d::prelude::{
-    BroadPhaseBvh, CCDSolver, ColliderBuilder, ColliderSet, ImpulseJointSet, IntegrationParameters,
-    IslandManager, MultibodyJointSet, NarrowPhase, PhysicsPipeline, Pose, QueryFilter,
-    RigidBodySet, SoftBodySet,
-};
+use rapier3d::prelude::{ColliderBuilder, PhysicsWorld, Pose};
 
 /// Height of a character's centre above the floor, m (the capsule stands on y = 0).
 pub const CENTRE_HEIGHT: f32 = 0.9;
@@ -29,7 +25,7 @@ pub struct Obstacle {
 }
 
 /// The static level both ends build from the same seed: obstacles in a square of
-/// `2 * half_size` metres, and the rapier sets the character controller queries.
+/// `2 * half_size` metres, and the rapier world the character controller queries.
 ///
 /// There is no floor collider: characters move in the horizontal plane at
 /// [`CENTRE_HEIGHT`] (a flat level needs no gravity, and the controller then casts
@@ -37,10 +33,7 @@ pub struct Obstacle {
 pub struct Level {
     half_size: f32,
     obstacles: Vec<Obstacle>,
-    bodies: RigidBodySet,
-    colliders: ColliderSet,
-    broad_phase: BroadPhaseBvh,
-    narrow_phase: NarrowPhase,
+    world: PhysicsWorld,
     controller: KinematicCharacterController,
     shape: Capsule,
 }
@@ -71,24 +64,27 @@ impl Level {
             let half = [rng.random_range(0.5..4.0), rng.random_range(0.5..4.0)];
             list.push(Obstacle { centre, half });
         }
-        let bodies = RigidBodySet::new();
-        let mut colliders = ColliderSet::new();
+        let mut world = PhysicsWorld {
+            gravity: Vec3::ZERO,
+            ..PhysicsWorld::default()
+        };
         for o in &list {
-            colliders.insert(
+            world.insert_collider(
                 ColliderBuilder::cuboid(o.half[0], 1.5, o.half[1]).translation(Vec3::new(
                     o.centre[0],
                     1.5,
                     o.centre[1],
                 )),
+                None,
             );
         }
-        let mut level = Self {
+        // One step builds the broad phase's tree over the static colliders; nothing
+        // moves in this world afterwards.
+        world.step();
+        Self {
             half_size,
             obstacles: list,
-            bodies,
-            colliders,
-            broad_phase: BroadPhaseBvh::new(),
-            narrow_phase: NarrowPhase::new(),
+            world,
             controller: KinematicCharacterController {
                 // A flat level: no snapping to a floor that is not there, no steps.
                 snap_to_ground: None,
@@ -97,25 +93,7 @@ impl Level {
                 ..KinematicCharacterController::default()
             },
             shape: Capsule::new_y(HALF_HEIGHT, RADIUS),
-        };
-        // One step builds the broad phase's tree over the static colliders; nothing
-        // moves in this world afterwards.
-        PhysicsPipeline::new().step(
-            Vec3::ZERO,
-            &IntegrationParameters::default(),
-            &mut IslandManager::new(),
-            &mut level.broad_phase,
-            &mut level.narrow_phase,
-            &mut level.bodies,
-            &mut level.colliders,
-            &mut ImpulseJointSet::new(),
-            &mut MultibodyJointSet::new(),
-            &mut SoftBodySet::new(),
-            &mut CCDSolver::new(),
-            &(),
-            &(),
-        );
-        level
+        }
     }
 
     /// Half the side of the square, m.
@@ -136,12 +114,7 @@ impl Level {
         if wanted == [0.0, 0.0] {
             return position;
         }
-        let queries = self.broad_phase.as_query_pipeline(
-            self.narrow_phase.query_dispatcher(),
-            &self.bodies,
-            &self.colliders,
-            QueryFilter::default(),
-        );
+        let queries = self.world.query_pipeline();
         let pose = Pose::from_translation(Vec3::new(position[0], CENTRE_HEIGHT, position[2]));
         let moved = self.controller.move_shape(
             dt,

@@ -398,10 +398,15 @@ impl Client {
         Ok(())
     }
 
-    /// Leaves: while connected, queues 10 redundant disconnect packets; in any case the
-    /// state becomes [`ClientState::Disconnected`].
+    /// Leaves: while connecting or connected, queues 10 redundant disconnect packets and
+    /// the state becomes [`ClientState::Disconnected`], as the reference's
+    /// `netcode_client_disconnect` does for every state above `DISCONNECTED`. Connecting
+    /// counts because the server may already hold a slot for this client: it took one on
+    /// the challenge response, and the keep-alive telling the client so may be lost or
+    /// still on its way. The disconnect packets free that slot at once instead of at the
+    /// token's timeout (a server with no slot for the address drops them).
     pub fn disconnect(&mut self) {
-        if self.state == ClientState::Connected {
+        if self.state == ClientState::Connected || self.state.is_connecting() {
             for _ in 0..NUM_DISCONNECT_PACKETS {
                 self.send(&Packet::Disconnect);
             }

@@ -133,6 +133,90 @@ fn connect_payloads_disconnect_reconnect() {
     assert_eq!(c2.state(), ClientState::Disconnected);
 }
 
+/// Moves the client's queued packets to the server at `now`; returns how many.
+fn deliver_client(
+    now: Duration,
+    server: &mut Server,
+    client: &mut Client,
+    from: SocketAddr,
+) -> usize {
+    let mut n = 0;
+    while let Some(t) = client.poll_transmit() {
+        assert_eq!(t.addr, server_addr());
+        let _ = server.handle_packet(now, from, &t.data);
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn disconnect_while_connecting_frees_the_slot_the_server_already_gave() {
+    let mut s = server(4);
+    let addr = client_addr(1);
+    let mut c = Client::new(&token(1, 1), Duration::ZERO);
+    let mut now = Duration::ZERO;
+
+    // Request -> challenge: the client answers with its challenge response.
+    c.update(now);
+    assert_eq!(deliver_client(now, &mut s, &mut c, addr), 1);
+    let challenge = s.poll_transmit().expect("challenge");
+    c.handle_packet(now, server_addr(), &challenge.data)
+        .expect("challenge accepted");
+    assert_eq!(c.state(), ClientState::SendingConnectionResponse);
+
+    // The server takes a slot on the response; the keep-alive telling the client is lost.
+    now += Duration::from_millis(150);
+    c.update(now);
+    assert_eq!(deliver_client(now, &mut s, &mut c, addr), 1);
+    assert_eq!(s.num_connected(), 1);
+    assert!(matches!(
+        &events(&mut s)[..],
+        [ServerEvent::Connected { client_id: 1, .. }]
+    ));
+    while s.poll_transmit().is_some() {}
+    assert_eq!(c.state(), ClientState::SendingConnectionResponse);
+
+    // The client gives up: its disconnect packets free the slot at once, not at the
+    // token's timeout.
+    c.disconnect();
+    assert_eq!(c.state(), ClientState::Disconnected);
+    assert_eq!(
+        deliver_client(now, &mut s, &mut c, addr),
+        lagless_netcode::NUM_DISCONNECT_PACKETS
+    );
+    assert_eq!(s.num_connected(), 0);
+    assert!(!s.is_connected(0));
+    assert!(matches!(
+        &events(&mut s)[..],
+        [ServerEvent::Disconnected {
+            client_id: 1,
+            reason: DisconnectReason::ClientDisconnected,
+            ..
+        }]
+    ));
+
+    // A client still sending requests sends them too (the reference does for every state
+    // above DISCONNECTED); a server with no slot for its address just drops them.
+    let other = client_addr(2);
+    let mut d = Client::new(&token(2, 2), now);
+    d.update(now);
+    assert_eq!(deliver_client(now, &mut s, &mut d, other), 1);
+    while s.poll_transmit().is_some() {}
+    assert_eq!(d.state(), ClientState::SendingConnectionRequest);
+    let dropped = s.stats().drops.get(PacketError::UnexpectedInState);
+    d.disconnect();
+    assert_eq!(
+        deliver_client(now, &mut s, &mut d, other),
+        lagless_netcode::NUM_DISCONNECT_PACKETS
+    );
+    assert_eq!(
+        s.stats().drops.get(PacketError::UnexpectedInState) - dropped,
+        lagless_netcode::NUM_DISCONNECT_PACKETS as u64
+    );
+    assert!(s.poll_event().is_none() && s.poll_transmit().is_none());
+    assert_eq!(s.num_connected(), 0);
+}
+
 #[test]
 fn timeouts_both_sides() {
     let mut s = server(4);

@@ -404,13 +404,20 @@ impl Client {
     /// counts because the server may already hold a slot for this client: it took one on
     /// the challenge response, and the keep-alive telling the client so may be lost or
     /// still on its way. The disconnect packets free that slot at once instead of at the
-    /// token's timeout (a server with no slot for the address drops them).
+    /// token's timeout (a server with no slot for the address drops them). In
+    /// [`ClientState::Disconnected`] or an error state it does nothing, as the reference
+    /// does: the error stays readable in [`Client::state`].
     pub fn disconnect(&mut self) {
-        if self.state == ClientState::Connected || self.state.is_connecting() {
-            for _ in 0..NUM_DISCONNECT_PACKETS {
-                self.send(&Packet::Disconnect);
-            }
+        if !(self.state == ClientState::Connected || self.state.is_connecting()) {
+            return;
         }
+        for _ in 0..NUM_DISCONNECT_PACKETS {
+            self.send(&Packet::Disconnect);
+        }
+        // A denied packet not yet acted on must not bring back an error state, or a
+        // connect to the next server, on the next update.
+        self.pending_state = None;
+        self.challenge = None;
         self.fail(ClientState::Disconnected);
     }
 

@@ -426,6 +426,27 @@ fn full_server_denies_and_client_reports_it() {
     assert_eq!(b.state(), ClientState::ConnectionDenied);
     assert!(s.stats().denied >= 1);
     assert!(a.is_connected());
+    // Disconnecting a client in an error state does nothing (as in the reference): the
+    // reason stays, and nothing is sent.
+    b.disconnect();
+    assert_eq!(b.state(), ClientState::ConnectionDenied);
+    assert!(b.poll_transmit().is_none());
+
+    // A client that disconnects with a denied packet received but not yet acted on (the
+    // next update would) stays disconnected.
+    let mut d = Client::new(&token(3, 3), now);
+    d.update(now);
+    let request = d.poll_transmit().expect("request");
+    s.handle_packet(now, client_addr(3), &request.data)
+        .expect("request");
+    let denied = s.poll_transmit().expect("denied");
+    d.handle_packet(now, server_addr(), &denied.data)
+        .expect("denied accepted");
+    d.disconnect();
+    assert_eq!(d.state(), ClientState::Disconnected);
+    now += Duration::from_millis(50);
+    d.update(now);
+    assert_eq!(d.state(), ClientState::Disconnected);
 }
 
 #[test]

@@ -128,6 +128,15 @@ pub const MAX_CLIENTS: usize = 1024;
 /// `NETCODE_MAX_ENCRYPTION_MAPPINGS`. Since slots are at most [`MAX_CLIENTS`], every free
 /// slot can have a handshake in flight at once.
 pub const MAX_ENCRYPTION_MAPPINGS: usize = 1024;
+/// Connect tokens a [`Server`] remembers (by their private part's MAC, with the address
+/// each came from first) to refuse a token used from a second address, whatever its
+/// `max_clients`; the oldest is forgotten when a new one comes. The reference's
+/// `NETCODE_MAX_CONNECT_TOKEN_ENTRIES` is fixed in the same way at 8 per slot the
+/// implementation supports (`NETCODE_MAX_CLIENTS * 8`, 2048 there); sized from this
+/// crate's [`MAX_CLIENTS`], it is 8192, so no server remembers fewer than 8 per slot, and
+/// a small one cannot be made to forget a token by a holder of a few dozen others. The
+/// history grows as tokens arrive, to under 1 MiB when full.
+pub const MAX_CONNECT_TOKEN_ENTRIES: usize = MAX_CLIENTS * 8;
 /// Pending handshakes one source (IPv4 address or IPv6 /64) holds, with the server's
 /// handshake table full, before its own oldest are evicted first. Only a full table
 /// enforces it, so clients behind one NAT connect freely otherwise; 16 is room for a LAN

@@ -12,8 +12,9 @@ use crate::packet::{self, ChallengeBody, Packet, PacketType};
 use crate::replay::ReplayProtection;
 use crate::token::{ChallengeToken, PrivateConnectToken};
 use crate::{
-    MAC_BYTES, MAX_CLIENTS, MAX_ENCRYPTION_MAPPINGS, NUM_DISCONNECT_PACKETS, PACKET_QUEUE_SIZE,
-    PACKET_SEND_INTERVAL, PENDING_SHARE_PER_SOURCE, Transmit, USER_DATA_BYTES, normalize,
+    MAC_BYTES, MAX_CLIENTS, MAX_CONNECT_TOKEN_ENTRIES, MAX_ENCRYPTION_MAPPINGS,
+    NUM_DISCONNECT_PACKETS, PACKET_QUEUE_SIZE, PACKET_SEND_INTERVAL, PENDING_SHARE_PER_SOURCE,
+    Transmit, USER_DATA_BYTES, normalize,
 };
 
 /// What a server needs to know.
@@ -145,20 +146,14 @@ struct Slot {
     queued_payloads: usize,
 }
 
-#[derive(Clone, Debug)]
-struct TokenEntry {
-    time: Option<Duration>,
-    mac: [u8; MAC_BYTES],
-    addr: Option<SocketAddr>,
-}
-
 /// A netcode.io 1.02 server, without sockets or clocks.
 ///
 /// Feed it every datagram with [`Server::handle_packet`], call [`Server::update`] every
 /// frame, send what [`Server::poll_transmit`] returns and act on [`Server::poll_event`].
 /// All tables are bounded: slots (`max_clients`), pending handshakes
-/// ([`MAX_ENCRYPTION_MAPPINGS`], whatever `max_clients`), connect-token history (8 per
-/// slot), queued payloads (256 per slot) and outgoing packets.
+/// ([`MAX_ENCRYPTION_MAPPINGS`], whatever `max_clients`), connect-token history
+/// ([`MAX_CONNECT_TOKEN_ENTRIES`], whatever `max_clients`), queued payloads (256 per slot)
+/// and outgoing packets.
 ///
 /// # Pending handshakes
 ///
@@ -195,7 +190,11 @@ pub struct Server {
     mapping_order: u64,
     /// Pending entries per source, rebuilt on each eviction; kept to reuse its memory.
     per_source: HashMap<IpAddr, usize>,
-    token_entries: Vec<TokenEntry>,
+    /// Connect-token history: the MAC of each token seen, oldest first, at most
+    /// [`MAX_CONNECT_TOKEN_ENTRIES`] ...
+    token_order: VecDeque<[u8; MAC_BYTES]>,
+    /// ... and the address it came from first (same keys as `token_order`).
+    token_addrs: HashMap<[u8; MAC_BYTES], SocketAddr>,
     transmits: VecDeque<Transmit>,
     events: VecDeque<ServerEvent>,
     stats: ServerStats,
@@ -236,14 +235,8 @@ impl Server {
             mappings: HashMap::new(),
             mapping_order: 0,
             per_source: HashMap::new(),
-            token_entries: vec![
-                TokenEntry {
-                    time: None,
-                    mac: [0; MAC_BYTES],
-                    addr: None
-                };
-                n * 8
-            ],
+            token_order: VecDeque::new(),
+            token_addrs: HashMap::new(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             stats: ServerStats::default(),
@@ -464,29 +457,33 @@ impl Server {
         Ok(())
     }
 
+    /// The reference's `netcode_connect_token_entries_find_or_add`: true for a token not
+    /// seen yet (now remembered with `addr`, the oldest forgotten if the history is full)
+    /// or seen from `addr` first; false for a token first seen from another address.
+    ///
+    /// The reference scans a fixed array for the MAC and for the entry with the oldest
+    /// time. Entries get their time when added and never again, from a clock that never
+    /// goes back, so the one added first is an oldest (the reference may pick another
+    /// added at the same instant): a queue in adding order and a map by MAC make the same
+    /// decisions in constant time, where a scan of [`MAX_CONNECT_TOKEN_ENTRIES`] on every
+    /// valid request would not be cheap.
     fn token_entry_find_or_add(&mut self, addr: SocketAddr, mac: [u8; MAC_BYTES]) -> bool {
-        // Scan every entry whatever matches, as the reference does.
-        let mut matching = None;
-        let mut oldest = 0;
-        for (i, e) in self.token_entries.iter().enumerate() {
-            if e.addr.is_some() && e.mac == mac {
-                matching = Some(i);
-            }
-            if e.time < self.token_entries[oldest].time {
-                oldest = i;
+        if let Some(first) = self.token_addrs.get(&mac) {
+            return *first == addr;
+        }
+        if self.token_order.len() >= MAX_CONNECT_TOKEN_ENTRIES {
+            if let Some(oldest) = self.token_order.pop_front() {
+                self.token_addrs.remove(&oldest);
             }
         }
-        match matching {
-            None => {
-                self.token_entries[oldest] = TokenEntry {
-                    time: Some(self.now),
-                    mac,
-                    addr: Some(addr),
-                };
-                true
-            }
-            Some(i) => self.token_entries[i].addr == Some(addr),
-        }
+        self.token_order.push_back(mac);
+        self.token_addrs.insert(mac, addr);
+        true
+    }
+
+    /// Connect tokens remembered against reuse (at most [`MAX_CONNECT_TOKEN_ENTRIES`]).
+    pub fn remembered_tokens(&self) -> usize {
+        self.token_order.len()
     }
 
     /// Takes (or renews) `addr`'s pending entry, evicting another when the table is full
@@ -760,6 +757,46 @@ fn source_of(addr: SocketAddr) -> IpAddr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_history_is_fixed_size_and_forgets_the_oldest_first() {
+        let addr: SocketAddr = "127.0.0.1:40000".parse().expect("addr");
+        let config = ServerConfig {
+            protocol_id: 1,
+            private_key: [7; 32],
+            max_clients: 4,
+            public_addresses: vec![addr],
+        };
+        let mut s = Server::new(config, [9; 32], Duration::ZERO, 0).expect("server");
+        let a: SocketAddr = "198.51.100.1:1000".parse().expect("addr");
+        let b: SocketAddr = "198.51.100.2:1000".parse().expect("addr");
+        let mac = |i: usize| {
+            let mut m = [0xAA; MAC_BYTES];
+            m[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            m
+        };
+        assert!(s.token_entry_find_or_add(a, mac(0)));
+        // Every other token the history holds beside the first: still refused from `b`.
+        for i in 1..MAX_CONNECT_TOKEN_ENTRIES {
+            s.now += Duration::from_millis(1);
+            assert!(s.token_entry_find_or_add(b, mac(i)));
+        }
+        assert_eq!(s.remembered_tokens(), MAX_CONNECT_TOKEN_ENTRIES);
+        assert!(!s.token_entry_find_or_add(b, mac(0)));
+        assert!(
+            s.token_entry_find_or_add(a, mac(0)),
+            "its own address may retry"
+        );
+        // One more pushes out the oldest, the first, and only it.
+        assert!(s.token_entry_find_or_add(b, mac(MAX_CONNECT_TOKEN_ENTRIES)));
+        assert_eq!(s.remembered_tokens(), MAX_CONNECT_TOKEN_ENTRIES);
+        assert!(!s.token_entry_find_or_add(a, mac(1)));
+        assert!(s.token_entry_find_or_add(b, mac(0)), "forgotten: new again");
+        // ... which pushed out the second.
+        assert!(s.token_entry_find_or_add(a, mac(1)));
+        assert_eq!(s.remembered_tokens(), MAX_CONNECT_TOKEN_ENTRIES);
+        assert_eq!(s.token_addrs.len(), MAX_CONNECT_TOKEN_ENTRIES);
+    }
 
     #[test]
     fn sources_ignore_ports_and_the_ipv6_interface_id() {

@@ -348,6 +348,34 @@ fn forged_foreign_and_reused_tokens_refused() {
 }
 
 #[test]
+fn token_reuse_is_refused_after_many_tokens_on_a_small_server() {
+    // A 4-slot server once remembered 8 tokens per slot (32): a holder of 33 tokens
+    // could push the first out and use it again from another address.
+    let mut s = server(4);
+    let now = Duration::ZERO;
+    let first = request(1, 1);
+    assert_eq!(s.handle_packet(now, client_addr(1), &first), Ok(()));
+    for i in 0..100u64 {
+        assert_eq!(
+            s.handle_packet(now, spread_addr(i), &request(100 + i, 100 + i)),
+            Ok(())
+        );
+    }
+    while s.poll_transmit().is_some() {}
+    assert_eq!(
+        s.handle_packet(now, client_addr(2), &first),
+        Err(PacketError::TokenReused)
+    );
+    assert_eq!(s.stats().drops.get(PacketError::TokenReused), 1);
+    assert_eq!(
+        s.handle_packet(now, client_addr(1), &first),
+        Ok(()),
+        "its first address may still retry"
+    );
+    assert_eq!(s.remembered_tokens(), 101);
+}
+
+#[test]
 fn forged_and_replayed_packets_refused() {
     let mut s = server(4);
     let mut c = Client::new(&token(1, 1), Duration::ZERO);

@@ -199,7 +199,7 @@ pub(crate) fn connect_with_truth<S: LabScene>(
     let mut udp = UdpClient::connect(&settings.token)?;
     let run = play(&mut udp, settings, config, truth, stop);
     // Every way out, giving up on the welcome included, sends the redundant disconnect
-    // packets (while netcode is connected), so the server frees the slot at once instead
+    // packets (while connected or connecting), so the server frees the slot at once instead
     // of after its timeout.
     udp.disconnect();
     run

@@ -158,6 +158,22 @@ pub trait LabScene: Sized + Send + 'static {
         own: PlayerId,
         players: PlayerId,
     ) -> Vec<Pose>;
+    /// [`LabScene::shown`]'s list from what the public client rendered (`frame`: the
+    /// interpolated entities): by default each entity of [`LabScene::shown_ids`] where
+    /// the frame has it (NaN where it has not); a scene that hides some entities (a dead
+    /// player) says so here.
+    fn shown_in(
+        setup: &Self::Setup,
+        frame: &lagless_replication::Frame,
+        own: PlayerId,
+        players: PlayerId,
+    ) -> Vec<Pose> {
+        let missing = Pose::new([f32::NAN; 3], [0.0, 0.0, 0.0, 1.0]);
+        Self::shown_ids(setup, own, players)
+            .into_iter()
+            .map(|id| frame.pose(id).unwrap_or(missing))
+            .collect()
+    }
     /// The entity id of each entry of [`LabScene::shown`]'s list for `own` among
     /// `players` (`u32::MAX` for an entry with no entity).
     fn shown_ids(setup: &Self::Setup, own: PlayerId, players: PlayerId) -> Vec<u32>;

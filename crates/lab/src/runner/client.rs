@@ -276,6 +276,22 @@ impl<S: LabScene> ClientSim<S> {
         }
     }
 
+    /// The interpolation buffer's counters (the public client's with the delta codec).
+    pub(crate) fn interpolation_stats(&self) -> &lagless_core::interpolation::InterpolationStats {
+        match &self.game {
+            Some(g) => g.client.interpolation().stats(),
+            None => self.remote.stats(),
+        }
+    }
+
+    /// How far behind the newest snapshot the others are shown.
+    pub(crate) fn interpolation_delay(&self) -> Option<Duration> {
+        match &self.game {
+            Some(g) => g.client.interpolation().delay_behind_newest(),
+            None => self.remote.delay_behind_newest(),
+        }
+    }
+
     /// Packets and snapshots refused.
     pub(crate) fn refused(&self) -> u64 {
         match &self.game {
@@ -337,6 +353,12 @@ impl<S: LabScene> ClientSim<S> {
     /// (its estimates belong to the old policy), so playback waits for two snapshots.
     pub(crate) fn set_interpolation(&mut self, config: &RunConfig, policy: DelayPolicy) {
         let remote_config = config.playback.buffer_config(config.server.tick_hz);
+        if let Some(g) = &mut self.game {
+            g.client.set_interpolation(InterpolationConfig {
+                policy,
+                ..remote_config
+            });
+        }
         self.remote = InterpolationBuffer::new(InterpolationConfig {
             policy,
             ..remote_config
@@ -402,19 +424,16 @@ impl<S: LabScene> ClientSim<S> {
             };
             g.newest = newest;
             let (player, players, setup) = (self.player, config.clients, &self.setup);
-            let (shown, whole, seen) = g.client.world().known_of(g.client.replication(), |k| {
-                (
-                    S::shown(setup, k, player, players),
-                    S::is_whole(k),
-                    S::seen_in(k, player),
-                )
+            let _ = (players, setup);
+            let (whole, seen) = g.client.world().known_of(g.client.replication(), |k| {
+                (S::is_whole(k), S::seen_in(k, player))
             });
             if let Some(p) = seen {
                 self.view = Some(p);
                 self.view_tick = tick.0;
             }
+            // The client's own buffer took the snapshot; the shadow policies get it too.
             if whole {
-                let _ = self.remote.push(tick, now, shown);
                 self.shadows.push(tick, now);
             }
         }
@@ -486,7 +505,11 @@ impl<S: LabScene> ClientSim<S> {
             _ => None,
         };
         // Sampled before the input (the same instant): a script aims at what it shows.
-        let sampled = self.remote.sample_at(now);
+        let sampled = match &mut self.game {
+            // What the public client renders now: the others as the scene lists them.
+            Some(g) => g.sample_others(now, &self.setup, self.player, config.clients),
+            None => self.remote.sample_at(now),
+        };
         if let Some(s) = &sampled {
             self.script.view(self.player, s.render_tick, &s.value);
         }
@@ -503,10 +526,8 @@ impl<S: LabScene> ClientSim<S> {
         match &mut self.game {
             Some(g) => {
                 // The world completes the input and shows the scene what was drawn.
-                let world = g.client.world_mut();
-                world.shown_tick = sampled.as_ref().map(|s| s.render_tick);
                 if let Some(s) = &sampled {
-                    world.shown.clone_from(&s.value);
+                    g.client.world_mut().shown.clone_from(&s.value);
                 }
                 g.client.tick(tick, input);
             }
@@ -582,7 +603,7 @@ impl<S: LabScene> ClientSim<S> {
                     _ => None,
                 }
             }
-            None => self.game.as_mut().and_then(|g| g.own_frame(now)),
+            None => self.game.as_mut().and_then(|g| g.own_frame()),
         };
         let frame = predicted.or(self.view.as_ref().map(|v| {
             let pose = S::seen_pose(v);

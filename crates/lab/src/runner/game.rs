@@ -1,10 +1,9 @@
 //! The lab's client on the public [`Client`] a game runs (the delta codec): decoding,
 //! acknowledgements, the resync on a view mismatch, reconciliation, smoothing, snapshot
-//! events and dead reckoning are the library's. The lab adds what only a lab needs: it
-//! times reconciliations (and the naive full-world replay beside them), and shows the
-//! other entities through its own interpolation buffer of the scene's list
-//! ([`LabScene::shown`]), which carries scene rules a bare pose does not (a dead player
-//! is not drawn).
+//! events, dead reckoning and interpolation are the library's. The lab adds what only a
+//! lab needs: it times reconciliations (and the naive full-world replay beside them), and
+//! reads what the client rendered as the scene lists it ([`LabScene::shown_in`], which
+//! carries scene rules a bare pose does not: a dead player is not drawn).
 
 use crate::config::RunConfig;
 use crate::cpu::{CpuMark, CpuTimer};
@@ -34,11 +33,9 @@ pub(crate) struct SceneWorld<S: LabScene> {
     /// The registry last converted, by its address and tick, and its conversion:
     /// comparing and loading the same state convert it once.
     known: RefCell<Converted<S::Known>>,
-    /// What the player was shown before the next input ([`LabScene::show`]), and the
-    /// server tick it stands for: the lab's buffer draws the others, so the view a shot
-    /// claims is its render tick, not the client's own buffer's.
+    /// What the player was shown before the next input, in the scene's list
+    /// ([`LabScene::show`]).
     pub(crate) shown: Vec<Pose>,
-    pub(crate) shown_tick: Option<f64>,
     /// When the reconciliation under way started (set when the server's state is first
     /// compared), for the lab to time it.
     reconcile_started: RefCell<Option<CpuMark>>,
@@ -138,12 +135,12 @@ impl<S: LabScene> PredictedWorld for SceneWorld<S> {
         out.get(i).copied().filter(|p| p.position[0].is_finite())
     }
 
-    fn complete_input(&mut self, tick: Tick, _render_tick: Option<f64>, input: &mut S::Input) {
-        // What the player saw before this input, as the lab's runner shows it: the
-        // scene's list through the lab's buffer (set by the lab before the tick).
+    fn complete_input(&mut self, tick: Tick, render_tick: Option<f64>, input: &mut S::Input) {
+        // What the player saw before this input: the scene's list of the frame the
+        // client rendered just before (set by the lab), and its render tick.
         if self.predicting {
             S::show(&mut self.game, tick, &self.shown);
-            S::complete_input(&mut self.game, tick, self.shown_tick, input);
+            S::complete_input(&mut self.game, tick, render_tick, input);
         }
     }
 
@@ -174,8 +171,6 @@ pub(crate) struct GamePipe<S: LabScene> {
     pub(crate) predicted_slots: Vec<(usize, u32)>,
     /// CPU time to take in a packet that completed a snapshot, reconciliation aside, µs.
     pub(crate) decode_us: crate::metrics::Histogram,
-    /// The newest frame the client rendered.
-    render: Option<lagless_replication::Render>,
 }
 
 impl<S: LabScene> GamePipe<S> {
@@ -208,7 +203,6 @@ impl<S: LabScene> GamePipe<S> {
             shown_ids: shown_ids.clone(),
             known: RefCell::new(None),
             shown: Vec::new(),
-            shown_tick: None,
             reconcile_started: RefCell::new(None),
             predicting: config.prediction,
         };
@@ -244,8 +238,27 @@ impl<S: LabScene> GamePipe<S> {
             packet_errors: 0,
             predicted_slots,
             decode_us: crate::metrics::Histogram::default(),
-            render: None,
         })
+    }
+
+    /// Renders at `now` (a game draws a frame) and lists the interpolated entities as the
+    /// scene shows them ([`LabScene::shown_in`]), with the server tick they stand for.
+    pub(crate) fn sample_others(
+        &mut self,
+        now: Duration,
+        setup: &S::Setup,
+        own: PlayerId,
+        players: PlayerId,
+    ) -> Option<lagless_core::interpolation::Sampled<Vec<Pose>>> {
+        let render = self.client.render(now);
+        match (render.render_tick, render.kind) {
+            (Some(render_tick), Some(kind)) => Some(lagless_core::interpolation::Sampled {
+                value: S::shown_in(setup, &render.interpolated, own, players),
+                kind,
+                render_tick,
+            }),
+            _ => None,
+        }
     }
 
     /// Turns prediction on or off (`lagless view`'s knob): off, the own player (entity
@@ -262,23 +275,19 @@ impl<S: LabScene> GamePipe<S> {
         }
     }
 
-    /// After a tick: renders at `now` (a game draws a frame), and gives the own player's
-    /// frame when the client predicts it (the frame after tick `t` stands for state
-    /// `t + 1`), smoothed by the client.
-    pub(crate) fn own_frame(&mut self, now: Duration) -> Option<(super::client::OwnFrame, Pose)> {
+    /// After a tick: the own player's frame when the client predicts it (the frame after
+    /// tick `t` stands for state `t + 1`), smoothed by the client.
+    pub(crate) fn own_frame(&mut self) -> Option<(super::client::OwnFrame, Pose)> {
         let world = self.client.world();
         if world.predicting {
             self.predicted_cubes
                 .push(S::predicted_entities(&world.game) as f64);
         }
-        let own = world.own_id;
-        let predicting = world.predicting;
-        let render = self.client.render(now);
-        let frame = match (
-            predicting,
-            self.client.predicted_tick(),
-            own.and_then(|id| render.pose(id)),
-        ) {
+        let (own, predicting) = (world.own_id, world.predicting);
+        // The pose after this tick, smoothed as the last render left the corrections:
+        // a second render would sample the interpolation buffer twice in one tick.
+        let pose = own.and_then(|id| self.client.predicted_pose(id));
+        match (predicting, self.client.predicted_tick(), pose) {
             (true, Some(present), Some(pose)) => Some((
                 super::client::OwnFrame {
                     position: pose.position,
@@ -287,22 +296,18 @@ impl<S: LabScene> GamePipe<S> {
                 pose,
             )),
             _ => None,
-        };
-        self.render = Some(render);
-        frame
+        }
     }
 
     /// Replaces, in `others` ([`LabScene::shown`]'s order), the entities the client
-    /// renders from its predicted world, as the newest frame drew them.
+    /// renders from its predicted world, smoothed.
     pub(crate) fn render_others(&self, others: &mut [Pose]) {
-        let Some(render) = &self.render else {
-            return;
-        };
         if self.client.predicted_tick().is_none() {
             return;
         }
         for &(i, id) in &self.predicted_slots {
-            if let (Some(slot), Some(pose)) = (others.get_mut(i), render.pose(id)) {
+            let pose = self.client.predicted_pose(id);
+            if let (Some(slot), Some(pose)) = (others.get_mut(i), pose) {
                 *slot = pose;
             }
         }

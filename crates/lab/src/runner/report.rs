@@ -192,13 +192,16 @@ pub(crate) fn interpolation_buffers<S: LabScene>(
 ) -> Option<f64> {
     let delays: Vec<f64> = clients
         .iter()
-        .filter_map(|c| c.remote.stats().mean_delay_secs())
+        .filter_map(|c| c.interpolation_stats().mean_delay_secs())
         .map(|s| s * 1000.0)
         .collect();
     r.number("interpolation.delay_ms_mean", mean(&delays));
     // A percentage of each client's buffer, averaged over clients.
     let per_client = |pct: fn(&InterpolationStats) -> f64| {
-        let values: Vec<f64> = clients.iter().map(|c| pct(c.remote.stats())).collect();
+        let values: Vec<f64> = clients
+            .iter()
+            .map(|c| pct(c.interpolation_stats()))
+            .collect();
         mean(&values)
     };
     r.number(

@@ -240,6 +240,33 @@ impl LabScene for Shooter {
         (1..=players).filter(|&p| p != own).collect()
     }
 
+    fn shown_in(
+        _: &ShooterSetup,
+        frame: &lagless_replication::Frame,
+        own: PlayerId,
+        players: PlayerId,
+    ) -> Vec<Pose> {
+        // As `shown`: a dead player is not drawn. The frame's fields in declaration
+        // order: position, velocity, aim, health, alive.
+        let missing = Pose::new([f32::NAN; 3], [0.0, 0.0, 0.0, 1.0]);
+        (1..=players)
+            .filter(|&p| p != own)
+            .map(|p| {
+                let Some(mut r) = frame.reader(p) else {
+                    return missing;
+                };
+                let (position, velocity, aim) = (r.vec2(), r.vec2(), r.angle());
+                let (_health, alive) = (r.int(), r.bool());
+                if alive {
+                    Pose::planar(position, aim)
+                        .with_velocity([velocity[0], velocity[1], 0.0], [0.0; 3])
+                } else {
+                    missing
+                }
+            })
+            .collect()
+    }
+
     fn shown(
         _: &ShooterSetup,
         known: &ShooterKnown,

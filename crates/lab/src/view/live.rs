@@ -433,7 +433,7 @@ impl<S: LabScene> Live<S> {
                 .copied()
                 .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
         };
-        let underruns = c.remote.stats().underruns();
+        let underruns = c.interpolation_stats().underruns();
         let server = self.sim.server.client_stats(c.id);
         let (starved, fed) = server.map_or((0, 0), |s| (s.ticks_starved, s.ticks_with_input));
         let ticks = starved + fed;
@@ -445,7 +445,7 @@ impl<S: LabScene> Live<S> {
             "error_cm": max(&w.errors),
             "jerk_cm": max(&w.jerks),
             "down_kbps": c.down_bytes.saturating_sub(w.down_bytes) as f64 * 8.0 / 1000.0 / secs,
-            "interp_delay_ms": c.remote.delay_behind_newest().map(|d| d.as_secs_f64() * 1000.0),
+            "interp_delay_ms": c.interpolation_delay().map(|d| d.as_secs_f64() * 1000.0),
             "underruns": underruns.saturating_sub(w.underruns),
             "starved_pct": starved_pct,
             "manual": c.manual.is_some(),

@@ -95,6 +95,12 @@ pub struct Render {
     /// True when the buffer had no snapshot on each side of the render time (an
     /// underrun: it held or extrapolated).
     pub underrun: bool,
+    /// How the interpolated entities were produced (`None` before the first snapshot).
+    pub kind: Option<lagless_core::interpolation::SampleKind>,
+    /// Every entity as the interpolation buffer shows it now, whatever its policy (a
+    /// predicted entity's interpolated past too): for debug views and for comparing
+    /// what prediction shows with what interpolation would.
+    pub interpolated: Frame,
     poses: BTreeMap<u32, Pose>,
 }
 
@@ -478,6 +484,7 @@ impl<W: PredictedWorld> Client<W> {
         let (render_tick, underrun) = sampled.as_ref().map_or((None, true), |s| {
             (Some(s.render_tick), s.kind.is_underrun())
         });
+        let kind = sampled.as_ref().map(|s| s.kind);
         let interpolated =
             sampled.map_or_else(|| Frame::new(Arc::clone(&self.schema)), |s| s.value);
         let mut frame = Frame::new(Arc::clone(&self.schema));
@@ -575,6 +582,8 @@ impl<W: PredictedWorld> Client<W> {
             frame,
             render_tick,
             underrun,
+            kind,
+            interpolated,
             poses,
         };
         self.world.show(&render);
@@ -585,6 +594,34 @@ impl<W: PredictedWorld> Client<W> {
     /// predicting, at the first snapshot).
     pub fn predicted_tick(&self) -> Option<Tick> {
         self.predictor.present()
+    }
+
+    /// Where predicted entity `id` is drawn now, corrections smoothed as the last
+    /// [`Client::render`] left them: the pose after a tick predicted since, without
+    /// sampling the interpolation buffer again (`None`: not predicted, or not held).
+    pub fn predicted_pose(&self, id: u32) -> Option<Pose> {
+        if self.policy(id) != Policy::Predicted {
+            return None;
+        }
+        let p = self.world.pose(id)?;
+        Some(match self.smoothers.get(&id) {
+            Some(s) => {
+                let (position, rotation) = s.apply(p.position, p.rotation);
+                Pose {
+                    position,
+                    rotation,
+                    ..p
+                }
+            }
+            None => p,
+        })
+    }
+
+    /// Shows the interpolated entities with `config` from now on (its `tick_hz` is the
+    /// client's). The buffer starts empty: its estimates belong to the old settings.
+    pub fn set_interpolation(&mut self, config: InterpolationConfig) {
+        let tick_hz = self.session.config().tick_hz;
+        self.interpolation = InterpolationBuffer::new(InterpolationConfig { tick_hz, ..config });
     }
 
     /// Hides corrections with `smoothing` from now on (a zero half-life: off). The

@@ -397,6 +397,10 @@ struct RunArgs {
     /// Write the metrics as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Print every metric (by default: a short report of how the game felt, bandwidth
+    /// and server cost).
+    #[arg(long)]
+    all: bool,
     /// Input script driving the players (cubes: roam, pattern; rocket: chase, which
     /// `roam` also selects).
     #[arg(long, default_value = "roam")]
@@ -1021,7 +1025,14 @@ fn run_command(a: RunArgs) -> Result<(), String> {
             config.scene, config.profile, config.seconds, config.clients, config.seed
         );
         let report = lagless_lab::net::run::run(&config).map_err(|e| e.to_string())?;
-        print!("{}", report.to_table());
+        print!(
+            "{}",
+            if a.all {
+                report.to_table()
+            } else {
+                report.to_summary()
+            }
+        );
         return net_commands::write_json(a.json.as_deref(), &report);
     }
     let bar = simulation_bar((config.seconds * 10.0).ceil() as u64, a.no_progress);
@@ -1036,7 +1047,8 @@ fn run_command(a: RunArgs) -> Result<(), String> {
     })
     .map_err(|e| e.to_string())?;
     bar.finish_and_clear();
-    print!("{}", outcome.report.to_table());
+    let r = &outcome.report;
+    print!("{}", if a.all { r.to_table() } else { r.to_summary() });
     if a.interpolation_sweep {
         println!("\ninterpolation policies on the same arrivals and frames (means over clients):");
         print!(

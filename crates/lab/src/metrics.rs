@@ -228,6 +228,153 @@ impl Report {
     }
 }
 
+/// The figures of the short report, by section: each metric's name (as in
+/// `docs/metrics.md`) and what it says to a person. Metrics a run does not report (a
+/// scene's own, the peer's ratio with the plain codec) are left out.
+const SUMMARY: &[(&str, &[(&str, &str)])] = &[
+    (
+        "how it felt",
+        &[
+            (
+                "render.input_to_motion_ticks",
+                "ticks from a key press to a frame showing it",
+            ),
+            (
+                "render.error_cm_p99",
+                "own player on screen vs the server, cm",
+            ),
+            (
+                "render.jerk_cm_p99",
+                "pops: on-screen motion the truth did not make, cm",
+            ),
+            (
+                "interpolation.delay_ms_mean",
+                "how far in the past the others are shown, ms",
+            ),
+            (
+                "interpolation.error_cm_p99",
+                "the others on screen vs the server then, cm",
+            ),
+            (
+                "input.delay_ms_mean",
+                "an input's wait before the server applies it, ms",
+            ),
+        ],
+    ),
+    (
+        "the scene",
+        &[
+            ("ball.error_cm_p99", "the ball on screen vs the server, cm"),
+            (
+                "hits.confirmed_pct",
+                "hits shown that the server confirmed, %",
+            ),
+            (
+                "lagcomp.claimed_ms_p50",
+                "age of the view a shot is judged in, ms",
+            ),
+            (
+                "spawns.handover_cm_p99",
+                "predicted projectile to the server's, cm",
+            ),
+            (
+                "deadreckoning.error_cm_mean",
+                "walkers on screen vs where they are, cm",
+            ),
+        ],
+    ),
+    (
+        "bandwidth",
+        &[
+            ("net.down_kbps_mean", "downlink per client, kbit/s"),
+            (
+                "snapshot.naive_ratio",
+                "times smaller than every entity in full floats",
+            ),
+            (
+                "snapshot.peer_ratio",
+                "times smaller than the lightyear/replicon stream",
+            ),
+        ],
+    ),
+    (
+        "server",
+        &[
+            (
+                "server.tick_ms_p99",
+                "CPU per tick (physics, capture, encoding), ms",
+            ),
+            (
+                "server.input_starved_pct",
+                "ticks a client's input was missing, %",
+            ),
+            (
+                "replication.view_mismatches",
+                "client views that differed from the server's",
+            ),
+        ],
+    ),
+];
+
+impl Report {
+    /// A short report a person reads: how the game felt, the scene's own headline,
+    /// bandwidth against the naive and peer streams, and server cost, each figure under
+    /// its `docs/metrics.md` name; then where the rest is. At most 30 lines.
+    pub fn to_summary(&self) -> String {
+        let mut out = String::new();
+        let label = |name: &str| match self.get(name) {
+            Some(Metric::Text(t)) => t.clone(),
+            Some(Metric::Count(c)) => c.to_string(),
+            Some(Metric::Number(Some(v))) => format_number(*v),
+            _ => "?".into(),
+        };
+        out.push_str(&format!(
+            "{} over {}, {} s, {} client(s), seed {}
+",
+            label("scene"),
+            label("profile"),
+            label("seconds"),
+            label("clients"),
+            label("seed")
+        ));
+        for (section, rows) in SUMMARY {
+            let present: Vec<_> = rows
+                .iter()
+                .filter_map(|(name, what)| {
+                    let v = match self.get(name)? {
+                        // A whole number reads as one (0 ticks, not 0.0000).
+                        Metric::Number(Some(v)) if v.fract() == 0.0 && v.abs() < 1e9 => {
+                            format!("{v:.0}")
+                        }
+                        Metric::Number(Some(v)) => format_number(*v),
+                        Metric::Count(c) => c.to_string(),
+                        _ => return None,
+                    };
+                    Some((name, v, what))
+                })
+                .collect();
+            if present.is_empty() {
+                continue;
+            }
+            out.push_str(&format!(
+                "{section}
+"
+            ));
+            for (name, v, what) in present {
+                out.push_str(&format!(
+                    "  {name:<31} {v:>9}  {what}
+"
+                ));
+            }
+        }
+        out.push_str(&format!(
+            "all {} metrics: --all, or --json FILE (names in docs/metrics.md)\n",
+            self.entries.len()
+        ));
+        out
+    }
+}
+
 /// Four significant decimals are plenty for every figure we report and keep JSON diffable.
 fn round(v: f64) -> f64 {
     (v * 10_000.0).round() / 10_000.0
@@ -246,6 +393,29 @@ fn format_number(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_summary_is_short_and_names_what_it_shows() {
+        let mut r = Report::default();
+        r.set("scene", Metric::Text("cubes".into()));
+        r.number("render.error_cm_p99", Some(12.5));
+        r.set("replication.view_mismatches", Metric::Count(0));
+        r.number("interpolation.error_cm_p99", None);
+        for i in 0..200 {
+            r.number(&format!("other.m{i}"), Some(1.0));
+        }
+        let s = r.to_summary();
+        assert!(s.lines().count() <= 30, "{s}");
+        assert!(
+            s.contains("render.error_cm_p99") && s.contains("12.50"),
+            "{s}"
+        );
+        assert!(s.contains("replication.view_mismatches"), "{s}");
+        // Nothing measured, nothing shown; the rest is where the last line says.
+        assert!(!s.contains("interpolation.error_cm_p99"), "{s}");
+        assert!(!s.contains("other.m1"), "{s}");
+        assert!(s.contains("all 204 metrics: --all"), "{s}");
+    }
 
     #[test]
     fn percentiles_by_nearest_rank() {

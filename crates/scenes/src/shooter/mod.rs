@@ -54,8 +54,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use systems::{Body, FireEvent, Life, Owner, Projectile};
 
-/// A player (client `k` drives player `k + 1`); also its entity id on the wire.
-pub type PlayerId = u32;
+// In this scene a player's id is also its entity id on the wire.
+pub use crate::PlayerId;
 
 /// Player speed, m/s.
 pub const PLAYER_SPEED: f32 = 4.5;

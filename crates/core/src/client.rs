@@ -1,6 +1,7 @@
 use crate::channel::{ChannelConfig, ChannelError, ChannelStats, Delivery, MessageChannel};
 use crate::message::{
-    FRAGMENT_PAYLOAD_BYTES, InputMessage, MAX_PACKET_BYTES, SnapshotFragment, section_wire_len,
+    FRAGMENT_PAYLOAD_BYTES, InputAck, InputMessage, MAX_PACKET_BYTES, PingEcho, SnapshotFragment,
+    section_wire_len,
 };
 use crate::reassembly::{Assembled, Reassembler};
 use crate::sync::{ClockAdjust, ClockSync, SyncConfig};
@@ -319,6 +320,29 @@ impl<I: Input> ClientSession<I> {
     pub fn handle_packet(&mut self, now: Duration, bytes: &[u8]) -> Result<(), ProtocolError> {
         self.stats.packets_received += 1;
         self.stats.bytes_received += bytes.len() as u64;
+        let frag = self.decode_checked(now, bytes)?;
+        let tick = Tick(frag.tick);
+        self.take_messages(&frag)?;
+        // See the server's SEQ_RESET_DISTANCE: a far older packet means the newest was bogus.
+        let newest_packet = self
+            .newest_recv_seq
+            .is_none_or(|s| frag.seq.is_newer_than(s) || s.diff(frag.seq) > 1024);
+        // A packet that sat in a queue (an outage) would drag the clock and the RTT back.
+        let fresh = self.sync.is_fresh(now, tick);
+        if newest_packet {
+            self.take_newest_packet(now, tick, &frag, fresh);
+        }
+        self.track_server_tick(now, tick, fresh);
+        self.deliver(tick, frag)
+    }
+
+    /// Decodes a packet and refuses it (counted) if it is malformed, from a server at
+    /// another tick rate, or stamped with a tick it cannot be at.
+    fn decode_checked(
+        &mut self,
+        now: Duration,
+        bytes: &[u8],
+    ) -> Result<SnapshotFragment, ProtocolError> {
         let frag = match SnapshotFragment::decode(bytes) {
             Ok(f) => f,
             Err(e) => {
@@ -346,6 +370,11 @@ impl<I: Input> ClientSession<I> {
             self.stats.implausible_ticks += 1;
             return Err(ProtocolError::TickOutOfRange);
         }
+        Ok(frag)
+    }
+
+    /// Hands the packet's message section, if any, to the channel.
+    fn take_messages(&mut self, frag: &SnapshotFragment) -> Result<(), ProtocolError> {
         // Messages first: the channel checks the whole section before it takes anything,
         // and a packet whose section is bad is refused whole, snapshot part included. Any
         // packet's section counts, a stale or duplicated one's too: the channel orders and
@@ -358,102 +387,124 @@ impl<I: Input> ClientSession<I> {
             }
             self.stats.message_bytes_received += section_wire_len(section.len()) as u64;
         }
-        // See the server's SEQ_RESET_DISTANCE: a far older packet means the newest was bogus.
-        let newest_packet = self
+        Ok(())
+    }
+
+    /// What only the newest packet so far tells: loss before it, the echoed stamp (the
+    /// RTT) and the input acknowledgement with its slack report.
+    fn take_newest_packet(
+        &mut self,
+        now: Duration,
+        tick: Tick,
+        frag: &SnapshotFragment,
+        fresh: bool,
+    ) {
+        // Packets lost just before this one may have carried a report.
+        let after_loss = self
             .newest_recv_seq
-            .is_none_or(|s| frag.seq.is_newer_than(s) || s.diff(frag.seq) > 1024);
-        // A packet that sat in a queue (an outage) would drag the clock and the RTT back.
-        let fresh = self.sync.is_fresh(now, tick);
-        if newest_packet {
-            // Packets lost just before this one may have carried a report.
-            let after_loss = self
-                .newest_recv_seq
-                .is_some_and(|s| frag.seq.is_newer_than(s) && frag.seq.diff(s) > 1);
-            if after_loss {
-                self.report_lost = true;
-            }
-            self.newest_recv_seq = Some(frag.seq);
-            let mut new_echo = None;
-            if let Some(echo) = frag.echo {
-                if self.last_echo != Some(echo.client_time_us) {
-                    new_echo = Some(echo.client_time_us);
-                }
-            }
-            if let Some(echo) = frag.echo.filter(|_| fresh) {
-                if self.last_echo != Some(echo.client_time_us) {
-                    self.last_echo = Some(echo.client_time_us);
-                    let now_us = now.as_micros() as u32;
-                    let rtt_us = now_us
-                        .wrapping_sub(echo.client_time_us)
-                        .checked_sub(echo.hold_us);
-                    // A stamp from before a wrap of the 71-minute u32 clock, or garbage, would
-                    // give an absurd RTT: ignore anything over 10 s, and a hold longer than
-                    // the whole round trip.
-                    if let Some(rtt_us) = rtt_us.filter(|&r| r < 10_000_000) {
-                        self.rtt
-                            .add_sample(Duration::from_micros(u64::from(rtt_us)));
-                    }
-                }
-            }
-            if let Some(ack) = frag.input_ack {
-                // Never past what was sent: a bogus ack far ahead would otherwise silence
-                // every input until the clock caught up with it.
-                let acked = Tick::from_wire(ack.acked_through, tick)
-                    .zip(self.sent_through)
-                    .map(|(t, sent)| t.min(sent));
-                if let Some(t) = acked {
-                    self.acked_through = Some(self.acked_through.map_or(t, |a| a.max(t)));
-                }
-                // Every fragment of a snapshot repeats the report: use it once.
-                if self.last_slack_tick.is_none_or(|t| tick > t) {
-                    self.last_slack_tick = Some(tick);
-                    let position = self.timestep.position_after(
-                        self.last_update
-                            .map_or(Duration::ZERO, |t| now.saturating_sub(t)),
-                    );
-                    let slack = f64::from(ack.input_slack) / 256.0;
-                    self.sync.on_input_slack(now, slack, position, &self.rtt);
-                }
-                // The slack is that of the message whose stamp the server echoes: a new
-                // stamp is a new message's report, and the lead it was sent with tells
-                // what lead it needed.
-                // The report covers the messages since the one echoed before (one a tick):
-                // it stands for that many ticks, or a bunch of messages that arrived
-                // together behind a late one would count as one tick.
-                let sent_with = new_echo.and_then(|stamp| {
-                    let at = self.sent_leads.iter().rposition(|(t, _)| *t == stamp)?;
-                    let previous = self
-                        .echoed_lead
-                        .and_then(|p| self.sent_leads.iter().take(at).rposition(|(t, _)| *t == p));
-                    // If a report was lost since, its ticks are not all this one's: count
-                    // this one's worst once rather than make up the rest, unless it came
-                    // late. A late worst tick has its inputs arrive in a bunch with the
-                    // ticks after it, each a tick less late: it stands for as many ticks
-                    // as it was late. Reports go missing most in a link's bad spells,
-                    // which are when inputs come late: counted once, a `mobile` run's
-                    // reports showed a third of the ticks the server starved, and the
-                    // starvation loop never saw the rest.
-                    let late_ticks = (-f64::from(ack.input_slack) / 256.0).ceil();
-                    let ticks = match (previous, self.report_lost) {
-                        (Some(p), false) => (at - p).clamp(1, MAX_TICKS_PER_REPORT),
-                        _ if late_ticks >= 1.0 => {
-                            (late_ticks.min(MAX_TICKS_PER_REPORT as f64)) as usize
-                        }
-                        _ => 1,
-                    };
-                    Some((self.sent_leads[at].1, ticks, stamp))
-                });
-                if let Some((lead, ticks, stamp)) = sent_with {
-                    self.echoed_lead = Some(stamp);
-                    self.report_lost = false;
-                    let slack = f64::from(ack.input_slack) / 256.0;
-                    self.sync.on_need(lead - slack, slack, ticks);
-                }
-            }
-            if let Some(stamp) = new_echo {
-                self.last_echo = Some(stamp);
+            .is_some_and(|s| frag.seq.is_newer_than(s) && frag.seq.diff(s) > 1);
+        if after_loss {
+            self.report_lost = true;
+        }
+        self.newest_recv_seq = Some(frag.seq);
+        let new_echo = self.take_echo(now, frag.echo, fresh);
+        if let Some(ack) = frag.input_ack {
+            self.take_input_ack(now, tick, ack, new_echo);
+        }
+        if let Some(stamp) = new_echo {
+            self.last_echo = Some(stamp);
+        }
+    }
+
+    /// The echoed stamp if it is new; from a fresh packet, it also gives an RTT sample.
+    fn take_echo(&mut self, now: Duration, echo: Option<PingEcho>, fresh: bool) -> Option<u32> {
+        let mut new_echo = None;
+        if let Some(echo) = echo {
+            if self.last_echo != Some(echo.client_time_us) {
+                new_echo = Some(echo.client_time_us);
             }
         }
+        if let Some(echo) = echo.filter(|_| fresh) {
+            if self.last_echo != Some(echo.client_time_us) {
+                self.last_echo = Some(echo.client_time_us);
+                let now_us = now.as_micros() as u32;
+                let rtt_us = now_us
+                    .wrapping_sub(echo.client_time_us)
+                    .checked_sub(echo.hold_us);
+                // A stamp from before a wrap of the 71-minute u32 clock, or garbage, would
+                // give an absurd RTT: ignore anything over 10 s, and a hold longer than
+                // the whole round trip.
+                if let Some(rtt_us) = rtt_us.filter(|&r| r < 10_000_000) {
+                    self.rtt
+                        .add_sample(Duration::from_micros(u64::from(rtt_us)));
+                }
+            }
+        }
+        new_echo
+    }
+
+    /// Takes the server's input acknowledgement and its slack report.
+    fn take_input_ack(&mut self, now: Duration, tick: Tick, ack: InputAck, new_echo: Option<u32>) {
+        // Never past what was sent: a bogus ack far ahead would otherwise silence
+        // every input until the clock caught up with it.
+        let acked = Tick::from_wire(ack.acked_through, tick)
+            .zip(self.sent_through)
+            .map(|(t, sent)| t.min(sent));
+        if let Some(t) = acked {
+            self.acked_through = Some(self.acked_through.map_or(t, |a| a.max(t)));
+        }
+        // Every fragment of a snapshot repeats the report: use it once.
+        if self.last_slack_tick.is_none_or(|t| tick > t) {
+            self.last_slack_tick = Some(tick);
+            let position = self.timestep.position_after(
+                self.last_update
+                    .map_or(Duration::ZERO, |t| now.saturating_sub(t)),
+            );
+            let slack = f64::from(ack.input_slack) / 256.0;
+            self.sync.on_input_slack(now, slack, position, &self.rtt);
+        }
+        self.take_lead_report(ack, new_echo);
+    }
+
+    /// Tells the clock sync what lead the inputs the report covers needed.
+    fn take_lead_report(&mut self, ack: InputAck, new_echo: Option<u32>) {
+        // The slack is that of the message whose stamp the server echoes: a new
+        // stamp is a new message's report, and the lead it was sent with tells
+        // what lead it needed.
+        // The report covers the messages since the one echoed before (one a tick):
+        // it stands for that many ticks, or a bunch of messages that arrived
+        // together behind a late one would count as one tick.
+        let sent_with = new_echo.and_then(|stamp| {
+            let at = self.sent_leads.iter().rposition(|(t, _)| *t == stamp)?;
+            let previous = self
+                .echoed_lead
+                .and_then(|p| self.sent_leads.iter().take(at).rposition(|(t, _)| *t == p));
+            // If a report was lost since, its ticks are not all this one's: count
+            // this one's worst once rather than make up the rest, unless it came
+            // late. A late worst tick has its inputs arrive in a bunch with the
+            // ticks after it, each a tick less late: it stands for as many ticks
+            // as it was late. Reports go missing most in a link's bad spells,
+            // which are when inputs come late: counted once, a `mobile` run's
+            // reports showed a third of the ticks the server starved, and the
+            // starvation loop never saw the rest.
+            let late_ticks = (-f64::from(ack.input_slack) / 256.0).ceil();
+            let ticks = match (previous, self.report_lost) {
+                (Some(p), false) => (at - p).clamp(1, MAX_TICKS_PER_REPORT),
+                _ if late_ticks >= 1.0 => (late_ticks.min(MAX_TICKS_PER_REPORT as f64)) as usize,
+                _ => 1,
+            };
+            Some((self.sent_leads[at].1, ticks, stamp))
+        });
+        if let Some((lead, ticks, stamp)) = sent_with {
+            self.echoed_lead = Some(stamp);
+            self.report_lost = false;
+            let slack = f64::from(ack.input_slack) / 256.0;
+            self.sync.on_need(lead - slack, slack, ticks);
+        }
+    }
+
+    /// Moves the newest server tick and the clock estimate on with the packet's tick.
+    fn track_server_tick(&mut self, now: Duration, tick: Tick, fresh: bool) {
         if self.newest_server_tick.is_none_or(|n| tick > n) {
             self.newest_server_tick = Some(tick);
         }
@@ -467,6 +518,11 @@ impl<I: Input> ClientSession<I> {
             self.forget_server_ticks();
             self.newest_server_tick = Some(tick);
         }
+    }
+
+    /// Hands over the packet's snapshot part: an essential part at once if it is newer
+    /// than anything delivered, a fragment to reassembly.
+    fn deliver(&mut self, tick: Tick, frag: SnapshotFragment) -> Result<(), ProtocolError> {
         if frag.essential {
             // Newer than any essential part or full snapshot delivered: hand it over now.
             let newer_than_full = self.reassembler.newest_complete().is_none_or(|n| tick > n);

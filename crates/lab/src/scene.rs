@@ -21,8 +21,7 @@ use std::collections::BTreeMap;
 /// ([`lagless_replication::Server::latency`]).
 pub type ServerLatency = lagless_replication::Latency;
 
-/// A player, as scenes number them: client `k` of a run drives player `k + 1`.
-pub type PlayerId = u32;
+pub use lagless_scenes::PlayerId;
 
 /// One entity's full-precision state, as a library without quantization (lightyear on
 /// bevy_replicon) would serialize it: floats, and flags sent as bytes.

@@ -23,6 +23,12 @@
 
 #![deny(missing_docs)]
 
+/// A player, as scenes number them: 1, 2, ... (client `k` of a run drives player `k + 1`).
+///
+/// Every `u32` is a valid id nonetheless, `0` and `u32::MAX` included: the scenes, their spawn
+/// points and their snapshot codecs accept the whole range.
+pub type PlayerId = u32;
+
 pub mod cubes;
 pub mod rocket;
 pub mod shooter;

@@ -15,11 +15,7 @@ use super::spawn::spawn_point;
 use super::support::{Obstacle, is_supported, touches_from_below};
 use super::{BodyState, CubeInput, CubeSceneConfig};
 
-/// Identifies a player (one per connected client).
-///
-/// Every `u32` is a valid id, `u32::MAX` included: the scene, spawn points and both
-/// snapshot codecs accept the whole range.
-pub type PlayerId = u32;
+pub use crate::PlayerId;
 
 /// Standard gravity, m/s².
 const GRAVITY: f32 = 9.81;

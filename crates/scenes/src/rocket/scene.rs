@@ -11,8 +11,8 @@ use rapier3d::prelude::{
 use super::{CarInput, Controls, RocketConfig};
 use crate::cubes::BodyState;
 
-/// Identifies a player: player `p` drives car `p`.
-pub type PlayerId = u32;
+// In this scene player `p` drives car `p`.
+pub use crate::PlayerId;
 
 /// Standard gravity, m/s².
 const GRAVITY: f32 = 9.81;

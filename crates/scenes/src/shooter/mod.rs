@@ -54,8 +54,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use systems::{Body, FireEvent, Life, Owner, Projectile};
 
-/// A player (client `k` drives player `k + 1`); also its entity id on the wire.
-pub type PlayerId = u32;
+// In this scene a player's id is also its entity id on the wire.
+pub use crate::PlayerId;
 
 /// Player speed, m/s.
 pub const PLAYER_SPEED: f32 = 4.5;
@@ -567,6 +567,28 @@ impl ShooterScene {
             self.record(tick);
         }
         let dt = self.config.dt();
+        let clean = self.sanitize_inputs(inputs);
+        self.answer_dead_shooters(tick, &clean);
+        let fired = self.fire_checked(tick, &clean);
+        let mut damage = self.resolve_fired(tick, fired);
+        systems::movement(&mut self.world, &self.arena, &clean, dt);
+        for impact in systems::projectiles(&mut self.world, &self.arena, tick, dt) {
+            if let Some(t) = impact.target {
+                damage.push((t, PROJECTILE_DAMAGE));
+                if let Some(o) = self.players_by_slot(impact.owner) {
+                    self.counters.entry(o).or_default().projectile_hits += 1;
+                }
+            }
+        }
+        self.apply_damage(tick, damage);
+        self.respawn_and_record(tick);
+    }
+
+    /// The inputs of players the scene has, their aim sanitized; the rest counted.
+    fn sanitize_inputs(
+        &mut self,
+        inputs: &[(PlayerId, ShooterInput)],
+    ) -> Vec<(PlayerId, ShooterInput)> {
         let mut clean = Vec::with_capacity(inputs.len());
         for &(p, input) in inputs {
             if !self.players.contains_key(&p) {
@@ -579,10 +601,14 @@ impl ShooterScene {
             self.stats.refused_aim += u64::from(refused);
             clean.push((p, input));
         }
-        // A rifle shot from a player that is dead here (its client does not know yet)
-        // is answered with a miss at once, so the client undoes its effect without
-        // waiting for the deadline.
-        for &(p, input) in &clean {
+        clean
+    }
+
+    /// A rifle shot from a player that is dead here (its client does not know yet)
+    /// is answered with a miss at once, so the client undoes its effect without
+    /// waiting for the deadline.
+    fn answer_dead_shooters(&mut self, tick: Tick, clean: &[(PlayerId, ShooterInput)]) {
+        for &(p, input) in clean {
             let dead = self.player(p).is_some_and(|s| !s.alive);
             self.stats.dead_shooter_shots += u64::from(dead && input.weapon().is_some());
             if dead && input.weapon() == Some(Weapon::Rifle) {
@@ -598,13 +624,18 @@ impl ShooterScene {
                 ));
             }
         }
+    }
+
+    /// Fires the weapons the inputs ask for, each shot passed through the spawn guard;
+    /// launcher projectiles get their server ids here.
+    fn fire_checked(&mut self, tick: Tick, clean: &[(PlayerId, ShooterInput)]) -> Vec<FireEvent> {
         let tick_hz = self.config.tick_hz;
         let space = self.config.id_space();
         let guard = &mut self.guard;
         let stats = &mut self.stats;
         let mut next_id = self.next_id;
         let server_max = space.server_max();
-        let fired = systems::fire(&mut self.world, tick, &clean, tick_hz, |p, input, w| {
+        let fired = systems::fire(&mut self.world, tick, clean, tick_hz, |p, input, w| {
             // The server's own checks on top of the shared cooldown: the guard counts
             // the rate, the claim's id range and its tick.
             let slot = slot_of(p);
@@ -647,6 +678,11 @@ impl ShooterScene {
             })
         });
         self.next_id = next_id;
+        fired
+    }
+
+    /// Counts and resolves what was fired; the damage rifle hits do, by target.
+    fn resolve_fired(&mut self, tick: Tick, fired: Vec<FireEvent>) -> Vec<(PlayerId, i32)> {
         let mut damage: Vec<(PlayerId, i32)> = Vec::new();
         for ev in fired {
             match ev {
@@ -658,90 +694,103 @@ impl ShooterScene {
                     shot,
                     view,
                 } => {
-                    let c = self.counters.entry(player).or_default();
-                    c.rifle_shots += 1;
-                    let claimed_view = if self.config.lag_compensation {
-                        view.view(tick)
-                    } else {
-                        f64::from(tick.0)
-                    };
-                    let wall = self
-                        .arena
-                        .cast(origin, direction, RIFLE_RANGE)
-                        .unwrap_or(RIFLE_RANGE);
-                    let q = Shot {
-                        claimed_view,
-                        origin: [origin[0], origin[1], 0.0],
-                        direction: [direction[0], direction[1], 0.0],
-                        max_distance: wall,
-                        shooter: Some(player),
-                    };
-                    let allowance = if self.config.lag_compensation && self.config.relative_window {
-                        self.allowances.get(&player).copied().unwrap_or_default()
-                    } else {
-                        Duration::ZERO
-                    };
-                    let players = &self.players;
-                    let world = &self.world;
-                    let (target, outcome) =
-                        match self
-                            .lagcomp
-                            .rewind_query_allowing(tick, &q, allowance, |_| true)
-                        {
-                            Ok(r) => {
-                                c.rewind_ms.push(r.rewind.rewind_ms);
-                                c.excess_ms.push(r.rewind.excess_ms);
-                                c.allowance_ms.push(r.rewind.allowance_ms);
-                                let ms = 1000.0 / f64::from(tick_hz.max(1));
-                                c.claimed_ms
-                                    .push((f64::from(tick.0) - r.rewind.claimed_view) * ms);
-                                c.clamped += u64::from(r.rewind.clamped());
-                                // A target that died since the view the shot was aimed at
-                                // takes no more damage: a miss, counted apart.
-                                let dead_now = |p: u32| {
-                                    players
-                                        .get(&p)
-                                        .and_then(|&e| systems::player_state(world, e))
-                                        .is_some_and(|s| !s.alive)
-                                };
-                                match r.hit.map(|h| h.entity) {
-                                    Some(t) if dead_now(t) => {
-                                        self.stats.dead_target_shots += 1;
-                                        (None, ShotOutcome::TargetDead)
-                                    }
-                                    Some(t) => (Some(t), ShotOutcome::Hit(t)),
-                                    None => (
-                                        None,
-                                        ShotOutcome::Miss {
-                                            clamped: r.rewind.clamped(),
-                                        },
-                                    ),
-                                }
-                            }
-                            Err(_) => (None, ShotOutcome::Miss { clamped: false }),
-                        };
-                    self.outcomes.insert((player, shot), outcome);
-                    if let Some(t) = target {
-                        c.rifle_hits += 1;
+                    if let Some(t) = self.rifle_shot(tick, player, origin, direction, shot, view) {
                         damage.push((t, RIFLE_DAMAGE));
                     }
-                    self.reports
-                        .push((tick.0, player, HitReport { shot, target }));
                 }
                 FireEvent::Launcher { player, .. } => {
                     self.counters.entry(player).or_default().projectiles += 1;
                 }
             }
         }
-        systems::movement(&mut self.world, &self.arena, &clean, dt);
-        for impact in systems::projectiles(&mut self.world, &self.arena, tick, dt) {
-            if let Some(t) = impact.target {
-                damage.push((t, PROJECTILE_DAMAGE));
-                if let Some(o) = self.players_by_slot(impact.owner) {
-                    self.counters.entry(o).or_default().projectile_hits += 1;
+        damage
+    }
+
+    /// Tests one rifle shot in the world rewound to the view it claims, records its
+    /// outcome and its hit report; the player it hit, if any.
+    fn rifle_shot(
+        &mut self,
+        tick: Tick,
+        player: PlayerId,
+        origin: [f32; 2],
+        direction: [f32; 2],
+        shot: u16,
+        view: ViewClaim,
+    ) -> Option<PlayerId> {
+        let tick_hz = self.config.tick_hz;
+        let c = self.counters.entry(player).or_default();
+        c.rifle_shots += 1;
+        let claimed_view = if self.config.lag_compensation {
+            view.view(tick)
+        } else {
+            f64::from(tick.0)
+        };
+        let wall = self
+            .arena
+            .cast(origin, direction, RIFLE_RANGE)
+            .unwrap_or(RIFLE_RANGE);
+        let q = Shot {
+            claimed_view,
+            origin: [origin[0], origin[1], 0.0],
+            direction: [direction[0], direction[1], 0.0],
+            max_distance: wall,
+            shooter: Some(player),
+        };
+        let allowance = if self.config.lag_compensation && self.config.relative_window {
+            self.allowances.get(&player).copied().unwrap_or_default()
+        } else {
+            Duration::ZERO
+        };
+        let players = &self.players;
+        let world = &self.world;
+        let (target, outcome) =
+            match self
+                .lagcomp
+                .rewind_query_allowing(tick, &q, allowance, |_| true)
+            {
+                Ok(r) => {
+                    c.rewind_ms.push(r.rewind.rewind_ms);
+                    c.excess_ms.push(r.rewind.excess_ms);
+                    c.allowance_ms.push(r.rewind.allowance_ms);
+                    let ms = 1000.0 / f64::from(tick_hz.max(1));
+                    c.claimed_ms
+                        .push((f64::from(tick.0) - r.rewind.claimed_view) * ms);
+                    c.clamped += u64::from(r.rewind.clamped());
+                    // A target that died since the view the shot was aimed at
+                    // takes no more damage: a miss, counted apart.
+                    let dead_now = |p: u32| {
+                        players
+                            .get(&p)
+                            .and_then(|&e| systems::player_state(world, e))
+                            .is_some_and(|s| !s.alive)
+                    };
+                    match r.hit.map(|h| h.entity) {
+                        Some(t) if dead_now(t) => {
+                            self.stats.dead_target_shots += 1;
+                            (None, ShotOutcome::TargetDead)
+                        }
+                        Some(t) => (Some(t), ShotOutcome::Hit(t)),
+                        None => (
+                            None,
+                            ShotOutcome::Miss {
+                                clamped: r.rewind.clamped(),
+                            },
+                        ),
+                    }
                 }
-            }
+                Err(_) => (None, ShotOutcome::Miss { clamped: false }),
+            };
+        self.outcomes.insert((player, shot), outcome);
+        if target.is_some() {
+            c.rifle_hits += 1;
         }
+        self.reports
+            .push((tick.0, player, HitReport { shot, target }));
+        target
+    }
+
+    /// Applies the step's damage in the order it was done; kills are counted.
+    fn apply_damage(&mut self, tick: Tick, damage: Vec<(PlayerId, i32)>) {
         let respawn = self.config.ticks(RESPAWN_SECS);
         for (t, amount) in damage {
             let Some(&e) = self.players.get(&t) else {
@@ -754,6 +803,11 @@ impl ShooterScene {
                 // death still finds it there, and is refused as a shot at the dead.
             }
         }
+    }
+
+    /// Brings back the players whose respawn time came, records the hit circles for
+    /// `tick + 1`, moves on to it, and drops the hit reports repeated long enough.
+    fn respawn_and_record(&mut self, tick: Tick) {
         let arena = Arc::clone(&self.arena);
         let back = systems::respawn(&mut self.world, tick.0 + 1, |p, d| arena.spawn_point(p, d));
         for p in back {

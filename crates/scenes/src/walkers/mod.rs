@@ -43,8 +43,7 @@ use std::collections::BTreeMap;
 use std::f32::consts::{PI, TAU};
 use std::sync::Arc;
 
-/// A player (client `k` drives player `k + 1`).
-pub type PlayerId = u32;
+pub use crate::PlayerId;
 
 /// A walker's walking speed, m/s.
 pub const WALK_SPEED: f32 = 1.4;

@@ -3,19 +3,21 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use lagless_core::LeadPolicy;
 use lagless_core::interpolation::{
     DEFAULT_HISTORY, DEFAULT_MAX_STRETCH, DEFAULT_OVERDUE_QUANTILE, DEFAULT_SHIFT_SLOWDOWN,
     DEFAULT_SHIFT_WINDOW, DelayPolicy, MAX_STRETCH, MIN_OVERDUE_QUANTILE,
 };
-use lagless_core::{LeadPolicy, MissingInput};
 use lagless_lab::config::named_profile;
-use lagless_lab::{LinkChange, NetOverrides, RunConfig, ScriptChoice, SnapshotCodecChoice, run};
+use lagless_lab::{LinkChange, NetOverrides, RunConfig};
 use lagless_netem::{PROFILE_NAMES, Trace, profile};
-use lagless_scenes::cubes::predict::PredictMode;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod net_commands;
+mod run_cmd;
+
+use run_cmd::run_command;
 
 #[derive(Parser)]
 #[command(
@@ -888,180 +890,4 @@ fn loss_kind(l: &lagless_netem::Loss) -> &'static str {
         lagless_netem::Loss::Uniform { .. } => "uniform",
         lagless_netem::Loss::GilbertElliott(_) => "bursty",
     }
-}
-
-fn run_command(a: RunArgs) -> Result<(), String> {
-    let net = a.net.overrides()?;
-    if a.input_buffer_ticks
-        .is_some_and(|n| !(0.0..=1000.0).contains(&n))
-    {
-        return Err("--input-buffer-ticks must be in 0..=1000".into());
-    }
-    // Each scene's own rates unless told otherwise (RunConfig::for_scene); snapshots go
-    // out every tick unless told otherwise.
-    let defaults = RunConfig::for_scene(&a.scene);
-    let tick_hz = a.tick_hz.unwrap_or(defaults.server.tick_hz);
-    let snapshot_hz = a.snapshot_hz.unwrap_or(tick_hz);
-    if !(1..=1000).contains(&tick_hz) {
-        return Err("--tick-hz must be in 1..=1000".into());
-    }
-    let mut config = RunConfig {
-        scene: a.scene,
-        profile: a.profile,
-        net,
-        link_changes: a.net.link_changes.clone(),
-        seconds: a.seconds,
-        seed: a.seed,
-        clients: a.clients,
-        script: ScriptChoice::Named(a.script),
-        snapshot_hz,
-        snapshot_codec: match a.snapshot_codec {
-            SnapshotCodecArg::Delta => SnapshotCodecChoice::Delta,
-            SnapshotCodecArg::Plain => SnapshotCodecChoice::Plain,
-        },
-        ..defaults
-    };
-    if !(a.budget_kbps.is_finite() && a.budget_kbps >= 0.0) {
-        return Err("--budget-kbps must be a non-negative number (0: no budget)".into());
-    }
-    config.budget_kbps = a.budget_kbps;
-    if !(a.relevance_m.is_finite() && a.relevance_m > 0.0) {
-        return Err("--relevance-m must be a positive number".into());
-    }
-    config.relevance_m = a.relevance_m;
-    if !(a.near_boost.is_finite() && a.near_boost >= 1.0) {
-        return Err("--near-boost must be a number of at least 1 (1: no near field)".into());
-    }
-    config.near_boost = a.near_boost;
-    config.walkers = lagless_lab::config::WalkerSettings {
-        count: a.walkers,
-        sync: match a.walker_sync {
-            WalkerSyncArg::Deadreckoning => lagless_lab::config::WalkerSync::DeadReckoning,
-            WalkerSyncArg::Interpolation => lagless_lab::config::WalkerSync::Interpolation,
-        },
-        steering: match a.steering {
-            SteeringArg::Arrive => lagless_replication::deadreckoning::Steering::Arrive,
-            SteeringArg::Pvb => lagless_replication::deadreckoning::Steering::Pvb,
-        },
-        steer_time: a.steer_ms.map(std::time::Duration::from_millis),
-    };
-    config.set_tick_hz(tick_hz);
-    if !(a.lie_rewind_ms.is_finite() && (0.0..=60_000.0).contains(&a.lie_rewind_ms)) {
-        return Err("--lie-rewind-ms must be in 0..=60000".into());
-    }
-    if !(a.lagcomp_window_ms.is_finite()
-        && a.lagcomp_window_ms > 0.0
-        && a.lagcomp_window_ms <= 10_000.0)
-    {
-        return Err("--lagcomp-window-ms must be in (0, 10000]".into());
-    }
-    config.shooter.window = std::time::Duration::from_secs_f64(a.lagcomp_window_ms / 1000.0);
-    config.shooter.lag_compensation = !a.no_lag_compensation;
-    config.shooter.relative_window = a.lagcomp_window == LagcompWindowArg::Relative;
-    config.shooter.lie_rewind = std::time::Duration::from_secs_f64(a.lie_rewind_ms / 1000.0);
-    config.server.missing_input = match a.missing_input {
-        MissingInputArg::Hold => MissingInput::Hold,
-        MissingInputArg::Repeat => MissingInput::RepeatLast,
-    };
-    config.prediction = !a.no_prediction;
-    config.predict.mode = match a.prediction_mode {
-        PredictionModeArg::Set => PredictMode::PredictedSet,
-        PredictionModeArg::Full => PredictMode::FullWorld,
-    };
-    if let Some(r) = a.predict_radius {
-        if !(r.is_finite() && r >= 0.0) {
-            return Err("--predict-radius must be a non-negative number".into());
-        }
-        config.predict.radius = r;
-    }
-    if let Some(n) = a.predict_max_cubes {
-        config.predict.max_cubes = n;
-    }
-    if !(a.smoothing_half_life_ms.is_finite() && a.smoothing_half_life_ms >= 0.0) {
-        return Err("--smoothing-half-life-ms must be a non-negative number".into());
-    }
-    config.smoothing.half_life = if a.no_smoothing {
-        std::time::Duration::ZERO
-    } else {
-        std::time::Duration::from_secs_f64(a.smoothing_half_life_ms / 1000.0)
-    };
-    config.naive_sample = a.naive_sample;
-    config.rocket.ball = a.ball.policy();
-    config.rocket.remote_cars = a.remote_cars.policy();
-    if a.remote_input_decay_ms.is_nan() || a.remote_input_decay_ms < 0.0 {
-        return Err("--remote-input-decay-ms must be a non-negative number or inf".into());
-    }
-    config.rocket.remote_input_decay_secs = (a.remote_input_decay_ms / 1000.0) as f32;
-    config.interpolation = a.interpolation;
-    config.playback = a.playback.settings();
-    if a.interpolation_sweep {
-        if config.clients < 2 {
-            return Err(
-                "--interpolation-sweep needs --clients 2 or more (remote players to show)".into(),
-            );
-        }
-        config.interpolation_shadows = lagless_lab::playback::sweep_policies();
-    }
-    config.client.sync.lead = match a.input_buffer_ticks {
-        Some(n) => LeadPolicy::Fixed {
-            buffer_ticks: n,
-            jitter_factor: 1.0,
-        },
-        None => a.input_buffer,
-    };
-    for o in &a.outages {
-        if o.outage.start.as_secs_f64() >= config.seconds {
-            return Err(format!("outage {} starts after the run ends", o.label()));
-        }
-    }
-    config.outages = a.outages;
-
-    if a.transport == TransportArg::Udp {
-        if a.interpolation_sweep {
-            return Err("--interpolation-sweep needs the emulator".into());
-        }
-        eprintln!(
-            "lagless: scene {} over UDP on loopback ({}) for {} real s, {} client(s), seed {}",
-            config.scene, config.profile, config.seconds, config.clients, config.seed
-        );
-        let report = lagless_lab::net::run::run(&config).map_err(|e| e.to_string())?;
-        print!(
-            "{}",
-            if a.all {
-                report.to_table()
-            } else {
-                report.to_summary()
-            }
-        );
-        return net_commands::write_json(a.json.as_deref(), &report);
-    }
-    let bar = simulation_bar((config.seconds * 10.0).ceil() as u64, a.no_progress);
-    let total = config.seconds;
-    eprintln!(
-        "lagless: scene {} over {} for {} simulated s, {} client(s), seed {}",
-        config.scene, config.profile, config.seconds, config.clients, config.seed
-    );
-    let outcome = run(&config, &mut |t| {
-        bar.set_position((t * 10.0) as u64);
-        bar.set_message(format!("{t:.1} / {total:.0} s simulated"));
-    })
-    .map_err(|e| e.to_string())?;
-    bar.finish_and_clear();
-    let r = &outcome.report;
-    print!("{}", if a.all { r.to_table() } else { r.to_summary() });
-    if a.interpolation_sweep {
-        println!("\ninterpolation policies on the same arrivals and frames (means over clients):");
-        print!(
-            "{}",
-            lagless_lab::playback::format_sweep(&outcome.interpolation_shadows)
-        );
-    }
-    if let Some(path) = a.json {
-        let text =
-            serde_json::to_string_pretty(&outcome.report.to_json()).map_err(|e| e.to_string())?;
-        std::fs::write(&path, text + "\n")
-            .map_err(|e| format!("writing {}: {e}", path.display()))?;
-        eprintln!("metrics written to {}", path.display());
-    }
-    Ok(())
 }

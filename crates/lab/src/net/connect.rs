@@ -205,17 +205,15 @@ pub(crate) fn connect_with_truth<S: LabScene>(
     run
 }
 
-/// The part of [`connect_with_truth`] that runs once the socket exists: waits for the
-/// welcome, then plays. The caller disconnects, however this ends.
-fn play<S: LabScene>(
+/// Waits for the server's welcome on the reliable channel (session packets before it
+/// have nobody to go to).
+fn wait_for_welcome(
     udp: &mut UdpClient,
     settings: &ConnectSettings,
-    config: &RunConfig,
-    truth: Option<Arc<RwLock<Truth>>>,
     stop: &AtomicBool,
-) -> Result<ClientRun<S>, UdpRunError> {
+) -> Result<Control, UdpRunError> {
     let deadline = Instant::now() + settings.connect_timeout;
-    let welcome = loop {
+    loop {
         udp.update();
         if udp.state().is_error() {
             return Err(UdpRunError::Connect(format!("{:?}", udp.state())));
@@ -225,7 +223,7 @@ fn play<S: LabScene>(
             .filter_map(|m| Control::decode(&m).ok())
             .find(|c| matches!(c, Control::Welcome { .. }));
         if let Some(w) = welcome {
-            break w;
+            return Ok(w);
         }
         // Session packets before the welcome have nobody to go to.
         udp.recv().for_each(drop);
@@ -237,7 +235,16 @@ fn play<S: LabScene>(
             )));
         }
         std::thread::sleep(Duration::from_millis(1));
-    };
+    }
+}
+
+/// The run a welcome asks for: the server's rates, scene, grid and seed over `config`,
+/// checked against this client's scene (its name and its declaration's fingerprint); the
+/// scene's setup and the player to drive.
+fn welcomed<S: LabScene>(
+    welcome: Control,
+    config: &RunConfig,
+) -> Result<(RunConfig, S::Setup, PlayerId), UdpRunError> {
     let Control::Welcome {
         player,
         tick_hz,
@@ -289,13 +296,24 @@ fn play<S: LabScene>(
             config.scene
         )));
     }
+    Ok((config, setup, player))
+}
+
+/// The client that drives `player`: the lab's full client, or a bot.
+fn new_player<S: LabScene>(
+    config: &RunConfig,
+    setup: &S::Setup,
+    player: PlayerId,
+    settings: &ConnectSettings,
+) -> Result<Player<S>, UdpRunError> {
+    let tick_hz = config.server.tick_hz;
     // The runner's client k drives player k + 1 with script seed 1000 + k.
     let script_seed = derive_seed(config.seed, 1000 + u64::from(player - 1));
-    let script = S::script(&config, &setup, script_seed)?;
-    let mut client = if settings.bot || settings.ack_only {
+    let script = S::script(config, setup, script_seed)?;
+    Ok(if settings.bot || settings.ack_only {
         Player::Bot(Box::new(Bot {
             session: ClientSession::new(config.client.clone()),
-            snapshots: SnapshotReceiver::new(config.snapshot_codec, &setup, tick_hz),
+            snapshots: SnapshotReceiver::new(config.snapshot_codec, setup, tick_hz),
             script,
             player,
             view: None,
@@ -309,13 +327,27 @@ fn play<S: LabScene>(
         let link = Duplex::new(LinkConfig::default(), LinkConfig::default(), 0)
             .map_err(crate::RunError::from)?;
         Player::Full(Box::new(ClientSim::new(
-            &config,
+            config,
             (u64::from(player), player),
             link,
             script,
-            &setup,
+            setup,
         )?))
-    };
+    })
+}
+
+/// The part of [`connect_with_truth`] that runs once the socket exists: waits for the
+/// welcome, then plays. The caller disconnects, however this ends.
+fn play<S: LabScene>(
+    udp: &mut UdpClient,
+    settings: &ConnectSettings,
+    config: &RunConfig,
+    truth: Option<Arc<RwLock<Truth>>>,
+    stop: &AtomicBool,
+) -> Result<ClientRun<S>, UdpRunError> {
+    let welcome = wait_for_welcome(udp, settings, stop)?;
+    let (mut config, setup, player) = welcomed::<S>(welcome, config)?;
+    let mut client = new_player::<S>(&config, &setup, player, settings)?;
     // Building the client took a while, and the server's packets queued meanwhile: handed
     // over at once they would look to the clock like a link that delivers late, so they
     // go, as packets lost before the start.

@@ -31,6 +31,48 @@ pub fn run(config: &RunConfig) -> Result<Report, UdpRunError> {
         else Err(crate::RunError::UnknownScene(config.scene.clone()).into()))
 }
 
+/// The server's thread, its address, and the truth it records for the clients.
+type Spawned<S> = (
+    std::thread::JoinHandle<Option<ServeOutcome<S>>>,
+    SocketAddr,
+    Option<Arc<RwLock<Truth>>>,
+);
+
+/// Binds the server on its own thread and waits for it to be ready.
+fn spawn_server<S: LabScene>(
+    settings: ServeSettings,
+    config: &RunConfig,
+    stop: &Arc<AtomicBool>,
+) -> Result<Spawned<S>, UdpRunError> {
+    // The server, built on its thread, hands back its address and the truth.
+    type Ready = Result<(SocketAddr, Option<Arc<RwLock<Truth>>>), String>;
+    let (tx, rx) = mpsc::channel::<Ready>();
+    let clients = settings.max_clients;
+    let config = config.clone();
+    let stop = stop.clone();
+    let server = std::thread::Builder::new()
+        .name("lagless-serve".into())
+        .spawn(move || -> Option<ServeOutcome<S>> {
+            match GameServer::<S>::bind(&settings, &config, Some(clients)) {
+                Ok(s) => {
+                    let ready = s.local_addr().map(|a| (a, s.truth()));
+                    let _ = tx.send(ready.map_err(|e| e.to_string()));
+                    Some(s.run(None, &stop))
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e.to_string()));
+                    None
+                }
+            }
+        })
+        .map_err(|e| UdpRunError::Thread(e.to_string()))?;
+    let (server_addr, truth) = rx
+        .recv()
+        .map_err(|e| UdpRunError::Thread(e.to_string()))?
+        .map_err(UdpRunError::Connect)?;
+    Ok((server, server_addr, truth))
+}
+
 /// [`run`] on scene `S`.
 fn run_scene<S: LabScene>(config: &RunConfig) -> Result<Report, UdpRunError> {
     if !(config.seconds > 0.0 && config.seconds <= 24.0 * 3600.0) {
@@ -72,39 +114,13 @@ fn run_scene<S: LabScene>(config: &RunConfig) -> Result<Report, UdpRunError> {
                 .map_err(lagless_transport::TransportError::from)?,
         )
     };
-    // The server, built on its thread, hands back its address and the truth.
-    type Ready = Result<(SocketAddr, Option<Arc<RwLock<Truth>>>), String>;
-    let (tx, rx) = mpsc::channel::<Ready>();
-    let server = {
-        let settings = ServeSettings {
-            bind: loopback,
-            private_key: key,
-            max_clients: clients,
-            public_addresses: proxy_listen.into_iter().collect(),
-        };
-        let config = config.clone();
-        let stop = stop.clone();
-        std::thread::Builder::new()
-            .name("lagless-serve".into())
-            .spawn(move || -> Option<ServeOutcome<S>> {
-                match GameServer::<S>::bind(&settings, &config, Some(clients)) {
-                    Ok(s) => {
-                        let ready = s.local_addr().map(|a| (a, s.truth()));
-                        let _ = tx.send(ready.map_err(|e| e.to_string()));
-                        Some(s.run(None, &stop))
-                    }
-                    Err(e) => {
-                        let _ = tx.send(Err(e.to_string()));
-                        None
-                    }
-                }
-            })
-            .map_err(|e| UdpRunError::Thread(e.to_string()))?
+    let settings = ServeSettings {
+        bind: loopback,
+        private_key: key,
+        max_clients: clients,
+        public_addresses: proxy_listen.into_iter().collect(),
     };
-    let (server_addr, truth) = rx
-        .recv()
-        .map_err(|e| UdpRunError::Thread(e.to_string()))?
-        .map_err(UdpRunError::Connect)?;
+    let (server, server_addr, truth) = spawn_server::<S>(settings, config, &stop)?;
     let proxy = if let Some(listen) = proxy_listen {
         let settings = ProxySettings {
             listen,

@@ -1,6 +1,10 @@
 //! Unit tests of the shooter's systems, input and prediction.
 
+use super::systems::Body;
 use super::*;
+use lagless_core::{Input, Reader, Rollback, Tick, Writer};
+use lagless_replication::lagcomp::ViewClaim;
+use std::sync::Arc;
 
 fn aim_at(from: [f32; 2], to: [f32; 2]) -> [f32; 2] {
     [to[0] - from[0], to[1] - from[1]]

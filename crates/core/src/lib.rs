@@ -72,6 +72,7 @@ mod input;
 pub mod interpolation;
 pub mod lead;
 pub mod message;
+pub mod policy_text;
 pub mod prediction;
 mod quat;
 mod reassembly;
@@ -85,16 +86,20 @@ mod timestep;
 mod window;
 
 pub use channel::{ChannelConfig, ChannelError, ChannelStats, Delivery, MessageChannel};
-pub use client::{
-    ClientConfig, ClientSession, ClientStats, FAST_FORWARD_TICKS, RESYNC_AFTER_PACKETS,
-    ReceivedSnapshot, TICK_TRUST_SECS,
-};
+pub use client::{ClientConfig, ClientSession, ClientStats, ReceivedSnapshot};
+
+/// The client session's fixed limits (not settings: the protocol's behaviour rests on
+/// them), for tools and tests that reason about them.
+pub mod limits {
+    pub use crate::client::{FAST_FORWARD_TICKS, RESYNC_AFTER_PACKETS, TICK_TRUST_SECS};
+}
 pub use error::ProtocolError;
 pub use input::Input;
 /// The wire types an [`Input`] implementation reads and writes, so a game needs no direct
 /// dependency on `lagless-wire`.
 pub use lagless_wire::{Reader, WireError, Writer};
 pub use message::MAX_PACKET_BYTES;
+pub use policy_text::PolicyParseError;
 pub use prediction::{PredictionConfig, PredictionStats, Predictor, Reconciled, Rollback};
 pub use ring::{RingError, TickBuffer};
 pub use rtt::RttEstimator;

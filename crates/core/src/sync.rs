@@ -81,13 +81,13 @@ pub struct SyncConfig {
     /// Dilation per tick of error: how quickly small errors are corrected.
     pub gain: f64,
     /// An error larger than this many ticks is corrected at once: forward by jumping
-    /// (up to [`crate::FAST_FORWARD_TICKS`] by producing the ticks between at
+    /// (up to [`crate::limits::FAST_FORWARD_TICKS`] by producing the ticks between at
     /// once, further by skipping them), backward by pausing the clock (ticks are never
     /// repeated).
     pub resync_ticks: f64,
     /// A clock this many ticks or more behind its target (but within `resync_ticks`)
     /// catches up at once too, by producing the ticks between in one burst (see
-    /// [`crate::FAST_FORWARD_TICKS`]): dilating by 10% would take ten times the gap,
+    /// [`crate::limits::FAST_FORWARD_TICKS`]): dilating by 10% would take ten times the gap,
     /// starving the server all along. Infinite turns it off.
     pub catch_up_ticks: f64,
     /// [`SyncConfig::catch_up_ticks`] while the adaptive policy's window is too young to

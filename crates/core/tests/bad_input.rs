@@ -345,7 +345,7 @@ fn a_client_whose_first_packet_lied_about_the_tick_starts_over() {
     assert_eq!(stats.tick_resyncs, 1);
     assert_eq!(
         stats.implausible_ticks,
-        u64::from(lagless_core::RESYNC_AFTER_PACKETS) - 1
+        u64::from(lagless_core::limits::RESYNC_AFTER_PACKETS) - 1
     );
     assert_flowing(&mut h, Duration::from_secs(3));
     let server = h.server.current_tick().0;

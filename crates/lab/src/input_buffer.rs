@@ -8,69 +8,16 @@ use lagless_netem::{Direction, Outage, OutageMode};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-/// Parses `--input-buffer`: `adaptive` (0.5% starvation target), `adaptive:P%` (or
-/// `adaptive:P`), `fixed:N` (N ticks beyond RTT/2, no jitter margin), and the peers'
-/// rules `lightyear` and `unity`.
+/// Parses `--input-buffer` (the core's text form of a lead policy: `adaptive`,
+/// `adaptive:P%`, `fixed:N`, `lightyear`, `unity`).
 pub fn parse_lead_policy(text: &str) -> Result<LeadPolicy, String> {
-    let text = text.trim();
-    let bad = |why: &str| format!("input buffer {text:?}: {why}");
-    match text.split_once(':') {
-        None => match text {
-            "adaptive" => Ok(LeadPolicy::ADAPTIVE),
-            "lightyear" => Ok(LeadPolicy::LIGHTYEAR),
-            "unity" => Ok(LeadPolicy::CommandAge),
-            _ => Err(bad(
-                "expected adaptive, adaptive:P%, fixed:N, lightyear or unity",
-            )),
-        },
-        Some(("adaptive", pct)) => {
-            let pct: f64 = pct
-                .trim()
-                .trim_end_matches('%')
-                .parse()
-                .map_err(|_| bad("the target is a percentage, e.g. adaptive:0.5%"))?;
-            if !(pct > 0.0 && pct <= 50.0) {
-                return Err(bad("the target must be in (0, 50] percent"));
-            }
-            Ok(LeadPolicy::Adaptive {
-                starvation: pct / 100.0,
-            })
-        }
-        Some(("fixed", n)) => {
-            let n: f64 = n
-                .trim()
-                .parse()
-                .map_err(|_| bad("fixed:N wants a number of ticks"))?;
-            if !(0.0..=1000.0).contains(&n) {
-                return Err(bad("the buffer must be 0..=1000 ticks"));
-            }
-            Ok(LeadPolicy::fixed(n))
-        }
-        Some(_) => Err(bad(
-            "expected adaptive, adaptive:P%, fixed:N, lightyear or unity",
-        )),
-    }
+    text.parse()
+        .map_err(|e: lagless_core::PolicyParseError| e.to_string())
 }
 
 /// A short label for a lead policy, for reports and sweep tables.
 pub fn lead_label(policy: &LeadPolicy) -> String {
-    match *policy {
-        LeadPolicy::Adaptive { starvation } => format!("adaptive:{}%", starvation * 100.0),
-        LeadPolicy::Fixed {
-            buffer_ticks,
-            jitter_factor: 0.0,
-        } => format!("fixed:{buffer_ticks}"),
-        LeadPolicy::Fixed {
-            buffer_ticks,
-            jitter_factor,
-        } => format!("fixed:{buffer_ticks}+{jitter_factor}dev"),
-        LeadPolicy::PingOnly { .. } if *policy == LeadPolicy::LIGHTYEAR => "lightyear".into(),
-        LeadPolicy::PingOnly {
-            buffer_ticks,
-            jitter_factor,
-        } => format!("ping:{buffer_ticks}+{jitter_factor}jit"),
-        LeadPolicy::CommandAge => "unity".into(),
-    }
+    policy.to_string()
 }
 
 /// An outage on the command line: `--outage START:SECS[:up|down|both][:hold|drop]`.

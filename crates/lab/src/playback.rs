@@ -202,58 +202,14 @@ pub fn sweep_policies() -> Vec<DelayPolicy> {
 
 /// A policy as the command line spells it (`fixed:3`, `adaptive:1%`).
 pub fn policy_label(policy: &DelayPolicy) -> String {
-    match *policy {
-        DelayPolicy::Fixed { intervals } => format!("fixed:{intervals}"),
-        DelayPolicy::Adaptive {
-            target_underrun, ..
-        } => {
-            // Through f64 and rounded, so 0.05% prints as typed, not as 0.049999997%.
-            let pct = (f64::from(target_underrun) * 1e6).round() / 1e4;
-            format!("adaptive:{pct}%")
-        }
-    }
+    policy.to_string()
 }
 
-/// Parses `fixed:N` (N send intervals), `adaptive` (1% target) or `adaptive:P` (P percent
-/// of frames allowed to underrun, with or without a `%`).
+/// Parses `fixed:N` (N send intervals), `adaptive` or `adaptive:P` (the core's text form
+/// of a delay policy).
 pub fn parse_policy(text: &str) -> Result<DelayPolicy, String> {
-    let text = text.trim();
-    let (name, arg) = match text.split_once(':') {
-        Some((n, a)) => (n.trim(), Some(a.trim())),
-        None => (text, None),
-    };
-    let number = |a: &str, what: &str| -> Result<f32, String> {
-        let v: f32 = a
-            .trim_end_matches('%')
-            .parse()
-            .map_err(|_| format!("{what} in {text:?} is not a number"))?;
-        if v.is_finite() && v >= 0.0 {
-            Ok(v)
-        } else {
-            Err(format!("{what} in {text:?} must be a non-negative number"))
-        }
-    };
-    match (name, arg) {
-        ("fixed", Some(a)) => {
-            let intervals = number(a, "the interval count")?;
-            if intervals > 100.0 {
-                return Err(format!("{text:?}: at most 100 intervals"));
-            }
-            Ok(DelayPolicy::Fixed { intervals })
-        }
-        ("fixed", None) => Ok(DelayPolicy::CLASSIC),
-        ("adaptive", None) => Ok(DelayPolicy::adaptive()),
-        ("adaptive", Some(a)) => {
-            let pct = number(a, "the underrun target")?;
-            if pct > 100.0 {
-                return Err(format!("{text:?}: the underrun target is a percentage"));
-            }
-            Ok(DelayPolicy::adaptive_with_target(pct / 100.0))
-        }
-        _ => Err(format!(
-            "unknown interpolation policy {text:?} (expected fixed:N, adaptive or adaptive:P%)"
-        )),
-    }
+    text.parse()
+        .map_err(|e: lagless_core::PolicyParseError| e.to_string())
 }
 
 /// The sweep as a table, with each row's delay cut against the classic fixed buffer

@@ -191,6 +191,24 @@ impl SyncProbe {
         }
     }
 
+    /// [`SyncProbe::client_ticks`] for client `i` from its `session` after a step at
+    /// `now` (its own clock) from tick `before`; `at` is the same instant on the probe's
+    /// clock (the server's).
+    pub fn client_stepped<I: lagless_core::Input>(
+        &mut self,
+        i: usize,
+        (at, now): (Duration, Duration),
+        before: Tick,
+        session: &lagless_core::ClientSession<I>,
+    ) {
+        let position = session.is_synced().then(|| session.position());
+        let tracking = position
+            .zip(session.server_position(now))
+            .map(|(p, server)| p - server - session.target_lead_ticks());
+        let ticks = (before, session.current_tick());
+        self.client_ticks(i, at, ticks, (position, session.rtt().smoothed(), tracking));
+    }
+
     /// The server stepped `tick` at `now`; `fed[i]` says whether client `i` had input for
     /// it (`None` before that client's first input).
     pub fn server_tick(&mut self, now: Duration, tick: Tick, fed: &[Option<bool>]) {

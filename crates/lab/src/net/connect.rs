@@ -408,16 +408,10 @@ fn play<S: LabScene>(
                     let out = client.step(now, &config, &guard);
                     if let (Some(probe), Player::Full(c)) = (&guard.probe, &client) {
                         // On the server's clock, as the runner probes on its one clock.
-                        let s = c.session();
-                        let position = s.is_synced().then(|| s.position());
-                        let tracking = position
-                            .zip(s.server_position(now))
-                            .map(|(p, server)| p - server - s.target_lead_ticks());
-                        let ticks = (before, s.current_tick());
-                        let sample = (position, s.rtt().smoothed(), tracking);
                         if let Ok(mut p) = probe.lock() {
                             let i = player as usize - 1;
-                            p.client_ticks(i, now + c.truth_offset, ticks, sample);
+                            let at = (now + c.truth_offset, now);
+                            p.client_stepped(i, at, before, c.session());
                         }
                     }
                     out

@@ -9,12 +9,12 @@
 
 use super::{Control, SeqCounter, UdpRunError, rss_mb};
 use crate::config::{RunConfig, SnapshotCodecChoice};
-use crate::cpu::CpuTimer;
 use crate::metrics::{Metric, Report, percentile};
 use crate::remote_view::Track;
 use crate::replication::SnapshotSender;
 use crate::runner::UDP_IP_HEADER_BYTES;
 use crate::runner::client::{Truth, pos};
+use crate::runner::{fed, server_step};
 use crate::scene::{LabScene, PlayerId};
 use lagless_core::ClientId;
 use lagless_netcode::Key;
@@ -298,54 +298,27 @@ impl<S: LabScene> GameServer<S> {
 
     /// One server tick, as the runner does it.
     fn tick(&mut self, step: lagless_core::TickInputs<S::Input>, now: Duration) {
-        let started = CpuTimer::start();
-        let players: HashMap<ClientId, PlayerId> =
+        let client_players: Vec<(ClientId, PlayerId)> =
             self.conns.values().map(|c| (c.id, c.player)).collect();
-        let inputs: Vec<(PlayerId, S::Input)> = step
-            .inputs
-            .iter()
-            .filter_map(|(id, input)| Some((*players.get(id)?, (*input)?)))
-            .collect();
-        for c in self.conns.values() {
-            if let Some(latency) = self.session.latency(c.id) {
-                self.scene.server_latency(c.player, latency);
-            }
+        let (cost, sent) = server_step(
+            &mut self.scene,
+            &mut self.session,
+            &mut self.sender,
+            (&client_players, &step, now),
+            &mut self.characters,
+        );
+        if let Err(e) = sent {
+            tracing::warn!("snapshot not sent: {e}");
         }
-        self.scene.step_at(step.tick, &inputs);
-        let physics = started.ms();
         if let Some(probe) = &self.probe {
-            let fed: Vec<Option<bool>> = step
-                .inputs
-                .iter()
-                .map(|(id, input)| {
-                    let started = self.session.client_stats(*id)?.ticks_with_input > 0;
-                    (started || input.is_some()).then_some(input.is_some())
-                })
-                .collect();
+            let fed = fed(&self.session, &step);
             if let Ok(mut p) = probe.lock() {
                 p.server_tick(now, step.tick, &fed);
             }
         }
-        self.characters.clear();
-        self.scene.characters(&mut self.characters);
-        self.sender
-            .update_characters(&mut self.session, &self.characters);
-        if self.session.snapshot_due() {
-            let client_players: Vec<(ClientId, PlayerId)> =
-                self.conns.values().map(|c| (c.id, c.player)).collect();
-            // The peer's stream is the lab's measurement, outside the server's time.
-            self.sender.count_peer(&self.scene, client_players.len());
-            let encoding = CpuTimer::start();
-            if let Err(e) = self
-                .sender
-                .send(&self.scene, &mut self.session, &client_players, now)
-            {
-                tracing::warn!("snapshot not sent: {e}");
-            }
-            self.figures.encode_ms.push(encoding.ms());
-        }
-        self.figures.physics_ms.push(physics);
-        self.figures.tick_ms.push(started.ms());
+        self.figures.encode_ms.extend(cost.encode_ms);
+        self.figures.physics_ms.push(cost.physics_ms);
+        self.figures.tick_ms.push(cost.tick_ms);
         self.scene.observe();
         if let Some(truth) = &self.truth {
             let players = (1..=self.tracked_players)

@@ -18,7 +18,7 @@ use crate::remote_view::Track;
 use crate::replication::SnapshotSender;
 use crate::scene::{LabScene, PlayerId, RawEntity};
 use client::{ClientSim, Truth, pos};
-use lagless_core::{ClientId, ClientStats, ServerClientStats, Tick};
+use lagless_core::{ClientId, ClientStats, ServerClientStats, Tick, TickInputs};
 use lagless_netem::{ConfigError, Duplex, LinkConfig, PROFILE_NAMES, derive_seed, profile};
 use lagless_replication::Server;
 use std::collections::BTreeMap;
@@ -102,6 +102,82 @@ pub fn run_scene<S: LabScene>(
     let wall = wall_start.elapsed();
     let (report, shadows) = sim.report(wall);
     Ok(sim.outcome(report, wall, shadows))
+}
+
+/// What one server tick cost, CPU ms.
+pub(crate) struct TickCost {
+    /// All of it: the step, the characters' senders, capture and encoding.
+    pub(crate) tick_ms: f64,
+    /// The scene's step.
+    pub(crate) physics_ms: f64,
+    /// Capture and encoding, on a snapshot tick.
+    pub(crate) encode_ms: Option<f64>,
+}
+
+/// What a server step is given: each client's session id and player, the tick's inputs,
+/// and the time.
+pub(crate) type StepOf<'a, I> = (&'a [(ClientId, PlayerId)], &'a TickInputs<I>, Duration);
+
+/// One tick of a scene's server as a game runs it, for the emulator run and `lagless
+/// serve` alike: each client's input to its player (`clients`: session id and player),
+/// the latency the server measured handed to the scene (lag compensation trusts nothing
+/// a client claims), the step, the characters' senders, and on a snapshot tick the
+/// snapshots (the peer's stream counted outside the server's time). `characters` is
+/// left holding the characters after the step.
+pub(crate) fn server_step<S: LabScene>(
+    scene: &mut S,
+    server: &mut Server<S::Input>,
+    sender: &mut SnapshotSender<S>,
+    (clients, step, now): StepOf<'_, S::Input>,
+    characters: &mut Vec<(u32, lagless_replication::deadreckoning::CharacterState)>,
+) -> (TickCost, Result<(), crate::replication::SendError>) {
+    let started = CpuTimer::start();
+    let player_of = |id: &ClientId| clients.iter().find(|(c, _)| c == id).map(|(_, p)| *p);
+    let inputs: Vec<(PlayerId, S::Input)> = step
+        .inputs
+        .iter()
+        .filter_map(|(id, input)| Some((player_of(id)?, (*input)?)))
+        .collect();
+    for &(id, player) in clients {
+        if let Some(latency) = server.latency(id) {
+            scene.server_latency(player, latency);
+        }
+    }
+    scene.step_at(step.tick, &inputs);
+    let physics_ms = started.ms();
+    // The characters' senders are the server's work: timed with the tick.
+    characters.clear();
+    scene.characters(characters);
+    sender.update_characters(server, characters);
+    let mut encode_ms = None;
+    let mut sent = Ok(());
+    if server.snapshot_due() {
+        sender.count_peer(scene, clients.len());
+        let encoding = CpuTimer::start();
+        sent = sender.send(scene, server, clients, now);
+        encode_ms = Some(encoding.ms());
+    }
+    let cost = TickCost {
+        tick_ms: started.ms(),
+        physics_ms,
+        encode_ms,
+    };
+    (cost, sent)
+}
+
+/// Per client of `step`, whether its input was there (`None` before it started sending),
+/// for the input-delay probe.
+pub(crate) fn fed<I: lagless_core::Input>(
+    server: &Server<I>,
+    step: &TickInputs<I>,
+) -> Vec<Option<bool>> {
+    step.inputs
+        .iter()
+        .map(|(id, input)| {
+            let started = server.client_stats(*id)?.ticks_with_input > 0;
+            (started || input.is_some()).then_some(input.is_some())
+        })
+        .collect()
 }
 
 /// When recovery is measured from: every link change and every outage's end.
@@ -268,48 +344,19 @@ impl<'a, S: LabScene> Sim<'a, S> {
         }
         self.server.update(now);
         while let Some(step) = self.server.next_tick() {
-            let started = CpuTimer::start();
-            let inputs: Vec<(PlayerId, S::Input)> = step
-                .inputs
-                .iter()
-                .filter_map(|(id, input)| {
-                    Some((self.clients[*self.player_index.get(id)?].player, (*input)?))
-                })
-                .collect();
-            // What the server measured of each client's latency, for lag compensation:
-            // its own observations (acknowledgements, input arrival), never a claim.
-            for c in &self.clients {
-                if let Some(latency) = self.server.latency(c.id) {
-                    self.scene.server_latency(c.player, latency);
-                }
-            }
-            self.scene.step_at(step.tick, &inputs);
-            let physics = started.ms();
-            // The characters' senders are the server's work: timed with the tick.
-            self.characters.clear();
-            self.scene.characters(&mut self.characters);
-            self.sender
-                .update_characters(&mut self.server, &self.characters);
-            let fed: Vec<Option<bool>> = step
-                .inputs
-                .iter()
-                .map(|(id, input)| {
-                    let started = self.server.client_stats(*id)?.ticks_with_input > 0;
-                    (started || input.is_some()).then_some(input.is_some())
-                })
-                .collect();
-            self.probe.server_tick(now, step.tick, &fed);
-            if self.server.snapshot_due() {
-                // The peer's stream is measured outside the server's time.
-                self.sender.count_peer(&self.scene, self.clients.len());
-                let encoding = CpuTimer::start();
-                self.sender
-                    .send(&self.scene, &mut self.server, &self.client_players, now)
-                    .map_err(|e| RunError::Invalid(format!("snapshot: {e}")))?;
-                self.encode_ms.push(encoding.ms());
-            }
-            self.physics_ms.push(physics);
-            self.tick_ms.push(started.ms());
+            let (cost, sent) = server_step(
+                &mut self.scene,
+                &mut self.server,
+                &mut self.sender,
+                (&self.client_players, &step, now),
+                &mut self.characters,
+            );
+            sent.map_err(|e| RunError::Invalid(format!("snapshot: {e}")))?;
+            self.probe
+                .server_tick(now, step.tick, &fed(&self.server, &step));
+            self.encode_ms.extend(cost.encode_ms);
+            self.physics_ms.push(cost.physics_ms);
+            self.tick_ms.push(cost.tick_ms);
             // Measured outside the server's time: the lab looks at both ends.
             if self.server.snapshot_due()
                 && self.config.snapshot_codec == crate::config::SnapshotCodecChoice::Delta
@@ -348,14 +395,8 @@ impl<'a, S: LabScene> Sim<'a, S> {
         for (i, c) in self.clients.iter_mut().enumerate() {
             let before = c.session().current_tick();
             c.step(now, self.config, &self.auth);
-            let s = c.session();
-            let position = s.is_synced().then(|| s.position());
-            let tracking = position
-                .zip(s.server_position(now))
-                .map(|(p, server)| p - server - s.target_lead_ticks());
-            let ticks = (before, s.current_tick());
             self.probe
-                .client_ticks(i, now, ticks, (position, s.rtt().smoothed(), tracking));
+                .client_stepped(i, (now, now), before, c.session());
         }
         Ok(())
     }

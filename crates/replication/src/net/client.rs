@@ -554,21 +554,10 @@ impl<W: PredictedWorld> Client<W> {
                 _ => {}
             }
         }
-        let mut poses = BTreeMap::new();
-        for (id, p) in raw {
-            let shown = match self.smoothers.get(&id) {
-                Some(s) => {
-                    let (position, rotation) = s.apply(p.position, p.rotation);
-                    Pose {
-                        position,
-                        rotation,
-                        ..p
-                    }
-                }
-                None => p,
-            };
-            poses.insert(id, shown);
-        }
+        let poses: BTreeMap<u32, Pose> = raw
+            .into_iter()
+            .map(|(id, p)| (id, self.smoothed(id, p)))
+            .collect();
         // An entity waiting to be drawn under its new policy keeps where it was shown.
         let waiting: Vec<(u32, Pose)> = self
             .switched
@@ -603,8 +592,12 @@ impl<W: PredictedWorld> Client<W> {
         if self.policy(id) != Policy::Predicted {
             return None;
         }
-        let p = self.world.pose(id)?;
-        Some(match self.smoothers.get(&id) {
+        Some(self.smoothed(id, self.world.pose(id)?))
+    }
+
+    /// Entity `id`'s pose `p` with the correction its smoother still hides.
+    fn smoothed(&self, id: u32, p: Pose) -> Pose {
+        match self.smoothers.get(&id) {
             Some(s) => {
                 let (position, rotation) = s.apply(p.position, p.rotation);
                 Pose {
@@ -614,7 +607,7 @@ impl<W: PredictedWorld> Client<W> {
                 }
             }
             None => p,
-        })
+        }
     }
 
     /// Shows the interpolated entities with `config` from now on (its `tick_hz` is the

@@ -3,7 +3,7 @@ use crate::message::{
     FRAGMENT_PAYLOAD_BYTES, InputAck, InputMessage, PingEcho, SnapshotFragment, section_wire_len,
 };
 use crate::{FixedTimestep, Input, ProtocolError, Tick, TickBuffer, TickRate};
-use lagless_wire::{Seq16, Writer};
+use lagless_wire::{Seq16, SeqSpan, Writer};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
@@ -65,6 +65,10 @@ impl Default for ServerConfig {
 pub struct ServerClientStats {
     /// Packets received from the client (valid or not).
     pub packets_received: u64,
+    /// Packets the client sent, as its valid packets' sequence numbers tell (from the
+    /// first to the newest seen): `packets_expected - (packets_received -
+    /// packets_rejected)` were lost on the way up (or are still late).
+    pub packets_expected: u64,
     /// Bytes received from the client.
     pub bytes_received: u64,
     /// Packets rejected as malformed, oversized or of unknown kind.
@@ -133,6 +137,8 @@ struct ClientSlot<I> {
     first_input: Option<Tick>,
     echo: Option<(u32, Duration)>,
     newest_seq: Option<Seq16>,
+    /// Every valid packet's sequence number, for [`ServerClientStats::packets_expected`].
+    seq_span: SeqSpan,
     send_seq: Seq16,
     snapshot_ack: Option<Tick>,
     /// The tick of the last snapshot queued for this client.
@@ -237,6 +243,7 @@ impl<I: Input> ServerSession<I> {
                 first_input: None,
                 echo: None,
                 newest_seq: None,
+                seq_span: SeqSpan::default(),
                 send_seq: Seq16(0),
                 snapshot_ack: None,
                 snapshot_sent: None,
@@ -383,6 +390,8 @@ impl<I: Input> ServerSession<I> {
             }
             client.stats.message_bytes_received += section_wire_len(section.len()) as u64;
         }
+        client.seq_span.observe(msg.seq);
+        client.stats.packets_expected = client.seq_span.expected();
         // Clock stamps: keep only the newest packet's, so reordering cannot inflate the RTT.
         // A sequence number far behind the newest means the newest was bogus (a corrupt or
         // forged packet) or the client restarted; accept it rather than ignore the client's

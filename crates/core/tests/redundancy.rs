@@ -57,6 +57,16 @@ fn lossy_link_loses_no_input() {
         }
         // Redundant copies were sent and recognised.
         assert!(s.inputs_redundant > 0);
+        // The server tells the uplink's loss from the sequence numbers alone, as the link
+        // saw it (within the few packets still in flight at the end).
+        let up = c.link.up.stats();
+        let valid = s.packets_received - s.packets_rejected;
+        let told = s.packets_expected - valid;
+        assert!(
+            told.abs_diff(up.lost_packets) <= 8,
+            "seed {seed}: server counts {told} lost, the link lost {}",
+            up.lost_packets
+        );
     }
 }
 

@@ -88,7 +88,7 @@ fn until(secs: u64, what: &str, mut step: impl FnMut() -> bool) {
 
 fn left(events: &[SessionEvent], id: u64) -> Option<LeaveReason> {
     events.iter().find_map(|e| match e {
-        SessionEvent::Disconnected { client, reason } if *client == id => Some(*reason),
+        SessionEvent::Disconnected { client, reason, .. } if *client == id => Some(*reason),
         _ => None,
     })
 }
@@ -185,7 +185,8 @@ fn the_server_refuses_a_client_whose_packets_announce_another_tick_rate() {
             SessionEvent::Connected { client: 9, .. },
             SessionEvent::Disconnected {
                 client: 9,
-                reason: LeaveReason::Refused(_)
+                reason: LeaveReason::Refused(_),
+                ..
             }
         ]
     ));
@@ -256,6 +257,13 @@ fn a_client_that_vanishes_is_reported_disconnected_after_its_timeout() {
         left(&events, 11).is_some()
     });
     assert_eq!(left(&events, 11), Some(LeaveReason::TimedOut));
+    // Its counters over the connection come with the event: it sent packets while it
+    // played, which the server received.
+    let counters = events.iter().find_map(|e| match e {
+        SessionEvent::Disconnected { counters, .. } => Some(counters),
+        _ => None,
+    });
+    assert!(counters.is_some_and(|c| c.session.packets_received > 0 && c.session.packets_sent > 0));
     assert!(
         gone.elapsed() >= Duration::from_millis(900),
         "{:?}",
@@ -380,4 +388,35 @@ fn the_server_loop_sleeps_until_its_next_tick() {
     // A frame per tick (and the odd early one): a busy loop would run thousands.
     assert!((55..=70).contains(&ticks), "{ticks} ticks");
     assert!(frames <= ticks + 20, "{frames} frames for {ticks} ticks");
+}
+
+#[test]
+fn the_games_control_messages_arrive_in_order_before_play() {
+    let key = keys::generate_private_key().expect("key");
+    let mut host = host(key, 64, 2);
+    let addr = host.local_addr().expect("addr");
+    let mut events = Vec::new();
+    let mut client = game_client(&token(&key, 5, addr, 5), 64);
+    let mut got = Vec::new();
+    let mut sent = false;
+    until(5, "the game's messages", || {
+        serve(&mut host, &mut events);
+        if !sent
+            && events
+                .iter()
+                .any(|e| matches!(e, SessionEvent::Connected { .. }))
+        {
+            // Sent on connect, beside the hello: the map, then the player.
+            host.send_control(5, b"map arena").expect("send");
+            host.send_control(5, &[2]).expect("send");
+            sent = true;
+        }
+        let _ = client.update();
+        got.extend(std::iter::from_fn(|| client.poll_control()));
+        got.len() == 2
+    });
+    assert_eq!(got, vec![b"map arena".to_vec(), vec![2]]);
+    assert_eq!(client.stats().control_malformed, 0);
+    // An unknown client is an error, not a panic.
+    assert!(host.send_control(99, b"x").is_err());
 }

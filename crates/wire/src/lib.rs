@@ -82,6 +82,6 @@ pub use error::WireError;
 pub use quant::{BoundedFloat, QuantizedVec3, dequantize_f32, quantize_f32, snap_f32};
 pub use quat::QuatCodec;
 pub use reader::Reader;
-pub use seq::Seq16;
+pub use seq::{Seq16, SeqSpan};
 pub use varbits::{unzigzag, var_i32_bits, var_u32_bits, zigzag};
 pub use writer::Writer;

@@ -49,9 +49,55 @@ impl Seq16 {
     }
 }
 
+/// The span of sequence numbers seen in one direction: from the first to the newest,
+/// expanded across wrap-around, so a receiver can tell how many packets the sender sent
+/// (the span) from how many arrived, and so the loss, with no acknowledgement traffic.
+///
+/// Duplicates must be dropped before (netcode.io's replay protection does); a number
+/// older than the first widens the span backwards, as a reordered first packet should.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SeqSpan {
+    /// First and newest number seen, expanded to 32 bits.
+    range: Option<(u32, u32)>,
+}
+
+impl SeqSpan {
+    /// Counts a packet's sequence number.
+    pub fn observe(&mut self, seq: Seq16) {
+        self.range = Some(match self.range {
+            // Start a lap up, so numbers just before the first one still expand.
+            None => {
+                let full = (1 << 16) + u32::from(seq.0);
+                (full, full)
+            }
+            Some((first, newest)) => match seq.expand(newest) {
+                Some(full) => (first.min(full), newest.max(full)),
+                None => (first, newest),
+            },
+        });
+    }
+
+    /// Packets from the first to the newest number seen (0 before any).
+    pub fn expected(&self) -> u64 {
+        self.range
+            .map_or(0, |(first, newest)| u64::from(newest - first) + 1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn span_counts_across_the_wrap_and_backwards() {
+        let mut s = SeqSpan::default();
+        assert_eq!(s.expected(), 0);
+        s.observe(Seq16(2));
+        s.observe(Seq16(65534));
+        s.observe(Seq16(5));
+        // 65534, 65535, 0..=5.
+        assert_eq!(s.expected(), 8);
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -15,7 +15,7 @@ mod client;
 mod server;
 
 pub use client::{Client, ClientNetStats, Policy, PredictedWorld, Render};
-pub use server::{CharacterRelevance, Latency, Server, SnapshotCounters};
+pub use server::{CharacterRelevance, DepartedClient, Latency, Server, SnapshotCounters};
 
 use crate::budget::BudgetConfig;
 use crate::deadreckoning::{DrConfig, DrError};

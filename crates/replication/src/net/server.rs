@@ -61,6 +61,18 @@ pub struct SnapshotCounters {
     pub dead_reckoning_bits: u64,
 }
 
+/// A departed client's counters over its whole connection, as [`Server::disconnect`]
+/// hands them back: for the game's logs, or totals that include the clients that left.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DepartedClient {
+    /// The session's counters (packets, inputs, starvation).
+    pub session: ServerClientStats,
+    /// The replication layer's (entities, bytes, budget).
+    pub replication: ClientReplicationStats,
+    /// What was sent beside the replication bytes.
+    pub snapshots: SnapshotCounters,
+}
+
 /// What the server measured of one client's latency: its own observations, never what
 /// the client claims. A lag compensator's allowance (how old a view a shot may be judged
 /// in) is about `rtt + input_slack + k * snapshot_interval - tick`, with `k` the
@@ -128,9 +140,15 @@ impl<I: Input> Server<I> {
         Ok(())
     }
 
-    /// Forgets client `id` (disconnected or timed out). Its entities stay: despawn them
+    /// Forgets client `id` (disconnected or timed out) and returns its counters over the
+    /// connection (`None` for a client it did not know). Its entities stay: despawn them
     /// if the game wants.
-    pub fn disconnect(&mut self, id: ClientId) {
+    pub fn disconnect(&mut self, id: ClientId) -> Option<DepartedClient> {
+        let departed = self.session.client_stats(id).map(|s| DepartedClient {
+            session: s.clone(),
+            replication: self.replication_stats(id).unwrap_or_default(),
+            snapshots: self.counters.get(&id).copied().unwrap_or_default(),
+        });
         self.session.remove_client(id);
         self.replication.remove_client(id);
         self.message_bytes.remove(&id);
@@ -141,6 +159,7 @@ impl<I: Input> Server<I> {
         if let Some((dr, _)) = &mut self.dead_reckoning {
             dr.remove_client(id);
         }
+        departed
     }
 
     /// Takes in a packet from client `id`. Errors mean it was dropped (and counted).

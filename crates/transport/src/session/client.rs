@@ -1,5 +1,6 @@
 //! [`GameClient`]: a game's [`Client`] on a [`UdpClient`].
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use lagless_core::{ProtocolError, Tick};
@@ -37,7 +38,13 @@ pub struct GameClientStats {
     pub control_malformed: u64,
     /// Packets of the [`Client`] the transport could not send.
     pub send_failures: u64,
+    /// The game's control messages dropped because it did not poll them.
+    pub controls_dropped: u64,
 }
+
+/// The game's control messages kept until polled ([`GameClient::poll_control`]); older
+/// ones are dropped beyond this.
+const MAX_CONTROLS: usize = 1024;
 
 /// A game's [`Client`] on a [`UdpClient`] (netcode.io), on a real clock.
 ///
@@ -63,6 +70,8 @@ pub struct GameClient<W: PredictedWorld> {
     /// When netcode.io connected (the hello's clock starts then).
     connected_at: Duration,
     stats: GameClientStats,
+    /// The game's control messages not yet polled.
+    controls: VecDeque<Vec<u8>>,
 }
 
 impl<W: PredictedWorld> GameClient<W> {
@@ -88,6 +97,7 @@ impl<W: PredictedWorld> GameClient<W> {
             state: SessionState::Connecting,
             connected_at: Duration::ZERO,
             stats: GameClientStats::default(),
+            controls: VecDeque::new(),
         }
     }
 
@@ -178,6 +188,13 @@ impl<W: PredictedWorld> GameClient<W> {
                 Ok(Control::Refused(mismatch)) => {
                     return self.end(SessionError::Refused(mismatch));
                 }
+                Ok(Control::Game(bytes)) => {
+                    if self.controls.len() >= MAX_CONTROLS {
+                        self.controls.pop_front();
+                        self.stats.controls_dropped += 1;
+                    }
+                    self.controls.push_back(bytes);
+                }
                 Err(_) => self.stats.control_malformed += 1,
             }
         }
@@ -218,6 +235,13 @@ impl<W: PredictedWorld> GameClient<W> {
             self.client.update(now);
         }
         Ok(())
+    }
+
+    /// The next of the game's own messages the server sent with
+    /// [`GameServer::send_control`](super::GameServer::send_control), in order; they are
+    /// read from the first update on, before the hello is checked.
+    pub fn poll_control(&mut self) -> Option<Vec<u8>> {
+        self.controls.pop_front()
     }
 
     /// Sends what the hosted [`Client`] has queued (nothing before the hello is checked).

@@ -102,7 +102,7 @@ pub enum SessionError {
 }
 
 /// A message of the session on the transport's reliable channel (server to client).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Control {
     /// Sent once when a client connects: the server's settings, for the client to check.
     Hello {
@@ -114,10 +114,15 @@ pub enum Control {
     /// The client's packets announce settings this server cannot use; it is disconnected
     /// once it has this message (or after a grace period).
     Refused(Mismatch),
+    /// The game's own message ([`GameServer::send_control`], [`GameClient::poll_control`]):
+    /// reliable, ordered, and readable before the client plays, for what a client needs
+    /// before it builds its world (the map, the player it drives, a seed).
+    Game(Vec<u8>),
 }
 
 const TAG_HELLO: u8 = b'H';
 const TAG_REFUSED: u8 = b'R';
+const TAG_GAME: u8 = b'G';
 const MISMATCH_TICK_RATE: u8 = 1;
 const MISMATCH_SNAPSHOT_RATE: u8 = 2;
 
@@ -125,20 +130,20 @@ impl Control {
     /// The message's bytes.
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::new();
-        match *self {
+        match self {
             Control::Hello {
                 tick_hz,
                 snapshot_interval,
             } => {
                 w.write_u8(TAG_HELLO);
-                w.write_u32(tick_hz);
-                w.write_u32(snapshot_interval);
+                w.write_u32(*tick_hz);
+                w.write_u32(*snapshot_interval);
             }
             Control::Refused(Mismatch::TickRate { server, client }) => {
                 w.write_u8(TAG_REFUSED);
                 w.write_u8(MISMATCH_TICK_RATE);
-                w.write_u32(server);
-                w.write_u32(client);
+                w.write_u32(*server);
+                w.write_u32(*client);
             }
             Control::Refused(Mismatch::SnapshotRate {
                 tick_hz,
@@ -147,9 +152,13 @@ impl Control {
             }) => {
                 w.write_u8(TAG_REFUSED);
                 w.write_u8(MISMATCH_SNAPSHOT_RATE);
-                w.write_u32(tick_hz);
-                w.write_u32(server);
-                w.write_u32(client);
+                w.write_u32(*tick_hz);
+                w.write_u32(*server);
+                w.write_u32(*client);
+            }
+            Control::Game(bytes) => {
+                w.write_u8(TAG_GAME);
+                w.write_bytes(bytes);
             }
         }
         w.into_bytes()
@@ -179,13 +188,16 @@ impl Control {
                     });
                 }
             }),
+            TAG_GAME => Control::Game(bytes[1..].to_vec()),
             _ => {
                 return Err(WireError::Invalid {
                     what: "control message kind",
                 });
             }
         };
-        r.finish()?;
+        if !matches!(out, Control::Game(_)) {
+            r.finish()?;
+        }
         Ok(out)
     }
 }
@@ -212,7 +224,7 @@ mod tests {
             }),
         ] {
             let bytes = c.encode();
-            assert_eq!(Control::decode(&bytes), Ok(c));
+            assert_eq!(Control::decode(&bytes), Ok(c.clone()));
             for n in 0..bytes.len() {
                 assert!(Control::decode(&bytes[..n]).is_err(), "prefix {n}");
             }
@@ -222,6 +234,11 @@ mod tests {
         }
         assert!(Control::decode(&[TAG_REFUSED, 9, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
         assert!(Control::decode(&[0]).is_err());
+        // The game's message is whatever follows its tag, empty included.
+        for payload in [vec![], vec![1, 2, 3]] {
+            let c = Control::Game(payload);
+            assert_eq!(Control::decode(&c.encode()), Ok(c));
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use lagless_core::{ClientId, FixedTimestep, Input, ProtocolError, TickRate};
 use lagless_netcode::{DisconnectReason, PacketError};
-use lagless_replication::{NetError, Server};
+use lagless_replication::{DepartedClient, NetError, Server};
 
 use super::{Control, Mismatch};
 use crate::{ConnectionEvent, ServerSettings, TransportError, UdpServer};
@@ -39,7 +39,7 @@ pub enum LeaveReason {
 }
 
 /// What the game learns from a [`GameServer`], in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum SessionEvent {
     /// A client connected and is in the game's [`Server`]: spawn its player.
     Connected {
@@ -54,6 +54,9 @@ pub enum SessionEvent {
         client: ClientId,
         /// Why.
         reason: LeaveReason,
+        /// Its counters over the connection (packets, inputs, bytes), for the game's logs
+        /// and totals.
+        counters: Box<DepartedClient>,
     },
     /// Once a second: the counters over the last second ([`SessionStats::clients`] is the
     /// count at its end).
@@ -395,10 +398,9 @@ impl<I: Input> GameServer<I> {
         if self.refusing.remove(&client).is_some() {
             return;
         }
-        if !self.server.session().clients().any(|c| c == client) {
+        let Some(counters) = self.server.disconnect(client) else {
             return;
-        }
-        self.server.disconnect(client);
+        };
         self.counts.disconnects += 1;
         let reason = match reason {
             DisconnectReason::TimedOut => {
@@ -408,13 +410,17 @@ impl<I: Input> GameServer<I> {
             DisconnectReason::ClientDisconnected => LeaveReason::Left,
             DisconnectReason::ServerDisconnected => LeaveReason::Kicked,
         };
-        self.push(SessionEvent::Disconnected { client, reason });
+        self.push(SessionEvent::Disconnected {
+            client,
+            reason,
+            counters: Box::new(counters),
+        });
     }
 
     /// Takes `client` out of the game now and tells it why; its connection stays until it
     /// has read the refusal, so the message is not lost to the disconnect.
     fn refuse(&mut self, client: ClientId, now: Duration, mismatch: Mismatch) {
-        self.server.disconnect(client);
+        let counters = self.server.disconnect(client).unwrap_or_default();
         self.refusing.insert(client, now);
         let _ = self
             .udp
@@ -424,7 +430,18 @@ impl<I: Input> GameServer<I> {
         self.push(SessionEvent::Disconnected {
             client,
             reason: LeaveReason::Refused(mismatch),
+            counters: Box::new(counters),
         });
+    }
+
+    /// Sends `client` one of the game's own messages on the transport's reliable channel
+    /// (a [`Control::Game`]): ordered, resent until acknowledged, and read by
+    /// [`GameClient::poll_control`](super::GameClient::poll_control) even before the
+    /// client plays, so it suits what a client needs to build its world (the map, the
+    /// player it drives). In-game messages go through the [`Server`]'s own channel.
+    pub fn send_control(&mut self, client: ClientId, bytes: &[u8]) -> Result<(), TransportError> {
+        self.udp
+            .send_reliable(client, &Control::Game(bytes.to_vec()).encode())
     }
 
     /// The next connect, leave or second.

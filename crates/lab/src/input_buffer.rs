@@ -114,6 +114,8 @@ struct ClientProbe {
     pending: BTreeMap<u32, Duration>,
     delay_sum_ms: f64,
     delays: u64,
+    /// Each applied input's delay: (seconds on the server's clock, ms), for `--plot`.
+    delay_series: Vec<(f64, f64)>,
     /// Tracking errors (time, ticks: the clock's lead over its own server estimate minus
     /// the lead its policy asks for) and starved tick times around the events.
     tracking: VecDeque<(Duration, f64)>,
@@ -216,8 +218,10 @@ impl SyncProbe {
         for (c, fed) in self.clients.iter_mut().zip(fed) {
             if let Some(sampled) = c.pending.remove(&tick.0) {
                 if *fed == Some(true) {
-                    c.delay_sum_ms += now.saturating_sub(sampled).as_secs_f64() * 1000.0;
+                    let ms = now.saturating_sub(sampled).as_secs_f64() * 1000.0;
+                    c.delay_sum_ms += ms;
                     c.delays += 1;
+                    c.delay_series.push((now.as_secs_f64(), ms));
                 }
             }
             // Forget what can no longer be applied.
@@ -232,6 +236,11 @@ impl SyncProbe {
                 c.starved.push(now);
             }
         }
+    }
+
+    /// Client `i`'s applied inputs' delays: (seconds on the server's clock, ms).
+    pub fn input_delays(&self, i: usize) -> &[(f64, f64)] {
+        self.clients.get(i).map_or(&[], |c| &c.delay_series)
     }
 
     /// Recovery after event `e` for client `c`, ms: until the clock stays within

@@ -28,6 +28,7 @@ pub mod runner;
 pub mod scene;
 pub mod scenes;
 pub mod sweep_input;
+pub mod timeline;
 pub mod view;
 
 pub use config::{LinkChange, NetOverrides, RunConfig, ScriptChoice, SnapshotCodecChoice};

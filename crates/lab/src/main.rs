@@ -399,6 +399,10 @@ struct RunArgs {
     /// Write the metrics as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Draw the first client's run over time (own-player error, interpolation delay,
+    /// input delay, downlink) as an SVG image to this file.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
     /// Print every metric (by default: a short report of how the game felt, bandwidth
     /// and server cost).
     #[arg(long)]

@@ -9,7 +9,7 @@ use lagless_core::interpolation::DelayPolicy;
 use lagless_lab::metrics::Report;
 use lagless_lab::net::connect::{ConnectSettings, connect as connect_one};
 use lagless_lab::net::proxy::ProxySettings;
-use lagless_lab::net::serve::{GameServer, ServeSettings};
+use lagless_lab::net::serve::{SceneServer, ServeSettings};
 use lagless_lab::{RunConfig, ScriptChoice, SnapshotCodecChoice};
 use lagless_transport::{PROTOCOL_ID, keys};
 use std::path::{Path, PathBuf};
@@ -259,7 +259,7 @@ fn serve_scene<S: lagless_lab::scene::LabScene>(
     config: &RunConfig,
     stop: &std::sync::atomic::AtomicBool,
 ) -> Result<(), String> {
-    let server = GameServer::<S>::bind(settings, config, None).map_err(|e| e.to_string())?;
+    let server = SceneServer::<S>::bind(settings, config, None).map_err(|e| e.to_string())?;
     tracing::info!(
         addr = %server.local_addr().map_err(|e| e.to_string())?,
         scene = config.scene,

@@ -16,8 +16,9 @@ use lagless_core::message::FRAGMENT_PAYLOAD_BYTES;
 use lagless_core::{ClientId, ClientSession, ProtocolError, ReceivedSnapshot};
 use lagless_replication::deadreckoning::{CharacterState, DrCodec, DrConfig, DrError, DrReceiver};
 use lagless_replication::{
-    BudgetConfig, ClientConfig, ClientReplicationStats, EntityEvent, NetConfig, ReplicationClient,
-    ReplicationConfig, ReplicationError, ReplicationServer, Server, SnapshotCounters,
+    BudgetConfig, ClientConfig, ClientReplicationStats, DepartedClient, EntityEvent, NetConfig,
+    ReplicationClient, ReplicationConfig, ReplicationError, ReplicationServer, Server,
+    SnapshotCounters,
 };
 use lagless_wire::BitReader;
 use std::marker::PhantomData;
@@ -244,13 +245,16 @@ impl<S: LabScene> SnapshotSender<S> {
     /// Forgets a client that left (its views, budget and staleness record), keeping
     /// what the server counted of it.
     pub fn remove_client(&mut self, server: &mut Server<S::Input>, id: ClientId) {
-        if let Some(s) = server.replication_stats(id) {
-            self.departed.replication.add(&s);
+        if let Some(departed) = server.disconnect(id) {
+            self.client_left(id, &departed);
         }
-        if let Some(c) = server.snapshot_counters(id) {
-            add_counters(&mut self.departed.counters, c);
-        }
-        server.disconnect(id);
+    }
+
+    /// Keeps the counters of a client that left the game's server (a host such as
+    /// `lagless_transport::GameServer` disconnected it and handed them over).
+    pub fn client_left(&mut self, id: ClientId, departed: &DepartedClient) {
+        self.departed.replication.add(&departed.replication);
+        add_counters(&mut self.departed.counters, &departed.snapshots);
         self.last_true.remove(&id);
     }
 

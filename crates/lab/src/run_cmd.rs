@@ -145,6 +145,9 @@ pub(crate) fn run_command(a: RunArgs) -> Result<(), String> {
         if a.interpolation_sweep {
             return Err("--interpolation-sweep needs the emulator".into());
         }
+        if a.plot.is_some() {
+            return Err("--plot needs the emulator".into());
+        }
         eprintln!(
             "lagless: scene {} over UDP on loopback ({}) for {} real s, {} client(s), seed {}",
             config.scene, config.profile, config.seconds, config.clients, config.seed
@@ -180,6 +183,17 @@ pub(crate) fn run_command(a: RunArgs) -> Result<(), String> {
             "{}",
             lagless_lab::playback::format_sweep(&outcome.interpolation_shadows)
         );
+    }
+    if let Some(path) = &a.plot {
+        let title = format!(
+            "{} over {}, {} s, seed {}: client 1",
+            config.scene, config.profile, config.seconds, config.seed
+        );
+        outcome
+            .timeline
+            .write_svg(path, &title)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        eprintln!("plot written to {}", path.display());
     }
     if let Some(path) = a.json {
         let text =

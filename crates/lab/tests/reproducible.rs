@@ -32,6 +32,19 @@ fn same_seed_same_figures() {
     let b = run(&config, &mut |_| {}).unwrap();
     assert_eq!(comparable(&a), comparable(&b));
     assert_eq!(a.server_state, b.server_state);
+    // The run over time (`--plot`) is the same too, and spans the run.
+    assert_eq!(a.timeline, b.timeline);
+    let t = &a.timeline;
+    for series in [
+        &t.render_error_cm,
+        &t.interpolation_delay_ms,
+        &t.input_delay_ms,
+        &t.down_kbps,
+    ] {
+        let last = series.last().map_or(0.0, |p| p.0);
+        assert!(last > 4.0 && last <= 5.5, "{series:?}");
+        assert!(series.windows(2).all(|w| w[0].0 <= w[1].0));
+    }
     let other = run(
         &RunConfig {
             seed: 100,

@@ -206,7 +206,7 @@ fn play_on_loopback_then_ctrl_c() {
     let c = d.join("c1.json");
     ok(&mut connect(&t, 3.0, &c, &["--seed", "4"]));
     server.wait_for(&["client connected", "player=1"], 5);
-    server.wait_for(&["client left", "ClientDisconnected"], 5);
+    server.wait_for(&["client left", "reason=\"Left\""], 5);
     let v = json(&c);
     assert_eq!(v["transport"], "udp");
     assert_eq!(v["client"]["ended"], "done");

@@ -444,6 +444,31 @@ impl ReplicationClient {
         Some(StateReader::new(self.schema.get(e.kind)?, &e.values))
     }
 
+    /// This registry with `part`'s entities laid over it: every entity held here, and
+    /// those `part` holds at `part`'s state, its newest tick the newer of the two. A
+    /// snapshot's essential part (the predicted entities alone) decodes into a registry
+    /// of its own; laid over the full one it is what a predicted world reconciles from
+    /// when the rest of that snapshot is late: its own entities at the newer tick, the
+    /// others as last known. The result holds no baselines: decode nothing into it.
+    pub fn overlaid_with(&self, part: &ReplicationClient) -> ReplicationClient {
+        let mut entities = self.entities.clone();
+        for (&id, e) in &part.entities {
+            entities.insert(id, e.clone());
+        }
+        ReplicationClient {
+            schema: Arc::clone(&self.schema),
+            config: self.config.clone(),
+            views: VecDeque::new(),
+            shown: View::new(),
+            gone: BTreeMap::new(),
+            newest: self.newest.max(part.newest),
+            entities,
+            events: VecDeque::new(),
+            needs_resync: false,
+            stats: ReplicationClientStats::default(),
+        }
+    }
+
     /// Forgets every view (as after a level reload): the next deltas fail with
     /// [`ReplicationError::MissingBaseline`] until the server sends against nothing,
     /// which [`ReplicationClient::needs_resync`] asks for.

@@ -31,6 +31,8 @@ struct World {
     completed: Vec<Option<f64>>,
     /// The other dot as last shown, and the render tick it was shown at.
     shown: Option<(Pose, Option<f64>)>,
+    /// How many entities the last registry reloaded from held.
+    loaded_entities: usize,
 }
 
 impl Rollback for World {
@@ -48,6 +50,7 @@ impl Rollback for World {
         p.is_some_and(|p| (p[0] - saved[0]).hypot(p[1] - saved[1]) > 0.02)
     }
     fn load(&mut self, server: &ReplicationClient, _: Option<&[f32; 2]>) {
+        self.loaded_entities = server.len();
         if let Some(mut r) = server.reader(OWN) {
             self.at = r.vec2();
         }
@@ -246,6 +249,11 @@ fn a_lost_fragment_still_corrects_the_own_player_from_the_essential_part() {
         (after[0] - 500.0).abs() < 2.0 && (after[1] - 500.0).abs() < 0.1,
         "the own dot is at {after:?}, not corrected"
     );
+    // The world reloaded from everything the client knows, not from the own dot alone:
+    // a world that reads the others when it reloads (a car and the ball) finds them.
+    let held = game.client.replication().len();
+    assert!(held > 2);
+    assert_eq!(game.client.world().loaded_entities, held);
 }
 
 #[test]

@@ -17,6 +17,7 @@ use crate::scene::{LabScene, PlayerId, Script};
 use lagless_core::{ClientSession, ClientStats, RttEstimator};
 use lagless_netem::{Duplex, LinkConfig, derive_seed};
 use lagless_transport::UdpClient;
+use lagless_transport::session::Control as HostControl;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -205,6 +206,16 @@ pub(crate) fn connect_with_truth<S: LabScene>(
     run
 }
 
+/// The lab's [`Control`] message in a reliable message of the server's session host
+/// (`lagless_transport::session::Control::Game`); `None` for the host's own messages
+/// (its hello, which the welcome's rates supersede) and anything malformed.
+fn game_control(message: &[u8]) -> Option<Control> {
+    match HostControl::decode(message) {
+        Ok(HostControl::Game(bytes)) => Control::decode(&bytes).ok(),
+        _ => None,
+    }
+}
+
 /// Waits for the server's welcome on the reliable channel (session packets before it
 /// have nobody to go to).
 fn wait_for_welcome(
@@ -220,7 +231,7 @@ fn wait_for_welcome(
         }
         let welcome = udp
             .recv_reliable()
-            .filter_map(|m| Control::decode(&m).ok())
+            .filter_map(|m| game_control(&m))
             .find(|c| matches!(c, Control::Welcome { .. }));
         if let Some(w) = welcome {
             return Ok(w);
@@ -384,13 +395,13 @@ fn play<S: LabScene>(
             client.deliver(now, p);
         }
         for m in udp.recv_reliable() {
-            if let Ok(Control::Link {
+            if let Some(Control::Link {
                 up_expected,
                 up_received,
                 down_sent,
                 down_bytes,
                 elapsed_ms,
-            }) = Control::decode(&m)
+            }) = game_control(&m)
             {
                 link = Some(LinkFigures {
                     up_expected,

@@ -3,8 +3,9 @@
 //! `run --transport udp`.
 //!
 //! - [`serve`]: the authoritative server loop (the game's `lagless_replication::Server`,
-//!   the scene and [`crate::replication::SnapshotSender`]) in real time; each netcode.io
-//!   client slot `k` drives player `k + 1` under a fresh lagless `ClientId` per connection.
+//!   the scene and [`crate::replication::SnapshotSender`]) in real time, hosted by the
+//!   library's `lagless_transport::GameServer` as a game's would be; each netcode.io
+//!   client slot `k` drives player `k + 1`.
 //! - [`connect`]: one client in real time, the lab's client (`runner::client::ClientSim`:
 //!   the public `Client`, script, interpolation) or a light bot (session, script, decoding),
 //!   its link a pass-through `netem::Duplex` fed from the socket.
@@ -15,7 +16,8 @@
 //!   measured.
 //!
 //! Beside the session packets, which travel as unreliable payloads unchanged, the server
-//! sends [`Control`] messages on the transport's reliable channel: a welcome with the
+//! sends [`Control`] messages as the host's game control messages (reliable, readable
+//! before the client plays): a welcome with the
 //! player the client drives and the scene's settings (the scene, its declaration's
 //! fingerprint and the seed, so a client of another scene is refused by name), and once a second a link report
 //! with what the server received from the client and sent to it, so the client can tell
@@ -191,8 +193,7 @@ pub fn schema_fingerprint(schema: &lagless_replication::Schema) -> u64 {
 /// protection has already dropped duplicates).
 #[derive(Debug, Clone, Default)]
 pub struct SeqCounter {
-    /// First and newest sequence number seen, expanded to 32 bits.
-    range: Option<(u32, u32)>,
+    span: lagless_wire::SeqSpan,
     received: u64,
 }
 
@@ -204,25 +205,13 @@ impl SeqCounter {
         let Ok(seq) = r.read_u8().and_then(|_| r.read_u16()) else {
             return;
         };
-        let seq = lagless_wire::Seq16(seq);
         self.received += 1;
-        self.range = Some(match self.range {
-            // Start a lap up, so numbers just before the first one still expand.
-            None => {
-                let full = (1 << 16) + u32::from(seq.0);
-                (full, full)
-            }
-            Some((first, newest)) => match seq.expand(newest) {
-                Some(full) => (first.min(full), newest.max(full)),
-                None => (first, newest),
-            },
-        });
+        self.span.observe(lagless_wire::Seq16(seq));
     }
 
     /// Packets from the first to the newest sequence number seen.
     pub fn expected(&self) -> u64 {
-        self.range
-            .map_or(0, |(first, newest)| u64::from(newest - first) + 1)
+        self.span.expected()
     }
 
     /// Packets seen.

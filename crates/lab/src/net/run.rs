@@ -11,7 +11,7 @@
 use super::UdpRunError;
 use super::connect::{ClientRun, ConnectSettings, connect_with_truth};
 use super::proxy::ProxySettings;
-use super::serve::{GameServer, ServeOutcome, ServeSettings};
+use super::serve::{SceneServer, ServeOutcome, ServeSettings};
 use crate::config::RunConfig;
 use crate::metrics::{Metric, Report};
 use crate::runner::client::Truth;
@@ -53,7 +53,7 @@ fn spawn_server<S: LabScene>(
     let server = std::thread::Builder::new()
         .name("lagless-serve".into())
         .spawn(move || -> Option<ServeOutcome<S>> {
-            match GameServer::<S>::bind(&settings, &config, Some(clients)) {
+            match SceneServer::<S>::bind(&settings, &config, Some(clients)) {
                 Ok(s) => {
                     let ready = s.local_addr().map(|a| (a, s.truth()));
                     let _ = tx.send(ready.map_err(|e| e.to_string()));

@@ -1,13 +1,14 @@
 //! `lagless serve`: a scene's authoritative server in real time over UDP.
 //!
 //! The same pieces as the virtual-clock runner (the game's `lagless_replication::Server`,
-//! the scene, [`SnapshotSender`]) driven by [`lagless_transport::UdpServer`]: every frame reads the
-//! socket, ticks the server as its fixed timestep asks and sends what the session has. A
-//! client that connects (netcode.io slot `k`) gets a fresh lagless `ClientId` and player
-//! `k + 1`, and a [`Control::Welcome`]; one that leaves or times out takes its player and
-//! its replication state with it, and nobody else notices.
+//! the scene, [`SnapshotSender`]) hosted by the library's [`GameServer`], as a game's
+//! server would be: every frame reads the socket, ticks the server as its fixed timestep
+//! asks and sends what the session has. A client that connects (netcode.io slot `k`)
+//! drives player `k + 1` and gets a [`Control::Welcome`] as the game's control message;
+//! one that leaves or times out takes its player and its replication state with it, and
+//! nobody else notices.
 
-use super::{Control, SeqCounter, UdpRunError, rss_mb};
+use super::{Control, UdpRunError, rss_mb};
 use crate::config::{RunConfig, SnapshotCodecChoice};
 use crate::metrics::{Metric, Report, percentile};
 use crate::remote_view::Track;
@@ -16,11 +17,12 @@ use crate::runner::UDP_IP_HEADER_BYTES;
 use crate::runner::client::{Truth, pos};
 use crate::runner::{fed, server_step};
 use crate::scene::{LabScene, PlayerId};
-use lagless_core::ClientId;
+use lagless_core::{ClientId, ServerClientStats};
 use lagless_netcode::Key;
-use lagless_replication::Server;
-use lagless_transport::{ConnectionEvent, PROTOCOL_ID, ServerSettings, UdpServer};
-use std::collections::{BTreeMap, HashMap};
+use lagless_replication::{DepartedClient, Server};
+use lagless_transport::session::{GameServer, SessionEvent, SessionStats};
+use lagless_transport::{PROTOCOL_ID, ServerSettings};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -42,11 +44,7 @@ pub struct ServeSettings {
 
 /// A connected client.
 struct Conn {
-    id: ClientId,
     player: PlayerId,
-    up: SeqCounter,
-    down_sent: u64,
-    down_bytes: u64,
     since: Duration,
 }
 
@@ -78,18 +76,15 @@ pub struct ServerFigures {
     pub rss_mb: (Option<f64>, Option<f64>),
 }
 
-/// A scene's server on a UDP socket.
-pub struct GameServer<S: LabScene> {
-    udp: UdpServer,
+/// A scene's server over UDP: the library's [`GameServer`] hosting the game's `Server`,
+/// with the scene stepped and measured as the emulator run does.
+pub struct SceneServer<S: LabScene> {
+    host: GameServer<S::Input>,
     config: RunConfig,
     scene: S,
-    session: Server<S::Input>,
     sender: SnapshotSender<S>,
-    /// By netcode.io client id (the id in the token).
-    conns: BTreeMap<u64, Conn>,
-    /// Session client id to netcode.io client id.
-    by_session: HashMap<ClientId, u64>,
-    next_id: ClientId,
+    /// By client id (the id in the token, which the game's `Server` uses too).
+    conns: BTreeMap<ClientId, Conn>,
     /// Every tracked player's and cube's position per tick, for a run in one process.
     truth: Option<Arc<RwLock<Truth>>>,
     figures: ServerFigures,
@@ -125,13 +120,13 @@ fn flush_truth(t: &mut Truth, rows: &mut Vec<TruthRow>) {
     }
 }
 
-/// Most ticks one [`GameServer::step`] runs.
+/// Most ticks one [`SceneServer::step`] runs.
 const MAX_TICKS_PER_STEP: usize = 4;
 
 /// Largest grid a server runs or a client accepts (10 000 cubes).
 pub use crate::scenes::MAX_GRID;
 
-impl<S: LabScene> GameServer<S> {
+impl<S: LabScene> SceneServer<S> {
     /// Binds and builds the scene; `config` gives the scene's settings, the tick rate,
     /// snapshot rate, codec and budget. With `track_players`, every tick's positions of
     /// players `1..=n` and of every other entity are recorded in a `Truth` the clients
@@ -153,44 +148,18 @@ impl<S: LabScene> GameServer<S> {
             ServerSettings::new(PROTOCOL_ID, settings.private_key, settings.max_clients);
         server_settings.public_addresses = settings.public_addresses.clone();
         let (scene, setup) = S::build(config)?;
-        let udp = UdpServer::bind(settings.bind, server_settings)?;
         let (sender, session) = SnapshotSender::<S>::new(config.snapshot_codec, setup, config)?;
-        let truth = track_players.map(|n| {
-            let players: Vec<Track> = (1..=n)
-                .map(|p| Track::from(vec![pos(scene.player_position(p as PlayerId))]))
-                .collect();
-            let mut others = Vec::new();
-            scene.others(&mut others);
-            let others = others.into_iter().map(|p| Track::from(vec![p])).collect();
-            let mut characters = Vec::new();
-            scene.characters(&mut characters);
-            let mut truth = Truth {
-                players,
-                others,
-                characters: Default::default(),
-                character_ids: characters.iter().map(|(id, _)| *id).collect(),
-                epoch: std::time::Instant::now().checked_sub(udp.now()),
-                probe: Some(Arc::new(std::sync::Mutex::new(
-                    crate::input_buffer::SyncProbe::new(n, config.server.tick_hz, Vec::new()),
-                ))),
-            };
-            truth
-                .characters
-                .push(udp.now(), characters.iter().map(|(_, s)| s.position));
-            Arc::new(RwLock::new(truth))
-        });
+        let host = GameServer::bind(settings.bind, server_settings, session)?;
+        let truth = track_players.map(|n| new_truth(&scene, n, tick_hz, host.now()));
         let probe = truth
             .as_ref()
             .and_then(|t| t.read().ok().and_then(|t| t.probe.clone()));
         Ok(Self {
-            udp,
+            host,
             config: config.clone(),
             scene,
-            session,
             sender,
             conns: BTreeMap::new(),
-            by_session: HashMap::new(),
-            next_id: 1,
             truth,
             figures: ServerFigures {
                 rss_mb: (rss_mb(), None),
@@ -208,7 +177,7 @@ impl<S: LabScene> GameServer<S> {
 
     /// The bound address.
     pub fn local_addr(&self) -> Result<SocketAddr, UdpRunError> {
-        Ok(self.udp.local_addr()?)
+        Ok(self.host.local_addr()?)
     }
 
     /// The recorded truth, when players are tracked.
@@ -216,9 +185,9 @@ impl<S: LabScene> GameServer<S> {
         self.truth.clone()
     }
 
-    /// The transport (its counters, the netcode.io server's drops).
-    pub fn transport(&self) -> &UdpServer {
-        &self.udp
+    /// The session host (its counters, the transport, the netcode.io server's drops).
+    pub fn host(&self) -> &GameServer<S::Input> {
+        &self.host
     }
 
     /// Ids (from their tokens) of the connected clients.
@@ -239,70 +208,44 @@ impl<S: LabScene> GameServer<S> {
         let mut ran = 0;
         while ran < MAX_TICKS_PER_STEP {
             let now = self.receive();
-            self.session.update(now);
-            let Some(step) = self.session.next_tick() else {
+            let Some(step) = self.host.server_mut().next_tick() else {
                 break;
             };
             self.tick(step, now);
-            self.transmit();
+            self.host.transmit();
             ran += 1;
         }
-        self.transmit();
-        let now = self.udp.now();
-        if now.saturating_sub(self.last_line.0) >= Duration::from_secs(1) {
-            self.second(now);
-        }
+        self.host.transmit();
         ran == MAX_TICKS_PER_STEP
     }
 
-    /// Reads the socket, handles connects and leaves, and hands the session what came;
-    /// returns the time it was read at.
+    /// Reads the socket through the host, which hands the game's server what came, and
+    /// handles connects, leaves and the once-a-second line; returns the time it was read
+    /// at.
     fn receive(&mut self) -> Duration {
-        self.udp.update();
-        let now = self.udp.now();
-        while let Some(event) = self.udp.poll_event() {
+        self.host.update();
+        let now = self.host.now();
+        while let Some(event) = self.host.poll_event() {
             match event {
-                ConnectionEvent::Connected { client_id, addr } => self.join(client_id, addr, now),
-                ConnectionEvent::Disconnected { client_id, reason } => {
-                    self.leave(client_id, &format!("{reason:?}"))
-                }
+                SessionEvent::Connected { client, addr } => self.join(client, addr, now),
+                SessionEvent::Disconnected {
+                    client,
+                    reason,
+                    counters,
+                } => self.leave(client, &format!("{reason:?}"), &counters),
+                SessionEvent::Second(second) => self.second(now, &second),
             }
         }
-        let received: Vec<(u64, Vec<u8>)> = self.udp.recv().collect();
-        for (nid, bytes) in received {
-            if let Some(c) = self.conns.get_mut(&nid) {
-                c.up.observe(&bytes);
-                // Refused packets are counted by the session.
-                let _ = self.session.receive(c.id, now, &bytes);
-            }
-        }
-        // Clients send nothing on the reliable channel; drop whatever comes.
-        self.udp.recv_reliable().for_each(drop);
         now
-    }
-
-    /// Sends what the session has.
-    fn transmit(&mut self) {
-        while let Some((id, bytes)) = self.session.poll_transmit() {
-            let Some(&nid) = self.by_session.get(&id) else {
-                continue;
-            };
-            if let Some(c) = self.conns.get_mut(&nid) {
-                c.down_sent += 1;
-                c.down_bytes += bytes.len() as u64 + UDP_IP_HEADER_BYTES;
-            }
-            // A client that left meanwhile: nothing to do.
-            let _ = self.udp.send(nid, &bytes);
-        }
     }
 
     /// One server tick, as the runner does it.
     fn tick(&mut self, step: lagless_core::TickInputs<S::Input>, now: Duration) {
         let client_players: Vec<(ClientId, PlayerId)> =
-            self.conns.values().map(|c| (c.id, c.player)).collect();
+            self.conns.iter().map(|(&id, c)| (id, c.player)).collect();
         let (cost, sent) = server_step(
             &mut self.scene,
-            &mut self.session,
+            self.host.server_mut(),
             &mut self.sender,
             (&client_players, &step, now),
             &mut self.characters,
@@ -311,7 +254,7 @@ impl<S: LabScene> GameServer<S> {
             tracing::warn!("snapshot not sent: {e}");
         }
         if let Some(probe) = &self.probe {
-            let fed = fed(&self.session, &step);
+            let fed = fed(self.host.server(), &step);
             if let Ok(mut p) = probe.lock() {
                 p.server_tick(now, step.tick, &fed);
             }
@@ -338,31 +281,15 @@ impl<S: LabScene> GameServer<S> {
         }
     }
 
-    fn join(&mut self, nid: u64, addr: SocketAddr, now: Duration) {
-        let Some(slot) = self.udp.client_index(nid) else {
+    /// A client the host admitted: its player (netcode.io slot `k` drives player
+    /// `k + 1`) joins the scene, and the client is welcomed with the scene's settings.
+    fn join(&mut self, id: ClientId, addr: SocketAddr, now: Duration) {
+        let Some(slot) = self.host.transport().client_index(id) else {
             return;
         };
         let player = slot as PlayerId + 1;
-        let id = self.next_id;
-        self.next_id += 1;
-        if let Err(e) = self.session.connect(id) {
-            tracing::warn!(client_id = nid, "refused by the session: {e}");
-            let _ = self.udp.disconnect(nid);
-            return;
-        }
         self.scene.add_player(player);
-        self.by_session.insert(id, nid);
-        self.conns.insert(
-            nid,
-            Conn {
-                id,
-                player,
-                up: SeqCounter::default(),
-                down_sent: 0,
-                down_bytes: 0,
-                since: now,
-            },
-        );
+        self.conns.insert(id, Conn { player, since: now });
         self.figures.clients_max = self.figures.clients_max.max(self.conns.len());
         let welcome = Control::Welcome {
             player,
@@ -377,11 +304,11 @@ impl<S: LabScene> GameServer<S> {
             schema: super::schema_fingerprint(&S::schema(self.sender.setup())),
             seed: self.config.seed,
         };
-        if let Err(e) = self.udp.send_reliable(nid, &welcome.encode()) {
-            tracing::warn!(client_id = nid, "welcome not sent: {e}");
+        if let Err(e) = self.host.send_control(id, &welcome.encode()) {
+            tracing::warn!(client_id = id, "welcome not sent: {e}");
         }
         tracing::info!(
-            client_id = nid,
+            client_id = id,
             %addr,
             slot,
             player,
@@ -390,82 +317,83 @@ impl<S: LabScene> GameServer<S> {
         );
     }
 
-    fn leave(&mut self, nid: u64, reason: &str) {
-        let Some(c) = self.conns.remove(&nid) else {
+    /// A client the host let go (it is out of the game's server already): its player
+    /// leaves the scene and its counters join the run's.
+    fn leave(&mut self, id: ClientId, reason: &str, counters: &DepartedClient) {
+        let Some(c) = self.conns.remove(&id) else {
             return;
         };
-        self.count_session(c.id);
-        self.sender.remove_client(&mut self.session, c.id);
-        self.by_session.remove(&c.id);
+        self.count_session(&counters.session);
+        self.sender.client_left(id, counters);
         self.scene.remove_player(c.player);
         tracing::info!(
-            client_id = nid,
+            client_id = id,
             player = c.player,
             reason,
-            up_loss_pct = round2(loss_pct(&c.up)),
+            up_loss_pct = round2(loss_pct(&counters.session)),
             clients = self.conns.len(),
             "client left"
         );
     }
 
     /// Adds a client's session counters to the run's totals.
-    fn count_session(&mut self, id: ClientId) {
-        if let Some(s) = self.session.client_stats(id) {
-            self.figures.ticks_starved += s.ticks_starved;
-            self.figures.ticks_with_input += s.ticks_with_input;
-            self.figures.inputs_late += s.inputs_late;
-            self.figures.packets_rejected += s.packets_rejected;
-        }
+    fn count_session(&mut self, s: &ServerClientStats) {
+        self.figures.ticks_starved += s.ticks_starved;
+        self.figures.ticks_with_input += s.ticks_with_input;
+        self.figures.inputs_late += s.inputs_late;
+        self.figures.packets_rejected += s.packets_rejected;
     }
 
     /// The once-a-second line, and every client's link report.
-    fn second(&mut self, now: Duration) {
+    fn second(&mut self, now: Duration, second: &SessionStats) {
         let (then, ticks_then) = self.last_line;
         let recent = &self.figures.tick_ms[ticks_then.min(self.figures.tick_ms.len())..];
         let elapsed = now.saturating_sub(then).as_secs_f64().max(1e-9);
-        let stats = self.udp.stats().clone();
-        let netcode = self.udp.netcode().stats().clone();
+        let netcode = self.host.transport().netcode().stats();
         let cpu_pct = self
             .process_cpu
             .as_ref()
             .and_then(|t| t.try_elapsed().ok())
             .map(|d| d.as_secs_f64() * 100.0 / now.as_secs_f64().max(1e-9));
+        let tick = self.host.server().current_tick().0;
         let due = (now.as_secs_f64() * f64::from(self.config.server.tick_hz)) as u64;
         tracing::info!(
-            clients = self.conns.len(),
-            tick = self.session.current_tick().0,
-            behind_ticks = due.saturating_sub(u64::from(self.session.current_tick().0)),
+            clients = second.clients,
+            tick,
+            behind_ticks = due.saturating_sub(u64::from(tick)),
             ticks = recent.len(),
             ticks_per_s = round2(recent.len() as f64 / elapsed),
             tick_ms_p99 = round2(percentile(recent, 99.0).unwrap_or(0.0)),
-            datagrams_in = stats.datagrams_received,
-            datagrams_out = stats.datagrams_sent,
-            dropped = netcode.drops.total(),
+            datagrams_in = second.datagrams_in,
+            datagrams_out = second.datagrams_out,
+            dropped = second.netcode_dropped(),
             drop_reasons = netcode.drops.to_string(),
+            refused = second.refused.total(),
             handshakes_evicted = netcode.evicted_crowded_source + netcode.evicted_oldest,
             cpu_pct = round2(cpu_pct.unwrap_or(f64::NAN)),
             rss_mb = round2(rss_mb().unwrap_or(f64::NAN)),
             "server"
         );
         self.last_line = (now, self.figures.tick_ms.len());
-        let reports: Vec<(u64, Control)> = self
+        let reports: Vec<(ClientId, Control)> = self
             .conns
             .iter()
-            .map(|(&nid, c)| {
-                (
-                    nid,
+            .filter_map(|(&id, c)| {
+                let s = self.host.server().client_stats(id)?;
+                Some((
+                    id,
                     Control::Link {
-                        up_expected: c.up.expected(),
-                        up_received: c.up.received(),
-                        down_sent: c.down_sent,
-                        down_bytes: c.down_bytes,
+                        up_expected: s.packets_expected,
+                        up_received: s.packets_received.saturating_sub(s.packets_rejected),
+                        down_sent: s.packets_sent,
+                        down_bytes: s.bytes_sent + s.packets_sent * UDP_IP_HEADER_BYTES,
                         elapsed_ms: now.saturating_sub(c.since).as_millis() as u64,
                     },
-                )
+                ))
             })
             .collect();
-        for (nid, report) in reports {
-            let _ = self.udp.send_reliable(nid, &report.encode());
+        for (id, report) in reports {
+            let _ = self.host.send_control(id, &report.encode());
         }
     }
 
@@ -474,7 +402,7 @@ impl<S: LabScene> GameServer<S> {
         let end = seconds.map(|s| Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX));
         loop {
             let behind = self.step();
-            let now = self.udp.now();
+            let now = self.host.now();
             if stop.load(Ordering::Relaxed) || end.is_some_and(|e| now >= e) {
                 break;
             }
@@ -494,12 +422,16 @@ impl<S: LabScene> GameServer<S> {
                 flush_truth(&mut t, &mut self.pending_truth);
             }
         }
-        let ids: Vec<ClientId> = self.conns.values().map(|c| c.id).collect();
-        for id in ids {
-            self.count_session(id);
+        self.host.shutdown();
+        let now = self.host.now();
+        while let Some(event) = self.host.poll_event() {
+            if let SessionEvent::Disconnected {
+                client, counters, ..
+            } = event
+            {
+                self.leave(client, "server stopped", &counters);
+            }
         }
-        self.udp.shutdown();
-        let now = self.udp.now();
         self.figures.seconds = now.as_secs_f64();
         self.figures.cpu_pct = self
             .process_cpu
@@ -507,7 +439,7 @@ impl<S: LabScene> GameServer<S> {
             .and_then(|t| t.try_elapsed().ok())
             .map(|d| d.as_secs_f64() * 100.0 / now.as_secs_f64().max(1e-9));
         self.figures.rss_mb.1 = rss_mb();
-        let netcode = self.udp.netcode().stats();
+        let netcode = self.host.transport().netcode().stats().clone();
         tracing::info!(
             seconds = self.figures.seconds,
             connects = netcode.connects,
@@ -518,14 +450,42 @@ impl<S: LabScene> GameServer<S> {
             handshakes_evicted = netcode.evicted_crowded_source + netcode.evicted_oldest,
             "server stopped"
         );
+        let server = self.host.into_server();
         ServeOutcome {
             figures: self.figures,
             sender: self.sender,
-            server: self.session,
+            server,
             scene: self.scene,
-            netcode: netcode.clone(),
+            netcode,
         }
     }
+}
+
+/// The truth of a run in one process: players `1..=n`, every other entity and the
+/// characters, from the scene's first state at `now` on the server's clock.
+fn new_truth<S: LabScene>(scene: &S, n: usize, tick_hz: u32, now: Duration) -> Arc<RwLock<Truth>> {
+    let players: Vec<Track> = (1..=n)
+        .map(|p| Track::from(vec![pos(scene.player_position(p as PlayerId))]))
+        .collect();
+    let mut others = Vec::new();
+    scene.others(&mut others);
+    let others = others.into_iter().map(|p| Track::from(vec![p])).collect();
+    let mut characters = Vec::new();
+    scene.characters(&mut characters);
+    let mut truth = Truth {
+        players,
+        others,
+        characters: Default::default(),
+        character_ids: characters.iter().map(|(id, _)| *id).collect(),
+        epoch: std::time::Instant::now().checked_sub(now),
+        probe: Some(Arc::new(std::sync::Mutex::new(
+            crate::input_buffer::SyncProbe::new(n, tick_hz, Vec::new()),
+        ))),
+    };
+    truth
+        .characters
+        .push(now, characters.iter().map(|(_, s)| s.position));
+    Arc::new(RwLock::new(truth))
 }
 
 /// What a server run produced.
@@ -576,9 +536,11 @@ fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-fn loss_pct(c: &SeqCounter) -> f64 {
-    if c.expected() == 0 {
+/// The uplink's loss as the server counts it from the packets' sequence numbers.
+fn loss_pct(s: &ServerClientStats) -> f64 {
+    if s.packets_expected == 0 {
         return 0.0;
     }
-    c.lost() as f64 * 100.0 / c.expected() as f64
+    let received = s.packets_received.saturating_sub(s.packets_rejected);
+    s.packets_expected.saturating_sub(received) as f64 * 100.0 / s.packets_expected as f64
 }

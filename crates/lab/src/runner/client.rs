@@ -69,6 +69,9 @@ pub(crate) struct ClientSim<S: LabScene> {
     pub(crate) delivered_bytes: u64,
     pub(crate) up_bytes: u64,
     pub(crate) down_per_second: Vec<u64>,
+    /// How far in the past the others were shown, per client tick: (seconds on the
+    /// client's clock, ms behind its estimate of the server's time), for `--plot`.
+    pub(crate) interpolation_delays: Vec<(f64, f64)>,
     pub(crate) snapshots: SnapshotReceiver<S>,
     pub(crate) packet_errors: u64,
     pub(crate) prediction: Option<Prediction<S>>,
@@ -171,6 +174,7 @@ impl<S: LabScene> ClientSim<S> {
             delivered_bytes: 0,
             up_bytes: 0,
             down_per_second: Vec::new(),
+            interpolation_delays: Vec::new(),
             snapshots: SnapshotReceiver::new(config.snapshot_codec, setup, config.server.tick_hz),
             packet_errors: 0,
             remote: InterpolationBuffer::new(InterpolationConfig {
@@ -512,6 +516,12 @@ impl<S: LabScene> ClientSim<S> {
         };
         if let Some(s) = &sampled {
             self.script.view(self.player, s.render_tick, &s.value);
+            if let Some(server) = self.session().server_position(now) {
+                let hz = f64::from(config.server.tick_hz);
+                let behind_ms = (server - s.render_tick) * 1000.0 / hz;
+                self.interpolation_delays
+                    .push((now.as_secs_f64(), behind_ms));
+            }
         }
         let mut input = match self.manual {
             Some(input) => input,
@@ -632,6 +642,19 @@ impl<S: LabScene> ClientSim<S> {
     /// truth of the tick it stands for, and each frame's motion against the true motion
     /// since the previous tick's frame, in cm.
     pub(crate) fn render_errors(&self, track: &Track, errors: &mut Vec<f64>, jerks: &mut Vec<f64>) {
+        let mut series = Vec::new();
+        self.render_errors_at(track, &mut series, jerks);
+        errors.extend(series.into_iter().map(|(_, e)| e));
+    }
+
+    /// [`Self::render_errors`]' errors with the state tick of each frame.
+    pub(crate) fn render_error_series(&self, track: &Track) -> Vec<(u32, f64)> {
+        let mut series = Vec::new();
+        self.render_errors_at(track, &mut series, &mut Vec::new());
+        series
+    }
+
+    fn render_errors_at(&self, track: &Track, errors: &mut Vec<(u32, f64)>, jerks: &mut Vec<f64>) {
         let mut prev: Option<(u32, [f32; 3], [f32; 3])> = None;
         for (&t, frame) in &self.rendered {
             let p = frame.position;
@@ -639,7 +662,7 @@ impl<S: LabScene> ClientSim<S> {
                 prev = None;
                 continue;
             };
-            errors.push(crate::remote_view::dist_cm(p, truth));
+            errors.push((t, crate::remote_view::dist_cm(p, truth)));
             if let Some((pt, pp, ptruth)) = prev {
                 if pt + 1 == t {
                     let shown = [0, 1, 2].map(|i| p[i] - pp[i]);

@@ -189,9 +189,6 @@ impl<S: LabScene> GamePipe<S> {
             policy: config.interpolation,
             ..config.playback.buffer_config(config.server.tick_hz)
         };
-        // The scenes' decoded forms cannot hold the own player alone (a cube scene
-        // without its cubes reads as cubes nowhere): no essential parts.
-        net.essential_parts = false;
         let own_id = S::player_entity(setup, player);
         let shown_ids = S::shown_ids(setup, player, config.clients);
         let world = SceneWorld {

@@ -65,6 +65,8 @@ pub struct RunOutcome {
     /// Per policy in [`RunConfig::interpolation_shadows`], its figures on the same
     /// arrivals and frames as the real interpolation buffer (empty with one client).
     pub interpolation_shadows: Vec<PolicyFigures>,
+    /// The first client's run over time, for `--plot`.
+    pub timeline: crate::timeline::Timeline,
 }
 
 /// Runs `config` (its scene by name, [`crate::scenes`]), calling `progress` with the
@@ -444,6 +446,35 @@ impl<'a, S: LabScene> Sim<'a, S> {
             final_tick: self.server.current_tick(),
             wall,
             interpolation_shadows: shadows,
+            timeline: self.timeline(),
+        }
+    }
+
+    /// The first client's run over time.
+    fn timeline(&self) -> crate::timeline::Timeline {
+        let (Some(c), Some(track)) = (self.clients.first(), self.auth.players.first()) else {
+            return Default::default();
+        };
+        let hz = f64::from(self.config.server.tick_hz);
+        let render_error_cm = c
+            .render_error_series(track)
+            .into_iter()
+            .map(|(tick, cm)| (f64::from(tick) / hz, cm))
+            .collect();
+        // Whole seconds only: the last, cut short by the run's end, would read as a drop.
+        let whole = self.config.seconds.floor() as usize;
+        let down_kbps = c
+            .down_per_second
+            .iter()
+            .take(whole)
+            .enumerate()
+            .map(|(s, &bytes)| (s as f64 + 0.5, bytes as f64 * 8.0 / 1000.0))
+            .collect();
+        crate::timeline::Timeline {
+            render_error_cm,
+            interpolation_delay_ms: c.interpolation_delays.clone(),
+            input_delay_ms: self.probe.input_delays(0).to_vec(),
+            down_kbps,
         }
     }
 }

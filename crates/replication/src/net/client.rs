@@ -38,7 +38,10 @@ pub enum Policy {
 ///
 /// The server's state arrives as the [`ReplicationClient`] registry: read entity `id`
 /// with [`ReplicationClient::reader`]; [`crate::ClientEntity::tick`] says which snapshot
-/// it came in (the snapshot's own tick is [`ReplicationClient::newest`]).
+/// it came in (the snapshot's own tick is [`ReplicationClient::newest`]). When only a
+/// snapshot's essential part came in time ([`NetConfig::essential_parts`]), the registry
+/// a world reloads from holds every entity: the predicted ones from that part, the rest
+/// as last known.
 ///
 /// Besides [`Rollback`], a world may follow what the player sees and what the server
 /// reports: each hook below has a default that ignores it.
@@ -394,7 +397,7 @@ impl<W: PredictedWorld> Client<W> {
     }
 
     /// Reconciles the predicted world with the server's state of `tick` (the registry,
-    /// or `essential`'s predicted entities alone), smoothing what moved.
+    /// or the registry with an essential part laid over it), smoothing what moved.
     fn reconcile(&mut self, tick: Tick, essential: Option<&ReplicationClient>) {
         let predicted: Vec<u32> = self.predicted_ids().collect();
         let before: Vec<Option<Pose>> = predicted.iter().map(|&id| self.world.pose(id)).collect();
@@ -454,7 +457,10 @@ impl<W: PredictedWorld> Client<W> {
             // The full snapshot of its tick did not complete in time: the predicted
             // entities are corrected from the essential part alone.
             self.stats.essential_used += 1;
-            self.reconcile(t, Some(&essential));
+            // Over everything else the client knows, so the world reloads whole: its
+            // predicted entities from the essential part, the rest as last known.
+            let confirmed = self.replication.overlaid_with(&essential);
+            self.reconcile(t, Some(&confirmed));
         }
         self.world
             .complete_input(tick, self.render_tick, &mut input);

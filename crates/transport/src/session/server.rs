@@ -502,6 +502,12 @@ impl<I: Input> GameServer<I> {
         self.refusing.clear();
     }
 
+    /// Stops hosting and hands back the game's server, with its counters (call
+    /// [`GameServer::shutdown`] first to let the clients know).
+    pub fn into_server(self) -> Server<I> {
+        self.server
+    }
+
     /// The counters since the server started.
     pub fn stats(&self) -> SessionStats {
         let io = self.udp.stats();

@@ -38,6 +38,10 @@ pub(crate) struct TokenArgs {
     /// Seconds of silence after which either side drops the connection.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(i32).range(1..=3600))]
     pub(crate) timeout_s: i32,
+    /// The match the client is to join on a `serve --matches N` (0-based; in the token's
+    /// user data, which only the server reads).
+    #[arg(long = "match", default_value_t = 0)]
+    pub(crate) match_id: u32,
 }
 
 #[derive(Args)]
@@ -78,6 +82,19 @@ pub(crate) struct ServeArgs {
     /// Write the server's metrics as JSON to this file when it stops.
     #[arg(long)]
     pub(crate) json: Option<PathBuf>,
+    /// Matches to host: a client joins the one its token names (`lagless token
+    /// --match K`); a match whose last player left starts again empty. The matches tick
+    /// on threads of their own.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub(crate) matches: u32,
+    /// On Ctrl-C or SIGTERM, stop admitting clients and let the matches play out for at
+    /// most this many seconds before exiting (a second signal exits at once); 0: exit
+    /// at once.
+    #[arg(long, default_value_t = 30.0)]
+    pub(crate) drain_s: f64,
+    /// Answer `/healthz`, `/readyz` and `/metrics` (Prometheus) on this address.
+    #[arg(long)]
+    pub(crate) admin: Option<std::net::SocketAddr>,
 }
 
 #[derive(Args)]
@@ -157,7 +174,8 @@ fn init_logging() {
         .try_init();
 }
 
-/// A flag Ctrl-C sets, so the loops stop cleanly.
+/// A flag Ctrl-C, SIGTERM or SIGHUP sets, so the loops stop cleanly (`serve` drains on the
+/// first and stops on the second).
 fn ctrl_c_flag() -> Result<Arc<AtomicBool>, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
@@ -197,19 +215,20 @@ pub(crate) fn keygen(out: &Path) -> Result<(), String> {
 /// `lagless token`.
 pub(crate) fn token(a: &TokenArgs) -> Result<(), String> {
     let key = keys::read_key_file(&a.key_file).map_err(|e| e.to_string())?;
-    let token = keys::issue_token(
+    let token = keys::issue_token_with(
         &key,
         PROTOCOL_ID,
         a.client_id,
         a.servers.clone(),
-        a.expire_s,
-        a.timeout_s,
+        (a.expire_s, a.timeout_s),
+        lagless_transport::session::match_user_data(a.match_id),
     )
     .map_err(|e| e.to_string())?;
     keys::write_token_file(&a.out, &token).map_err(|e| e.to_string())?;
     eprintln!(
-        "token for client {} to {:?}, valid {} s, written to {}",
+        "token for client {} (match {}) to {:?}, valid {} s, written to {}",
         a.client_id,
+        a.match_id,
         a.servers,
         a.expire_s,
         a.out.display()
@@ -241,11 +260,15 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<(), String> {
     };
     config.server.tick_hz = a.tick_hz;
     config.client.tick_hz = a.tick_hz;
+    if !(a.drain_s.is_finite() && (0.0..=86_400.0).contains(&a.drain_s)) {
+        return Err("--drain-s must be in [0, 86400]".into());
+    }
     let settings = ServeSettings {
-        bind: a.bind,
-        private_key: key,
-        max_clients: a.max_clients as usize,
         public_addresses: a.public_addrs.clone(),
+        matches: a.matches,
+        drain: Duration::from_secs_f64(a.drain_s),
+        admin: a.admin,
+        ..ServeSettings::new(a.bind, key, a.max_clients as usize)
     };
     let stop = ctrl_c_flag()?;
     lagless_lab::with_scene!(config.scene.as_str(), S => serve_scene::<S>(a, &settings, &config, &stop),

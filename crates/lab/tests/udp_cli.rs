@@ -116,6 +116,19 @@ impl Running {
         );
     }
 
+    /// [`Running::wait_for`], but a line seen before counts too (lines of clients that
+    /// connect at once come in either order).
+    fn has_or_waits_for(&mut self, words: &[&str], secs: u64) -> String {
+        let seen = self
+            .seen
+            .iter()
+            .find(|l| words.iter().all(|w| l.contains(w)));
+        match seen {
+            Some(line) => line.clone(),
+            None => self.wait_for(words, secs),
+        }
+    }
+
     /// Waits for the process to end by itself within `secs`; returns whether it
     /// succeeded.
     fn wait(&mut self, secs: u64) -> bool {
@@ -461,5 +474,182 @@ fn a_client_of_another_scene_is_refused_by_name() {
         "{err}"
     );
     drop(server);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// `GET path` on the admin endpoint: the status line and the body.
+fn http_get(addr: SocketAddr, path: &str) -> (String, String) {
+    try_http_get(addr, path).unwrap()
+}
+
+/// [`http_get`], `None` if the request fails (a server still starting).
+fn try_http_get(addr: SocketAddr, path: &str) -> Option<(String, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    // HTTP/1.0: the server closes after one response and sends it unchunked.
+    write!(s, "GET {path} HTTP/1.0\r\nHost: lagless\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let status = head.lines().next().unwrap_or("").to_owned();
+    Some((status, body.to_owned()))
+}
+
+/// The address `serve --admin` logged.
+fn admin_addr(server: &mut Running) -> SocketAddr {
+    // Logged before the "serving" line `serve` waited for.
+    let line = server.has_or_waits_for(&["admin endpoint", "bound="], 10);
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix("bound="))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Two matches in one process: each client joins the match its token names, a token
+/// for a match not hosted gets nothing, the admin endpoint counts clients per match;
+/// SIGTERM drains (not ready, new clients denied) until the matches have played out,
+/// then the server exits cleanly.
+#[test]
+fn matches_admin_endpoint_and_drain_on_sigterm() {
+    let _one = one_at_a_time();
+    let d = dir("matches");
+    let key = keygen(&d);
+    let extra = [
+        "--matches",
+        "2",
+        "--admin",
+        "127.0.0.1:0",
+        "--drain-s",
+        "20",
+    ];
+    let (mut server, addr) = serve(&key, &d.join("server.json"), 60, &extra);
+    let admin = admin_addr(&mut server);
+    assert!(http_get(admin, "/healthz").0.contains("200"));
+    let tokens: Vec<PathBuf> = [(1, 0), (2, 1), (3, 5), (4, 0)]
+        .iter()
+        .map(|&(id, m)| {
+            let t = d.join(format!("{id}.token"));
+            token(&key, id, addr, &t, &["--match", &m.to_string()]);
+            t
+        })
+        .collect();
+    let bot = |t: &Path, secs: f64, name: &str| {
+        let mut c = connect(
+            t,
+            secs,
+            &d.join(name),
+            &["--bot", "--connect-timeout-s", "3"],
+        );
+        c.stderr(Stdio::null()).stdout(Stdio::null());
+        c
+    };
+    let mut a = bot(&tokens[0], 8.0, "a.json").spawn().unwrap();
+    let mut b = bot(&tokens[1], 8.0, "b.json").spawn().unwrap();
+    server.has_or_waits_for(
+        &["client connected", "client_id=1", "match_id=0", "player=1"],
+        10,
+    );
+    server.has_or_waits_for(
+        &["client connected", "client_id=2", "match_id=1", "player=1"],
+        10,
+    );
+    // No such match: turned away.
+    let stray = bot(&tokens[2], 2.0, "stray.json").status().unwrap();
+    assert!(!stray.success());
+    std::thread::sleep(Duration::from_millis(1200));
+    let (status, metrics) = http_get(admin, "/metrics");
+    assert!(status.contains("200"), "{status}");
+    for line in [
+        "lagless_clients{match=\"0\"} 1",
+        "lagless_clients{match=\"1\"} 1",
+        "lagless_ready 1",
+    ] {
+        assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    }
+    assert!(http_get(admin, "/readyz").0.contains("200"));
+
+    // SIGTERM: drain.
+    let pid = server.child.id().to_string();
+    ok(Command::new("kill").args(["-TERM", &pid]));
+    server.wait_for(&["draining"], 5);
+    let (status, body) = http_get(admin, "/readyz");
+    assert!(
+        status.contains("503") && body.contains("draining"),
+        "{status} {body}"
+    );
+    let late = bot(&tokens[3], 2.0, "late.json").status().unwrap();
+    assert!(!late.success(), "a client got in while draining");
+    // The playing clients finish their 8 s; then the server is done.
+    assert!(a.wait().unwrap().success() && b.wait().unwrap().success());
+    server.wait_for(&["drained"], 10);
+    assert!(server.wait(10), "{}", server.seen.join("\n"));
+    let s = json(&d.join("server.json"));
+    assert_eq!(s["server"]["connects"], 2);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A real Prometheus server (from the system's packages) scrapes `serve --admin`'s
+/// `/metrics`: it parses every sample and sees the server up, ticking at its rate.
+/// Needs `prometheus` on the PATH: `.ci/run` installs it and runs this.
+#[test]
+#[ignore = "needs the prometheus binary; .ci/run installs it and runs this with --ignored"]
+fn prometheus_scrapes_the_admin_endpoint() {
+    let _one = one_at_a_time();
+    let d = dir("prometheus");
+    let key = keygen(&d);
+    let (mut server, _) = serve(
+        &key,
+        &d.join("server.json"),
+        60,
+        &["--admin", "127.0.0.1:0"],
+    );
+    let admin = admin_addr(&mut server);
+    let web = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let config = d.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: lagless\n    \
+             static_configs:\n      - targets: ['{admin}']\n"
+        ),
+    )
+    .unwrap();
+    let mut prometheus = Running::spawn(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", d.join("tsdb").display()))
+            .arg(format!("--web.listen-address={web}")),
+    );
+    let query = |q: &str| -> Option<f64> {
+        let (_, body) = try_http_get(web, &format!("/api/v1/query?query={q}"))?;
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = None;
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+        let tps = query("lagless_ticks_per_second");
+        if query("lagless_up") == Some(1.0) && tps.is_some_and(|t| t > 30.0) {
+            seen = tps;
+            break;
+        }
+    }
+    let (_, targets) = try_http_get(web, "/api/v1/targets").unwrap_or_default();
+    assert!(
+        seen.is_some(),
+        "Prometheus never saw the server ticking: {targets}"
+    );
+    assert!(targets.contains("\"health\":\"up\""), "{targets}");
+    assert!(targets.contains("\"lastError\":\"\""), "{targets}");
+    // The per-match gauge and the wall-time quantiles came through as well.
+    assert_eq!(query("lagless_clients"), Some(0.0));
+    assert!(query("lagless_tick_wall_ms").is_some_and(|ms| ms >= 0.0));
+    let _ = prometheus.child.kill();
     std::fs::remove_dir_all(&d).unwrap();
 }

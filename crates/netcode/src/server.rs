@@ -98,7 +98,8 @@ pub struct ServerStats {
     pub disconnects: u64,
     /// Clients timed out.
     pub timeouts: u64,
-    /// Connection requests answered with a denied packet (server full).
+    /// Connection requests answered with a denied packet (server full, or not
+    /// accepting).
     pub denied: u64,
     /// Pending handshakes evicted, with the handshake table full, because their source
     /// held [`PENDING_SHARE_PER_SOURCE`] or more of them: the mark of one host (or one
@@ -177,6 +178,8 @@ struct Slot {
 /// counted in [`ServerStats::evicted_crowded_source`] and [`ServerStats::evicted_oldest`].
 pub struct Server {
     config: ServerConfig,
+    /// New clients are admitted ([`Server::set_accepting`]).
+    accepting: bool,
     challenge_key: Key,
     challenge_sequence: u64,
     global_sequence: u64,
@@ -224,6 +227,7 @@ impl Server {
         }
         let n = config.max_clients;
         Ok(Self {
+            accepting: true,
             challenge_key,
             challenge_sequence: 0,
             global_sequence: 1 << 63,
@@ -425,7 +429,7 @@ impl Server {
         if !self.token_entry_find_or_add(from, mac) {
             return Err(PacketError::TokenReused);
         }
-        if self.num_connected() >= self.config.max_clients {
+        if self.num_connected() >= self.config.max_clients || !self.accepting {
             self.stats.denied += 1;
             self.send_global(&Packet::Denied, from, &private.server_to_client_key);
             return Ok(());
@@ -548,7 +552,8 @@ impl Server {
         let Some(mapping) = self.mappings.get(&from).cloned() else {
             return Err(PacketError::NoKeyForAddress);
         };
-        let Some(index) = self.slots.iter().position(Option::is_none) else {
+        let free = self.slots.iter().position(Option::is_none);
+        let Some(index) = free.filter(|_| self.accepting) else {
             self.stats.denied += 1;
             self.send_global(&Packet::Denied, from, &mapping.send_key);
             return Ok(());
@@ -687,6 +692,17 @@ impl Server {
     /// Whether slot `client_index` holds a connected client.
     pub fn is_connected(&self, client_index: usize) -> bool {
         matches!(self.slots.get(client_index), Some(Some(_)))
+    }
+
+    /// Admits new clients (the default) or denies them as if full (`false`), while the
+    /// connected ones play on: a server draining before it exits stops admitting.
+    pub fn set_accepting(&mut self, accepting: bool) {
+        self.accepting = accepting;
+    }
+
+    /// Whether new clients are admitted.
+    pub fn is_accepting(&self) -> bool {
+        self.accepting
     }
 
     /// Number of connected clients.

@@ -47,6 +47,10 @@ pub enum TransportError {
     /// An unknown link profile name.
     #[error("unknown link profile {0:?} (known: {known})", known = lagless_netem::PROFILE_NAMES.join(", "))]
     UnknownProfile(String),
+    /// What a game asked a host to host cannot be hosted (no match, matches at different
+    /// tick rates).
+    #[error("hosting: {0}")]
+    Hosting(String),
     /// The link emulator refused a configuration.
     #[error("link config: {0}")]
     Netem(#[from] lagless_netem::ConfigError),

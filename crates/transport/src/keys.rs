@@ -75,9 +75,33 @@ pub fn issue_token(
     expire_seconds: u64,
     timeout_seconds: i32,
 ) -> Result<ConnectToken, TransportError> {
+    let user_data = [0; lagless_netcode::USER_DATA_BYTES];
+    let times = (expire_seconds, timeout_seconds);
+    issue_token_with(
+        private_key,
+        protocol_id,
+        client_id,
+        servers,
+        times,
+        user_data,
+    )
+}
+
+/// [`issue_token`] with the token's 256 bytes of user data, which only the server reads
+/// (`session::match_user_data` names the match a client is to join); `times` are the
+/// expiry and the timeout, in seconds.
+pub fn issue_token_with(
+    private_key: &Key,
+    protocol_id: u64,
+    client_id: u64,
+    servers: Vec<SocketAddr>,
+    (expire_seconds, timeout_seconds): (u64, i32),
+    user_data: [u8; lagless_netcode::USER_DATA_BYTES],
+) -> Result<ConnectToken, TransportError> {
     let mut params = TokenParams::new(protocol_id, client_id, servers);
     params.expire_seconds = Some(expire_seconds);
     params.timeout_seconds = timeout_seconds;
+    params.user_data = user_data;
     Ok(ConnectToken::generate(
         &params,
         private_key,

@@ -164,6 +164,12 @@ impl UdpServer {
         &self.netcode
     }
 
+    /// Admits new clients (the default) or denies them as if full; the connected ones
+    /// play on ([`Server::set_accepting`]).
+    pub fn set_accepting(&mut self, accepting: bool) {
+        self.netcode.set_accepting(accepting);
+    }
+
     /// IO counters.
     pub fn stats(&self) -> &TransportStats {
         &self.stats

@@ -420,3 +420,119 @@ fn the_games_control_messages_arrive_in_order_before_play() {
     // An unknown client is an error, not a panic.
     assert!(host.send_control(99, b"x").is_err());
 }
+
+fn match_token(key: &[u8; 32], id: u64, addr: SocketAddr, match_id: u32) -> Vec<u8> {
+    let data = lagless_transport::session::match_user_data(match_id);
+    let token = keys::issue_token_with(key, PROTOCOL_ID, id, vec![addr], (30, 5), data);
+    token.expect("token").write().expect("write").to_vec()
+}
+
+/// One frame of a host with several matches: update, every match's ticks, send.
+fn serve_matches(host: &mut GameServer<u8>, events: &mut Vec<SessionEvent>) {
+    host.update();
+    events.extend(std::iter::from_fn(|| host.poll_event()));
+    let now = host.now();
+    for (_, server) in host.matches_mut() {
+        while server.next_tick().is_some() {
+            server.send_snapshots(now).expect("snapshots");
+        }
+    }
+    host.transmit();
+}
+
+#[test]
+fn clients_join_the_match_their_token_names_and_a_match_restarts_alone() {
+    let key = keys::generate_private_key().expect("key");
+    let servers = (0..2)
+        .map(|_| Server::new(schema(), &NetConfig::new(64)).expect("server"))
+        .collect();
+    let settings = ServerSettings::new(PROTOCOL_ID, key, 8);
+    let addr: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+    let mut host = GameServer::bind_matches(addr, settings, servers).expect("bind");
+    let addr = host.local_addr().expect("addr");
+    let mut events = Vec::new();
+    let mut a = game_client(&match_token(&key, 1, addr, 0), 64);
+    let mut b = game_client(&match_token(&key, 2, addr, 1), 64);
+    let mut stray = game_client(&match_token(&key, 3, addr, 7), 64);
+    until(5, "both in their matches, the stray turned away", || {
+        serve_matches(&mut host, &mut events);
+        let _ = (a.update(), b.update(), stray.update());
+        a.is_ready() && b.is_ready() && host.stats().no_such_match == 1
+    });
+    assert_eq!(host.match_of(1), Some(0));
+    assert_eq!(host.match_of(2), Some(1));
+    assert_eq!(host.match_of(3), None);
+    let in_match = |host: &GameServer<u8>, m: u32| {
+        let server = host.match_server(m).expect("hosted");
+        server.session().clients().collect::<Vec<_>>()
+    };
+    assert_eq!(in_match(&host, 0), vec![1]);
+    assert_eq!(in_match(&host, 1), vec![2]);
+    until(5, "the stray's session to end", || {
+        serve_matches(&mut host, &mut events);
+        stray.update().is_err()
+    });
+
+    // Match 1 ends: its client is let go, match 0 plays on.
+    let fresh = Server::new(schema(), &NetConfig::new(64)).expect("server");
+    assert!(host.restart_match(1, fresh).is_some());
+    let ended: Vec<SessionEvent> = std::iter::from_fn(|| host.poll_event()).collect();
+    assert!(
+        matches!(
+            &ended[..],
+            [SessionEvent::Disconnected {
+                client: 2,
+                match_id: 1,
+                reason: LeaveReason::MatchEnded,
+                ..
+            }]
+        ),
+        "{ended:?}"
+    );
+    assert!(in_match(&host, 1).is_empty());
+    until(5, "the ended match's client to hear it", || {
+        serve_matches(&mut host, &mut events);
+        let _ = a.update();
+        b.update().is_err()
+    });
+    assert!(a.is_ready());
+    assert_eq!(in_match(&host, 0), vec![1]);
+    let unknown = Server::new(schema(), &NetConfig::new(64)).expect("server");
+    assert!(host.restart_match(9, unknown).is_none());
+}
+
+#[test]
+fn a_draining_server_turns_new_clients_away_and_keeps_the_playing_ones() {
+    let key = keys::generate_private_key().expect("key");
+    let mut host = host(key, 64, 4);
+    let addr = host.local_addr().expect("addr");
+    let mut events = Vec::new();
+    let mut playing = game_client(&token(&key, 1, addr, 5), 64);
+    until(5, "the first client", || {
+        serve(&mut host, &mut events);
+        let _ = playing.update();
+        playing.is_ready()
+    });
+    host.set_accepting(false);
+    let mut late = game_client(&token(&key, 2, addr, 5), 64);
+    until(5, "the late client to be denied", || {
+        serve(&mut host, &mut events);
+        let _ = playing.update();
+        late.update().is_err()
+    });
+    assert!(
+        matches!(late.error(), Some(SessionError::Connect(_))),
+        "{:?}",
+        late.error()
+    );
+    assert!(playing.is_ready());
+    assert_eq!(host.clients(), vec![1]);
+    // Accepting again, a new client gets in.
+    host.set_accepting(true);
+    let mut again = game_client(&token(&key, 3, addr, 5), 64);
+    until(5, "a client after the drain was called off", || {
+        serve(&mut host, &mut events);
+        let _ = (playing.update(), again.update());
+        again.is_ready()
+    });
+}

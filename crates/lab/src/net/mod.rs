@@ -24,7 +24,9 @@
 //! the loss of both directions (`net.loss_pct`) from the session packets' sequence
 //! numbers ([`SeqCounter`]).
 
+pub mod admin;
 pub mod connect;
+mod matches;
 pub mod proxy;
 pub mod report;
 pub mod run;

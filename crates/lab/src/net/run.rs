@@ -115,10 +115,8 @@ fn run_scene<S: LabScene>(config: &RunConfig) -> Result<Report, UdpRunError> {
         )
     };
     let settings = ServeSettings {
-        bind: loopback,
-        private_key: key,
-        max_clients: clients,
         public_addresses: proxy_listen.into_iter().collect(),
+        ..ServeSettings::new(loopback, key, clients)
     };
     let (server, server_addr, truth) = spawn_server::<S>(settings, config, &stop)?;
     let proxy = if let Some(listen) = proxy_listen {

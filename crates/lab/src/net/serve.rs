@@ -8,6 +8,8 @@
 //! one that leaves or times out takes its player and its replication state with it, and
 //! nobody else notices.
 
+use super::admin::{self, AdminState, SharedState};
+use super::matches::{self, Conn, Match};
 use super::{Control, UdpRunError, rss_mb};
 use crate::config::{RunConfig, SnapshotCodecChoice};
 use crate::metrics::{Metric, Report, percentile};
@@ -15,18 +17,16 @@ use crate::remote_view::Track;
 use crate::replication::SnapshotSender;
 use crate::runner::UDP_IP_HEADER_BYTES;
 use crate::runner::client::{Truth, pos};
-use crate::runner::{fed, server_step};
 use crate::scene::{LabScene, PlayerId};
 use lagless_core::{ClientId, ServerClientStats};
 use lagless_netcode::Key;
 use lagless_replication::{DepartedClient, Server};
 use lagless_transport::session::{GameServer, SessionEvent, SessionStats};
 use lagless_transport::{PROTOCOL_ID, ServerSettings};
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 /// What `lagless serve` needs beside the run settings (scene, tick rate, snapshot rate,
 /// codec, budget, the cube grid come from a [`RunConfig`]).
@@ -40,12 +40,30 @@ pub struct ServeSettings {
     pub max_clients: usize,
     /// Addresses tokens may name beside the bound one (a proxy in front of the server).
     pub public_addresses: Vec<SocketAddr>,
+    /// Matches hosted: with one, every token joins it; with more, the token's user data
+    /// names the match (`lagless token --match K`), and a match whose last player left
+    /// starts again empty.
+    pub matches: u32,
+    /// Once stopped (Ctrl-C, SIGTERM), how long the matches may play out with no new
+    /// clients before the server exits; a second signal exits at once. Zero: exit at once.
+    pub drain: Duration,
+    /// Where to answer `/healthz`, `/readyz` and `/metrics` (`net::admin`).
+    pub admin: Option<SocketAddr>,
 }
 
-/// A connected client.
-struct Conn {
-    player: PlayerId,
-    since: Duration,
+impl ServeSettings {
+    /// One match on `bind`, `max_clients` slots, no drain and no admin endpoint.
+    pub fn new(bind: SocketAddr, private_key: Key, max_clients: usize) -> Self {
+        Self {
+            bind,
+            private_key,
+            max_clients,
+            public_addresses: Vec::new(),
+            matches: 1,
+            drain: Duration::ZERO,
+            admin: None,
+        }
+    }
 }
 
 /// What the server measured over its run.
@@ -68,6 +86,10 @@ pub struct ServerFigures {
     pub packets_rejected: u64,
     /// Most clients connected at once.
     pub clients_max: usize,
+    /// Wall time of each frame's ticks (every match's, run together), ms.
+    pub tick_wall_ms: Vec<f64>,
+    /// Matches that ended and started again empty.
+    pub match_restarts: u64,
     /// Real seconds the server ran.
     pub seconds: f64,
     /// Share of one core the whole process used over the run, percent.
@@ -76,29 +98,33 @@ pub struct ServerFigures {
     pub rss_mb: (Option<f64>, Option<f64>),
 }
 
-/// A scene's server over UDP: the library's [`GameServer`] hosting the game's `Server`,
-/// with the scene stepped and measured as the emulator run does.
+/// A scene's server over UDP: the library's [`GameServer`] hosting the game's `Server`
+/// (one per match), with the scenes stepped and measured as the emulator run does.
 pub struct SceneServer<S: LabScene> {
     host: GameServer<S::Input>,
     config: RunConfig,
-    scene: S,
-    sender: SnapshotSender<S>,
-    /// By client id (the id in the token, which the game's `Server` uses too).
-    conns: BTreeMap<ClientId, Conn>,
+    settings: ServeSettings,
+    /// The matches, by id.
+    matches: Vec<Match<S>>,
     /// Every tracked player's and cube's position per tick, for a run in one process.
     truth: Option<Arc<RwLock<Truth>>>,
     figures: ServerFigures,
-    /// When the last second's line was logged, and the tick count then.
-    last_line: (Duration, usize),
+    /// When the last second's line was logged, and the tick and frame counts then.
+    last_line: (Duration, usize, usize),
     process_cpu: Option<cpu_time::ProcessTime>,
     /// Players tracked in the truth, and its rows not yet written (players, others).
     tracked_players: usize,
     pending_truth: Vec<TruthRow>,
     /// The input-delay and lead probe the clients of this process share.
     probe: Option<Arc<std::sync::Mutex<crate::input_buffer::SyncProbe>>>,
-    /// Scratch for the other entities' positions and the characters' states.
+    /// Scratch for the other entities' positions.
     others: Vec<[f32; 3]>,
-    characters: Vec<(u32, lagless_replication::deadreckoning::CharacterState)>,
+    /// When draining started.
+    draining: Option<Duration>,
+    /// What the admin endpoint answers from.
+    admin: Option<SharedState>,
+    /// The host's counters at the last second.
+    last_stats: SessionStats,
 }
 
 /// One tick of the truth: the players, the other entities, and the characters with
@@ -127,10 +153,10 @@ const MAX_TICKS_PER_STEP: usize = 4;
 pub use crate::scenes::MAX_GRID;
 
 impl<S: LabScene> SceneServer<S> {
-    /// Binds and builds the scene; `config` gives the scene's settings, the tick rate,
-    /// snapshot rate, codec and budget. With `track_players`, every tick's positions of
-    /// players `1..=n` and of every other entity are recorded in a `Truth` the clients
-    /// of the same process can read.
+    /// Binds and builds the matches; `config` gives the scene's settings, the tick rate,
+    /// snapshot rate, codec and budget. With `track_players` (one match only), every
+    /// tick's positions of players `1..=n` and of every other entity are recorded in a
+    /// `Truth` the clients of the same process can read.
     pub fn bind(
         settings: &ServeSettings,
         config: &RunConfig,
@@ -144,35 +170,69 @@ impl<S: LabScene> SceneServer<S> {
             ))
             .into());
         }
+        if settings.matches == 0 || (settings.matches > 1 && track_players.is_some()) {
+            return Err(crate::RunError::Invalid(format!(
+                "{} matches: one or more, and one to follow players",
+                settings.matches
+            ))
+            .into());
+        }
         let mut server_settings =
             ServerSettings::new(PROTOCOL_ID, settings.private_key, settings.max_clients);
         server_settings.public_addresses = settings.public_addresses.clone();
-        let (scene, setup) = S::build(config)?;
-        let (sender, session) = SnapshotSender::<S>::new(config.snapshot_codec, setup, config)?;
-        let host = GameServer::bind(settings.bind, server_settings, session)?;
-        let truth = track_players.map(|n| new_truth(&scene, n, tick_hz, host.now()));
+        let mut matches = Vec::new();
+        let mut servers = Vec::new();
+        for _ in 0..settings.matches {
+            let (m, server) = Match::<S>::new(config)?;
+            matches.push(m);
+            servers.push(server);
+        }
+        let host = if settings.matches == 1 {
+            let server = servers.pop().unwrap_or_else(|| unreachable!("one match"));
+            GameServer::bind(settings.bind, server_settings, server)?
+        } else {
+            GameServer::bind_matches(settings.bind, server_settings, servers)?
+        };
+        let truth = match (track_players, matches.first()) {
+            (Some(n), Some(m)) => Some(new_truth(&m.scene, n, tick_hz, host.now())),
+            _ => None,
+        };
         let probe = truth
             .as_ref()
             .and_then(|t| t.read().ok().and_then(|t| t.probe.clone()));
-        Ok(Self {
+        let admin = match settings.admin {
+            Some(addr) => {
+                let shared: SharedState =
+                    Arc::new(Mutex::new((AdminState::default(), Instant::now())));
+                let bound = admin::serve_admin(addr, shared.clone())
+                    .map_err(|e| crate::RunError::Invalid(format!("admin endpoint {addr}: {e}")))?;
+                tracing::info!(%bound, "admin endpoint: /healthz /readyz /metrics");
+                Some(shared)
+            }
+            None => None,
+        };
+        let mut server = Self {
             host,
             config: config.clone(),
-            scene,
-            sender,
-            conns: BTreeMap::new(),
+            settings: settings.clone(),
+            matches,
             truth,
             figures: ServerFigures {
                 rss_mb: (rss_mb(), None),
                 ..ServerFigures::default()
             },
-            last_line: (Duration::ZERO, 0),
+            last_line: (Duration::ZERO, 0, 0),
             process_cpu: cpu_time::ProcessTime::try_now().ok(),
             tracked_players: track_players.unwrap_or(0),
             pending_truth: Vec::new(),
             probe,
             others: Vec::new(),
-            characters: Vec::new(),
-        })
+            draining: None,
+            admin,
+            last_stats: SessionStats::default(),
+        };
+        server.publish(None);
+        Ok(server)
     }
 
     /// The bound address.
@@ -190,15 +250,16 @@ impl<S: LabScene> SceneServer<S> {
         &self.host
     }
 
-    /// Ids (from their tokens) of the connected clients.
+    /// Ids (from their tokens) of the connected clients, every match.
     pub fn clients(&self) -> Vec<u64> {
-        self.conns.keys().copied().collect()
+        self.host.clients()
     }
 
     /// One frame: read the socket, handle connects and leaves, run up to four of the
-    /// ticks that are due (reading the socket before each), send what the session has,
-    /// and once a second log a line and send each client its link report. Returns true
-    /// when ticks may still be due (the server is behind real time).
+    /// ticks that are due (reading the socket before each; each match on a thread of its
+    /// own), send what the sessions have, and once a second log a line and send each
+    /// client its link report. Returns true when ticks may still be due (the server is
+    /// behind real time).
     pub fn step(&mut self) -> bool {
         // One tick at a time, reading the socket before each: a server that fell behind
         // ran several ticks in a row, and 64 clients' inputs over that long overflowed
@@ -208,10 +269,9 @@ impl<S: LabScene> SceneServer<S> {
         let mut ran = 0;
         while ran < MAX_TICKS_PER_STEP {
             let now = self.receive();
-            let Some(step) = self.host.server_mut().next_tick() else {
+            if !self.tick(now) {
                 break;
-            };
-            self.tick(step, now);
+            }
             self.host.transmit();
             ran += 1;
         }
@@ -219,7 +279,7 @@ impl<S: LabScene> SceneServer<S> {
         ran == MAX_TICKS_PER_STEP
     }
 
-    /// Reads the socket through the host, which hands the game's server what came, and
+    /// Reads the socket through the host, which hands the game's servers what came, and
     /// handles connects, leaves and the once-a-second line; returns the time it was read
     /// at.
     fn receive(&mut self) -> Duration {
@@ -227,70 +287,91 @@ impl<S: LabScene> SceneServer<S> {
         let now = self.host.now();
         while let Some(event) = self.host.poll_event() {
             match event {
-                SessionEvent::Connected { client, addr } => self.join(client, addr, now),
+                SessionEvent::Connected {
+                    client,
+                    addr,
+                    match_id,
+                } => self.join(client, match_id, addr, now),
                 SessionEvent::Disconnected {
                     client,
+                    match_id,
                     reason,
                     counters,
-                } => self.leave(client, &format!("{reason:?}"), &counters),
+                } => self.leave(client, match_id, &format!("{reason:?}"), &counters),
                 SessionEvent::Second(second) => self.second(now, &second),
             }
         }
         now
     }
 
-    /// One server tick, as the runner does it.
-    fn tick(&mut self, step: lagless_core::TickInputs<S::Input>, now: Duration) {
-        let client_players: Vec<(ClientId, PlayerId)> =
-            self.conns.iter().map(|(&id, c)| (id, c.player)).collect();
-        let (cost, sent) = server_step(
-            &mut self.scene,
-            self.host.server_mut(),
-            &mut self.sender,
-            (&client_players, &step, now),
-            &mut self.characters,
-        );
-        if let Err(e) = sent {
-            tracing::warn!("snapshot not sent: {e}");
+    /// Every match's tick that is due, run together; false when none was.
+    fn tick(&mut self, now: Duration) -> bool {
+        let started = std::time::Instant::now();
+        let work: Vec<_> = self
+            .host
+            .matches_mut()
+            .zip(self.matches.iter_mut())
+            .filter_map(|((_, server), m)| {
+                let step = server.next_tick()?;
+                Some((m, server, step))
+            })
+            .collect();
+        if work.is_empty() {
+            return false;
         }
-        if let Some(probe) = &self.probe {
-            let fed = fed(self.host.server(), &step);
+        let ticked = matches::tick_all(work, now);
+        self.figures
+            .tick_wall_ms
+            .push(started.elapsed().as_secs_f64() * 1000.0);
+        for t in &ticked {
+            self.figures.encode_ms.extend(t.cost.encode_ms);
+            self.figures.physics_ms.push(t.cost.physics_ms);
+            self.figures.tick_ms.push(t.cost.tick_ms);
+        }
+        // The probe and the truth follow the one match of a run in one process.
+        if let (Some(probe), Some(t)) = (&self.probe, ticked.first()) {
             if let Ok(mut p) = probe.lock() {
-                p.server_tick(now, step.tick, &fed);
+                p.server_tick(now, t.tick, &t.fed);
             }
         }
-        self.figures.encode_ms.extend(cost.encode_ms);
-        self.figures.physics_ms.push(cost.physics_ms);
-        self.figures.tick_ms.push(cost.tick_ms);
-        self.scene.observe();
-        if let Some(truth) = &self.truth {
-            let players = (1..=self.tracked_players)
-                .map(|p| pos(self.scene.player_position(p as PlayerId)))
-                .collect();
-            self.others.clear();
-            self.scene.others(&mut self.others);
-            let characters = self.characters.iter().map(|(_, s)| s.position).collect();
-            self.pending_truth
-                .push((players, self.others.clone(), (now, characters)));
-            // Never wait for the clients reading it: a client holds the truth through its
-            // step, and a server blocked behind a deep rollback stalled its clock (RTT
-            // 580 ms over a 200 ms link). Rows wait here until the truth is free.
-            if let Ok(mut t) = truth.try_write() {
-                flush_truth(&mut t, &mut self.pending_truth);
-            }
+        self.record_truth(now);
+        true
+    }
+
+    /// The first match's positions after its tick, into the truth.
+    fn record_truth(&mut self, now: Duration) {
+        let (Some(truth), Some(m)) = (&self.truth, self.matches.first()) else {
+            return;
+        };
+        let players = (1..=self.tracked_players)
+            .map(|p| pos(m.scene.player_position(p as PlayerId)))
+            .collect();
+        self.others.clear();
+        m.scene.others(&mut self.others);
+        let characters = m.characters.iter().map(|(_, s)| s.position).collect();
+        self.pending_truth
+            .push((players, self.others.clone(), (now, characters)));
+        // Never wait for the clients reading it: a client holds the truth through its
+        // step, and a server blocked behind a deep rollback stalled its clock (RTT
+        // 580 ms over a 200 ms link). Rows wait here until the truth is free.
+        if let Ok(mut t) = truth.try_write() {
+            flush_truth(&mut t, &mut self.pending_truth);
         }
     }
 
-    /// A client the host admitted: its player (netcode.io slot `k` drives player
-    /// `k + 1`) joins the scene, and the client is welcomed with the scene's settings.
-    fn join(&mut self, id: ClientId, addr: SocketAddr, now: Duration) {
-        let Some(slot) = self.host.transport().client_index(id) else {
+    /// A client the host admitted to match `match_id`: its player (the lowest number
+    /// free in the match) joins the scene, and the client is welcomed with the scene's
+    /// settings.
+    fn join(&mut self, id: ClientId, match_id: u32, addr: SocketAddr, now: Duration) {
+        let Some(m) = self.matches.get_mut(match_id as usize) else {
             return;
         };
-        let player = slot as PlayerId + 1;
-        self.scene.add_player(player);
-        self.conns.insert(id, Conn { player, since: now });
-        self.figures.clients_max = self.figures.clients_max.max(self.conns.len());
+        let player = m.free_player();
+        m.scene.add_player(player);
+        m.conns.insert(id, Conn { player, since: now });
+        let schema = super::schema_fingerprint(&S::schema(m.sender.setup()));
+        let connected = self.host.clients().len();
+        self.figures.clients_max = self.figures.clients_max.max(connected);
         let welcome = Control::Welcome {
             player,
             tick_hz: self.config.server.tick_hz,
@@ -301,7 +382,7 @@ impl<S: LabScene> SceneServer<S> {
                 SnapshotCodecChoice::Plain => 1,
             },
             scene: super::scene_code(&self.config.scene),
-            schema: super::schema_fingerprint(&S::schema(self.sender.setup())),
+            schema,
             seed: self.config.seed,
         };
         if let Err(e) = self.host.send_control(id, &welcome.encode()) {
@@ -310,30 +391,73 @@ impl<S: LabScene> SceneServer<S> {
         tracing::info!(
             client_id = id,
             %addr,
-            slot,
+            match_id,
             player,
-            clients = self.conns.len(),
+            clients = connected,
             "client connected"
         );
+        self.publish(None);
     }
 
     /// A client the host let go (it is out of the game's server already): its player
-    /// leaves the scene and its counters join the run's.
-    fn leave(&mut self, id: ClientId, reason: &str, counters: &DepartedClient) {
-        let Some(c) = self.conns.remove(&id) else {
+    /// leaves the scene and its counters join the run's. With several matches, a match
+    /// whose last player left ends, and starts again empty.
+    fn leave(&mut self, id: ClientId, match_id: u32, reason: &str, counters: &DepartedClient) {
+        let Some(m) = self.matches.get_mut(match_id as usize) else {
             return;
         };
+        let Some(c) = m.conns.remove(&id) else {
+            return;
+        };
+        m.sender.client_left(id, counters);
+        m.scene.remove_player(c.player);
+        let empty = m.conns.is_empty();
         self.count_session(&counters.session);
-        self.sender.client_left(id, counters);
-        self.scene.remove_player(c.player);
         tracing::info!(
             client_id = id,
+            match_id,
             player = c.player,
             reason,
             up_loss_pct = round2(loss_pct(&counters.session)),
-            clients = self.conns.len(),
+            clients = self.host.clients().len(),
             "client left"
         );
+        if empty && self.settings.matches > 1 && self.draining.is_none() {
+            self.restart(match_id);
+        }
+        self.publish(None);
+    }
+
+    /// Ends match `match_id` and starts it again empty: a fresh scene and server, so
+    /// nothing of the old match stays.
+    fn restart(&mut self, match_id: u32) {
+        match Match::<S>::new(&self.config) {
+            Ok((fresh, server)) => {
+                if self.host.restart_match(match_id, server).is_some() {
+                    if let Some(slot) = self.matches.get_mut(match_id as usize) {
+                        let ticks = slot.ticks;
+                        *slot = fresh;
+                        self.figures.match_restarts += 1;
+                        tracing::info!(match_id, ticks, "match ended; started again empty");
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(match_id, "match not restarted: {e}"),
+        }
+    }
+
+    /// Stops admitting clients; the matches play out for at most the drain time.
+    fn start_draining(&mut self, now: Duration) {
+        if self.draining.is_none() {
+            self.host.set_accepting(false);
+            self.draining = Some(now);
+            tracing::info!(
+                clients = self.host.clients().len(),
+                limit_s = self.settings.drain.as_secs_f64(),
+                "draining: no new clients; the matches play out"
+            );
+            self.publish(None);
+        }
     }
 
     /// Adds a client's session counters to the run's totals.
@@ -344,11 +468,17 @@ impl<S: LabScene> SceneServer<S> {
         self.figures.packets_rejected += s.packets_rejected;
     }
 
-    /// The once-a-second line, and every client's link report.
+    /// The once-a-second line, the admin state, and every client's link report.
     fn second(&mut self, now: Duration, second: &SessionStats) {
-        let (then, ticks_then) = self.last_line;
+        let (then, ticks_then, frames_then) = self.last_line;
         let recent = &self.figures.tick_ms[ticks_then.min(self.figures.tick_ms.len())..];
+        let walls = &self.figures.tick_wall_ms[frames_then.min(self.figures.tick_wall_ms.len())..];
         let elapsed = now.saturating_sub(then).as_secs_f64().max(1e-9);
+        let ticks_per_s = walls.len() as f64 / elapsed;
+        let wall = (
+            percentile(walls, 50.0).unwrap_or(0.0),
+            percentile(walls, 99.0).unwrap_or(0.0),
+        );
         let netcode = self.host.transport().netcode().stats();
         let cpu_pct = self
             .process_cpu
@@ -361,9 +491,9 @@ impl<S: LabScene> SceneServer<S> {
             clients = second.clients,
             tick,
             behind_ticks = due.saturating_sub(u64::from(tick)),
-            ticks = recent.len(),
-            ticks_per_s = round2(recent.len() as f64 / elapsed),
+            ticks_per_s = round2(ticks_per_s),
             tick_ms_p99 = round2(percentile(recent, 99.0).unwrap_or(0.0)),
+            tick_wall_ms_p99 = round2(wall.1),
             datagrams_in = second.datagrams_in,
             datagrams_out = second.datagrams_out,
             dropped = second.netcode_dropped(),
@@ -374,37 +504,105 @@ impl<S: LabScene> SceneServer<S> {
             rss_mb = round2(rss_mb().unwrap_or(f64::NAN)),
             "server"
         );
-        self.last_line = (now, self.figures.tick_ms.len());
-        let reports: Vec<(ClientId, Control)> = self
-            .conns
-            .iter()
-            .filter_map(|(&id, c)| {
-                let s = self.host.server().client_stats(id)?;
-                Some((
-                    id,
-                    Control::Link {
-                        up_expected: s.packets_expected,
-                        up_received: s.packets_received.saturating_sub(s.packets_rejected),
-                        down_sent: s.packets_sent,
-                        down_bytes: s.bytes_sent + s.packets_sent * UDP_IP_HEADER_BYTES,
-                        elapsed_ms: now.saturating_sub(c.since).as_millis() as u64,
-                    },
-                ))
-            })
-            .collect();
+        self.last_line = (
+            now,
+            self.figures.tick_ms.len(),
+            self.figures.tick_wall_ms.len(),
+        );
+        self.publish(Some((ticks_per_s, wall)));
+        let mut reports: Vec<(ClientId, Control)> = Vec::new();
+        for (id, m) in (0..).zip(&self.matches) {
+            let Some(server) = self.host.match_server(id) else {
+                continue;
+            };
+            for (&client, c) in &m.conns {
+                let Some(s) = server.client_stats(client) else {
+                    continue;
+                };
+                let link = Control::Link {
+                    up_expected: s.packets_expected,
+                    up_received: s.packets_received.saturating_sub(s.packets_rejected),
+                    down_sent: s.packets_sent,
+                    down_bytes: s.bytes_sent + s.packets_sent * UDP_IP_HEADER_BYTES,
+                    elapsed_ms: now.saturating_sub(c.since).as_millis() as u64,
+                };
+                reports.push((client, link));
+            }
+        }
         for (id, report) in reports {
             let _ = self.host.send_control(id, &report.encode());
         }
     }
 
-    /// Runs until `stop` is set or `seconds` have passed, then disconnects everyone.
+    /// Writes the admin state, if there is an admin endpoint (the tick figures of the
+    /// last second, when a second has passed).
+    fn publish(&mut self, second: Option<(f64, (f64, f64))>) {
+        let Some(shared) = &self.admin else {
+            return;
+        };
+        let stats = self.host.stats();
+        let Ok(mut guard) = shared.lock() else {
+            return;
+        };
+        let (state, written) = &mut *guard;
+        state.accepting = self.draining.is_none();
+        state.draining = self.draining.is_some();
+        state.max_clients = self.settings.max_clients;
+        state.clients = (0..)
+            .zip(&self.matches)
+            .map(|(id, m)| (id, m.conns.len()))
+            .collect();
+        if let Some((ticks_per_s, wall)) = second {
+            state.ticks_per_s = ticks_per_s;
+            state.tick_wall_ms = wall;
+        }
+        state.datagrams = (stats.datagrams_in, stats.datagrams_out);
+        state.bytes = (stats.bytes_in, stats.bytes_out);
+        state.drops = stats
+            .netcode_drops
+            .iter()
+            .map(|(r, n)| (format!("{r:?}"), *n))
+            .collect();
+        state.refused = stats.refused.total();
+        state.connects = stats.connects;
+        state.disconnects = stats.disconnects;
+        state.timeouts = stats.timeouts;
+        state.match_restarts = self.figures.match_restarts;
+        state.rss_mb = rss_mb();
+        *written = Instant::now();
+        self.last_stats = stats;
+    }
+
+    /// Runs until `seconds` have passed, or `stop` is set: then, with a drain time, it
+    /// stops admitting clients and lets the matches play out until they are empty or the
+    /// drain time has passed (a second `stop` ends it at once); then it disconnects
+    /// everyone.
     pub fn run(mut self, seconds: Option<f64>, stop: &AtomicBool) -> ServeOutcome<S> {
         let end = seconds.map(|s| Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX));
         loop {
             let behind = self.step();
             let now = self.host.now();
-            if stop.load(Ordering::Relaxed) || end.is_some_and(|e| now >= e) {
+            if end.is_some_and(|e| now >= e) {
                 break;
+            }
+            if stop.load(Ordering::Relaxed) {
+                if self.draining.is_some() || self.settings.drain.is_zero() {
+                    break;
+                }
+                // The first signal drains; a second one ends it.
+                stop.store(false, Ordering::Relaxed);
+                self.start_draining(now);
+            }
+            if let Some(since) = self.draining {
+                let played_out = self.host.clients().is_empty();
+                if played_out || now.saturating_sub(since) >= self.settings.drain {
+                    tracing::info!(
+                        clients = self.host.clients().len(),
+                        drained_s = round2(now.saturating_sub(since).as_secs_f64()),
+                        "drained"
+                    );
+                    break;
+                }
             }
             // The session's clock is the socket's: a millisecond's sleep costs a packet at
             // most that much hold time, which the echo subtracts.
@@ -422,14 +620,19 @@ impl<S: LabScene> SceneServer<S> {
                 flush_truth(&mut t, &mut self.pending_truth);
             }
         }
-        self.host.shutdown();
+        // Stopping, not draining, but no match is to start again.
         let now = self.host.now();
+        self.draining.get_or_insert(now);
+        self.host.shutdown();
         while let Some(event) = self.host.poll_event() {
             if let SessionEvent::Disconnected {
-                client, counters, ..
+                client,
+                match_id,
+                counters,
+                ..
             } = event
             {
-                self.leave(client, "server stopped", &counters);
+                self.leave(client, match_id, "server stopped", &counters);
             }
         }
         self.figures.seconds = now.as_secs_f64();
@@ -450,13 +653,17 @@ impl<S: LabScene> SceneServer<S> {
             handshakes_evicted = netcode.evicted_crowded_source + netcode.evicted_oldest,
             "server stopped"
         );
+        let session = self.host.stats();
         let server = self.host.into_server();
+        let first = self.matches.into_iter().next();
+        let first = first.unwrap_or_else(|| unreachable!("a server has a match"));
         ServeOutcome {
             figures: self.figures,
-            sender: self.sender,
+            sender: first.sender,
             server,
-            scene: self.scene,
+            scene: first.scene,
             netcode,
+            session,
         }
     }
 }
@@ -488,7 +695,7 @@ fn new_truth<S: LabScene>(scene: &S, n: usize, tick_hz: u32, now: Duration) -> A
     Arc::new(RwLock::new(truth))
 }
 
-/// What a server run produced.
+/// What a server run produced (the snapshot figures are the first match's).
 pub struct ServeOutcome<S: LabScene> {
     /// What it measured.
     pub figures: ServerFigures,
@@ -498,8 +705,10 @@ pub struct ServeOutcome<S: LabScene> {
     pub server: Server<S::Input>,
     /// The scene, with what it followed (its own metrics).
     pub scene: S,
-    /// The netcode.io server's counters (connects, timeouts, drops by reason).
+    /// The netcode.io server's counters (handshakes, drops by reason).
     pub netcode: lagless_netcode::ServerStats,
+    /// The session host's counters (clients admitted to a match, leaves, timeouts).
+    pub session: SessionStats,
 }
 
 impl<S: LabScene> ServeOutcome<S> {
@@ -518,8 +727,19 @@ impl<S: LabScene> ServeOutcome<S> {
         r.set("server.inputs_late", Metric::Count(f.inputs_late));
         r.set("server.packets_rejected", Metric::Count(f.packets_rejected));
         r.set("server.clients_max", Metric::Count(f.clients_max as u64));
-        r.set("server.connects", Metric::Count(self.netcode.connects));
-        r.set("server.timeouts", Metric::Count(self.netcode.timeouts));
+        r.set("server.connects", Metric::Count(self.session.connects));
+        r.set("server.timeouts", Metric::Count(self.session.timeouts));
+        r.set(
+            "server.no_such_match",
+            Metric::Count(self.session.no_such_match),
+        );
+        r.set("server.match_restarts", Metric::Count(f.match_restarts));
+        r.number("server.tick_wall_ms_p50", percentile(&f.tick_wall_ms, 50.0));
+        r.number("server.tick_wall_ms_p99", percentile(&f.tick_wall_ms, 99.0));
+        r.number(
+            "server.ticks_per_s",
+            (f.seconds > 0.0).then(|| f.tick_wall_ms.len() as f64 / f.seconds),
+        );
         r.set(
             "server.netcode_dropped",
             Metric::Count(self.netcode.drops.total()),

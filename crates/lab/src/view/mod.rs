@@ -133,7 +133,7 @@ pub fn parse_head(bytes: &[u8]) -> Option<Head> {
 
 /// Peeks at the request head without taking it off the socket (the WebSocket handshake
 /// reads it again).
-fn peek_head(stream: &TcpStream) -> std::io::Result<Option<Head>> {
+pub(crate) fn peek_head(stream: &TcpStream) -> std::io::Result<Option<Head>> {
     let mut buf = vec![0; MAX_HEAD_BYTES];
     for _ in 0..200 {
         let n = stream.peek(&mut buf)?;
@@ -152,7 +152,12 @@ fn peek_head(stream: &TcpStream) -> std::io::Result<Option<Head>> {
     Ok(None)
 }
 
-fn respond(stream: &mut TcpStream, status: &str, kind: &str, body: &[u8]) -> std::io::Result<()> {
+pub(crate) fn respond(
+    stream: &mut TcpStream,
+    status: &str,
+    kind: &str,
+    body: &[u8],
+) -> std::io::Result<()> {
     let head = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
         body.len()

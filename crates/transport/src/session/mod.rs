@@ -22,7 +22,10 @@ mod client;
 mod server;
 
 pub use client::{GameClient, GameClientStats, SessionState};
-pub use server::{GameServer, LeaveReason, RefusedPackets, SessionEvent, SessionStats};
+pub use server::{
+    GameServer, LeaveReason, MatchId, RefusedPackets, SessionEvent, SessionStats,
+    match_of_user_data, match_user_data,
+};
 
 use lagless_core::{Reader, WireError, Writer};
 use lagless_netcode::ClientState;

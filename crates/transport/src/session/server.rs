@@ -36,6 +36,24 @@ pub enum LeaveReason {
     /// Its packets announced settings this server cannot use; it was sent a
     /// [`Control::Refused`] and is disconnected.
     Refused(Mismatch),
+    /// Its match ended ([`GameServer::restart_match`]).
+    MatchEnded,
+}
+
+/// A match's id among those a [`GameServer`] hosts.
+pub type MatchId = u32;
+
+/// The connect token user data that names match `id` (the first four bytes, little
+/// endian; the rest zero): what a matchmaker puts in the tokens of a match's players.
+pub fn match_user_data(id: MatchId) -> [u8; lagless_netcode::USER_DATA_BYTES] {
+    let mut data = [0; lagless_netcode::USER_DATA_BYTES];
+    data[..4].copy_from_slice(&id.to_le_bytes());
+    data
+}
+
+/// The match a token's user data names ([`match_user_data`]).
+pub fn match_of_user_data(data: &[u8; lagless_netcode::USER_DATA_BYTES]) -> MatchId {
+    MatchId::from_le_bytes([data[0], data[1], data[2], data[3]])
 }
 
 /// What the game learns from a [`GameServer`], in order.
@@ -47,11 +65,15 @@ pub enum SessionEvent {
         client: ClientId,
         /// Where it sends from.
         addr: SocketAddr,
+        /// The match it joined (0 with one match).
+        match_id: MatchId,
     },
     /// A client left and is out of the [`Server`]: despawn what it had.
     Disconnected {
         /// Its id.
         client: ClientId,
+        /// The match it was in.
+        match_id: MatchId,
         /// Why.
         reason: LeaveReason,
         /// Its counters over the connection (packets, inputs, bytes), for the game's logs
@@ -137,6 +159,9 @@ pub struct SessionStats {
     pub timeouts: u64,
     /// Of those, refused for their settings.
     pub refusals: u64,
+    /// Clients whose token named a match this server does not host: disconnected at once
+    /// (not counted in `connects`).
+    pub no_such_match: u64,
     /// Datagrams read from the socket, garbage included.
     pub datagrams_in: u64,
     /// Their bytes.
@@ -184,6 +209,7 @@ impl SessionStats {
             disconnects: self.disconnects.saturating_sub(earlier.disconnects),
             timeouts: self.timeouts.saturating_sub(earlier.timeouts),
             refusals: self.refusals.saturating_sub(earlier.refusals),
+            no_such_match: self.no_such_match.saturating_sub(earlier.no_such_match),
             datagrams_in: self.datagrams_in.saturating_sub(earlier.datagrams_in),
             bytes_in: self.bytes_in.saturating_sub(earlier.bytes_in),
             datagrams_out: self.datagrams_out.saturating_sub(earlier.datagrams_out),
@@ -229,7 +255,13 @@ impl SessionStats {
 /// to the host: it calls them as clients come and go and packets arrive.
 pub struct GameServer<I: Input> {
     udp: UdpServer,
-    server: Server<I>,
+    /// The matches, by id: one (id 0, every token) from [`GameServer::bind`].
+    matches: BTreeMap<MatchId, Server<I>>,
+    /// Route every client to one match by its token's user data
+    /// ([`GameServer::bind_matches`]), or all to match 0.
+    routed: bool,
+    /// Each client in a match, and which.
+    client_match: BTreeMap<ClientId, MatchId>,
     events: VecDeque<SessionEvent>,
     /// Clients refused and out of the [`Server`], still connected until they have read
     /// why (or [`REFUSAL_GRACE`] after): when they were refused.
@@ -244,22 +276,62 @@ pub struct GameServer<I: Input> {
 }
 
 impl<I: Input> GameServer<I> {
-    /// Binds `addr` (port 0 picks one) and hosts `server` there.
+    /// Binds `addr` (port 0 picks one) and hosts `server` there: one match, which every
+    /// client with a valid token joins.
     pub fn bind(
         addr: SocketAddr,
         settings: ServerSettings,
         server: Server<I>,
     ) -> Result<Self, TransportError> {
-        let udp = UdpServer::bind(addr, settings)?;
-        let config = server.session().config();
+        Self::bind_with(addr, settings, BTreeMap::from([(0, server)]), false)
+    }
+
+    /// Binds `addr` and hosts several matches there, each a `Server` of its own (ids
+    /// `0..n`). A client joins the match its connect token's user data names
+    /// ([`match_user_data`]); a token naming no hosted match is refused at connect
+    /// ([`LeaveReason::NoSuchMatch`]). All matches must run the same tick rate.
+    pub fn bind_matches(
+        addr: SocketAddr,
+        settings: ServerSettings,
+        servers: Vec<Server<I>>,
+    ) -> Result<Self, TransportError> {
+        if servers.is_empty() {
+            return Err(TransportError::Hosting("no match to host".into()));
+        }
+        let matches = (0..).zip(servers).collect();
+        Self::bind_with(addr, settings, matches, true)
+    }
+
+    fn bind_with(
+        addr: SocketAddr,
+        settings: ServerSettings,
+        matches: BTreeMap<MatchId, Server<I>>,
+        routed: bool,
+    ) -> Result<Self, TransportError> {
+        let first = matches
+            .values()
+            .next()
+            .ok_or_else(|| TransportError::Hosting("no match to host".into()))?;
+        let config = first.session().config();
+        if matches
+            .values()
+            .any(|m| m.session().config().tick_hz != config.tick_hz)
+        {
+            return Err(TransportError::Hosting(
+                "every match must run the same tick rate".into(),
+            ));
+        }
         let clock = FixedTimestep::new(
             TickRate::new(config.tick_hz),
-            server.current_tick(),
+            first.current_tick(),
             config.max_backlog_ticks,
         );
+        let udp = UdpServer::bind(addr, settings)?;
         Ok(Self {
             udp,
-            server,
+            matches,
+            routed,
+            client_match: BTreeMap::new(),
             events: VecDeque::new(),
             refusing: BTreeMap::new(),
             clock,
@@ -280,14 +352,64 @@ impl<I: Input> GameServer<I> {
         self.udp.now()
     }
 
-    /// The game's server.
+    /// The game's server (the first match's, with several).
     pub fn server(&self) -> &Server<I> {
-        &self.server
+        self.matches
+            .values()
+            .next()
+            .unwrap_or_else(|| unreachable!("a host has a match"))
     }
 
-    /// The game's server, to step the world and write its state.
+    /// The game's server, to step the world and write its state (the first match's).
     pub fn server_mut(&mut self) -> &mut Server<I> {
-        &mut self.server
+        self.matches
+            .values_mut()
+            .next()
+            .unwrap_or_else(|| unreachable!("a host has a match"))
+    }
+
+    /// Match `id`'s server.
+    pub fn match_server(&self, id: MatchId) -> Option<&Server<I>> {
+        self.matches.get(&id)
+    }
+
+    /// Every match's server, by id: step them on as many threads as the game likes (each
+    /// is its own world), then [`GameServer::transmit`].
+    pub fn matches_mut(&mut self) -> impl Iterator<Item = (MatchId, &mut Server<I>)> {
+        self.matches.iter_mut().map(|(&id, s)| (id, s))
+    }
+
+    /// The match client `client` plays in.
+    pub fn match_of(&self, client: ClientId) -> Option<MatchId> {
+        self.client_match.get(&client).copied()
+    }
+
+    /// Ends match `id` and starts `fresh` in its place (a new `Server`, so nothing of the
+    /// old match stays): its clients are disconnected (their
+    /// [`SessionEvent::Disconnected`] come with [`LeaveReason::MatchEnded`]). Returns the
+    /// old server; `None` (and `fresh` dropped) if no such match is hosted.
+    pub fn restart_match(&mut self, id: MatchId, fresh: Server<I>) -> Option<Server<I>> {
+        if !self.matches.contains_key(&id) {
+            return None;
+        }
+        let clients: Vec<ClientId> = self
+            .client_match
+            .iter()
+            .filter(|(_, m)| **m == id)
+            .map(|(c, _)| *c)
+            .collect();
+        for client in clients {
+            self.drop_client(client, LeaveReason::MatchEnded);
+            // Gone already: nothing to do.
+            let _ = self.udp.disconnect(client);
+        }
+        self.matches.insert(id, fresh)
+    }
+
+    /// Stops admitting new clients (`false`) or admits them again; the connected play on.
+    /// A server draining before it exits turns this off.
+    pub fn set_accepting(&mut self, accepting: bool) {
+        self.udp.set_accepting(accepting);
     }
 
     /// The transport (its counters, the netcode.io server).
@@ -295,14 +417,14 @@ impl<I: Input> GameServer<I> {
         &self.udp
     }
 
-    /// Ids of the clients in the game (refused ones are not).
+    /// Ids of the clients in the game, every match (refused ones are not).
     pub fn clients(&self) -> Vec<ClientId> {
-        self.server.session().clients().collect()
+        self.client_match.keys().copied().collect()
     }
 
     /// The hello a connecting client checks its settings against.
     fn hello(&self) -> Control {
-        let config = self.server.session().config();
+        let config = self.server().session().config();
         Control::Hello {
             tick_hz: config.tick_hz,
             snapshot_interval: config.snapshot_interval,
@@ -336,7 +458,14 @@ impl<I: Input> GameServer<I> {
             if self.refusing.contains_key(&client) {
                 continue;
             }
-            if let Err(e) = self.server.receive(client, now, &bytes) {
+            let Some(server) = self
+                .client_match
+                .get(&client)
+                .and_then(|m| self.matches.get_mut(m))
+            else {
+                continue;
+            };
+            if let Err(e) = server.receive(client, now, &bytes) {
                 self.counts.refused.count(&e);
                 if let NetError::Protocol(ProtocolError::TickRateMismatch { ours, theirs }) = e {
                     self.refuse(
@@ -369,7 +498,9 @@ impl<I: Input> GameServer<I> {
         }
         let elapsed = now.saturating_sub(self.last_update);
         self.last_update = now;
-        self.server.update(now);
+        for server in self.matches.values_mut() {
+            server.update(now);
+        }
         self.clock.accumulate(elapsed);
         while self.clock.pop_tick().is_some() {}
         if now.saturating_sub(self.last_second.0) >= Duration::from_secs(1) {
@@ -380,17 +511,41 @@ impl<I: Input> GameServer<I> {
         }
     }
 
+    /// The match a newly connected client asked for: match 0 unless routed by tokens.
+    fn wanted_match(&self, client: ClientId) -> Option<MatchId> {
+        if !self.routed {
+            return Some(0);
+        }
+        let slot = self.udp.client_index(client)?;
+        let data = self.udp.netcode().user_data(slot)?;
+        let id = match_of_user_data(data);
+        self.matches.contains_key(&id).then_some(id)
+    }
+
     fn join(&mut self, client: ClientId, addr: SocketAddr) {
-        if self.server.connect(client).is_err() {
+        let Some(id) = self.wanted_match(client) else {
+            self.counts.no_such_match += 1;
+            let _ = self.udp.disconnect(client);
+            return;
+        };
+        let Some(server) = self.matches.get_mut(&id) else {
+            return;
+        };
+        if server.connect(client).is_err() {
             // The transport admits one connection per id, so the Server knows it only if
             // the game connected it itself: this connection cannot be told apart from it.
             let _ = self.udp.disconnect(client);
             return;
         }
+        self.client_match.insert(client, id);
         // A fresh connection's channel has room: this cannot fail.
         let _ = self.udp.send_reliable(client, &self.hello().encode());
         self.counts.connects += 1;
-        self.push(SessionEvent::Connected { client, addr });
+        self.push(SessionEvent::Connected {
+            client,
+            addr,
+            match_id: id,
+        });
     }
 
     fn leave(&mut self, client: ClientId, reason: DisconnectReason) {
@@ -398,20 +553,34 @@ impl<I: Input> GameServer<I> {
         if self.refusing.remove(&client).is_some() {
             return;
         }
-        let Some(counters) = self.server.disconnect(client) else {
-            return;
-        };
-        self.counts.disconnects += 1;
         let reason = match reason {
-            DisconnectReason::TimedOut => {
-                self.counts.timeouts += 1;
-                LeaveReason::TimedOut
-            }
+            DisconnectReason::TimedOut => LeaveReason::TimedOut,
             DisconnectReason::ClientDisconnected => LeaveReason::Left,
             DisconnectReason::ServerDisconnected => LeaveReason::Kicked,
         };
+        self.drop_client(client, reason);
+    }
+
+    /// Takes `client` out of its match, counting why, and queues its
+    /// [`SessionEvent::Disconnected`]; nothing for a client in no match.
+    fn drop_client(&mut self, client: ClientId, reason: LeaveReason) {
+        let Some(id) = self.client_match.remove(&client) else {
+            return;
+        };
+        let counters = self
+            .matches
+            .get_mut(&id)
+            .and_then(|s| s.disconnect(client))
+            .unwrap_or_default();
+        self.counts.disconnects += 1;
+        match reason {
+            LeaveReason::TimedOut => self.counts.timeouts += 1,
+            LeaveReason::Refused(_) => self.counts.refusals += 1,
+            _ => {}
+        }
         self.push(SessionEvent::Disconnected {
             client,
+            match_id: id,
             reason,
             counters: Box::new(counters),
         });
@@ -420,18 +589,11 @@ impl<I: Input> GameServer<I> {
     /// Takes `client` out of the game now and tells it why; its connection stays until it
     /// has read the refusal, so the message is not lost to the disconnect.
     fn refuse(&mut self, client: ClientId, now: Duration, mismatch: Mismatch) {
-        let counters = self.server.disconnect(client).unwrap_or_default();
+        self.drop_client(client, LeaveReason::Refused(mismatch));
         self.refusing.insert(client, now);
         let _ = self
             .udp
             .send_reliable(client, &Control::Refused(mismatch).encode());
-        self.counts.disconnects += 1;
-        self.counts.refusals += 1;
-        self.push(SessionEvent::Disconnected {
-            client,
-            reason: LeaveReason::Refused(mismatch),
-            counters: Box::new(counters),
-        });
     }
 
     /// Sends `client` one of the game's own messages on the transport's reliable channel
@@ -451,9 +613,11 @@ impl<I: Input> GameServer<I> {
 
     /// Sends what the [`Server`] has queued.
     pub fn transmit(&mut self) {
-        while let Some((client, bytes)) = self.server.poll_transmit() {
-            if self.udp.send(client, &bytes).is_err() {
-                self.counts.send_failures += 1;
+        for server in self.matches.values_mut() {
+            while let Some((client, bytes)) = server.poll_transmit() {
+                if self.udp.send(client, &bytes).is_err() {
+                    self.counts.send_failures += 1;
+                }
             }
         }
     }
@@ -462,7 +626,11 @@ impl<I: Input> GameServer<I> {
     /// sooner for the transport's timers and the once-a-second event; the last update's
     /// time when ticks are still waiting to be run.
     pub fn next_deadline(&self) -> Duration {
-        if self.server.current_tick() < self.clock.next_tick() {
+        if self
+            .matches
+            .values()
+            .any(|m| m.current_tick() < self.clock.next_tick())
+        {
             return self.last_update;
         }
         let period = self.clock.rate().period();
@@ -502,17 +670,26 @@ impl<I: Input> GameServer<I> {
         self.refusing.clear();
     }
 
-    /// Stops hosting and hands back the game's server, with its counters (call
-    /// [`GameServer::shutdown`] first to let the clients know).
+    /// Stops hosting and hands back the game's server (the first match's), with its
+    /// counters (call [`GameServer::shutdown`] first to let the clients know).
     pub fn into_server(self) -> Server<I> {
-        self.server
+        self.into_matches()
+            .into_iter()
+            .next()
+            .map(|(_, s)| s)
+            .unwrap_or_else(|| unreachable!("a host has a match"))
+    }
+
+    /// Stops hosting and hands back every match's server, by id.
+    pub fn into_matches(self) -> BTreeMap<MatchId, Server<I>> {
+        self.matches
     }
 
     /// The counters since the server started.
     pub fn stats(&self) -> SessionStats {
         let io = self.udp.stats();
         SessionStats {
-            clients: self.server.session().clients().count(),
+            clients: self.client_match.len(),
             datagrams_in: io.datagrams_received,
             bytes_in: io.bytes_received,
             datagrams_out: io.datagrams_sent,

@@ -40,7 +40,7 @@ pub fn for_target(name: &str) -> Vec<Vec<u8>> {
     }
 }
 
-/// The UDP session library's messages: a hello and both refusals.
+/// The UDP session library's messages: a hello, both refusals and a game's message.
 fn session_controls() -> Vec<Vec<u8>> {
     use lagless_transport::session::{Control, Mismatch};
     vec![
@@ -60,6 +60,7 @@ fn session_controls() -> Vec<Vec<u8>> {
             client: 2,
         })
         .encode(),
+        Control::Game(b"map arena".to_vec()).encode(),
     ]
 }
 

@@ -388,7 +388,7 @@ pub fn lab_control(data: &[u8]) {
 }
 
 /// The UDP session library's control messages (`lagless_transport::session::Control`:
-/// the hello with the rates, a refusal), on the reliable channel: what decodes must
+/// the hello with the rates, a refusal, a game's own message), on the reliable channel: what decodes must
 /// re-encode to the same bytes.
 pub fn session_control(data: &[u8]) {
     if let Ok(m) = lagless_transport::session::Control::decode(data) {

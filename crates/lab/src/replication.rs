@@ -630,6 +630,10 @@ pub fn snapshot_metrics<S: LabScene>(
         "snapshot.fragmented_pct",
         per(fragmented * 100, t.snapshots),
     );
+    if delta {
+        let essential = sender.counters(server).essential;
+        r.set("snapshot.essential_sent", Metric::Count(essential));
+    }
     r.number(
         "snapshot.baseline_age_ticks_mean",
         per(t.baseline_age_ticks, t.snapshots - t.full),

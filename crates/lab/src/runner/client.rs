@@ -306,6 +306,14 @@ impl<S: LabScene> ClientSim<S> {
 
     /// The decoder's figures: view mismatches, deltas against a missing baseline, and
     /// the CPU time per decode.
+    /// Essential parts the client reconciled with because the rest of their snapshot
+    /// came too late (the public `Client`'s count; none with the plain baseline).
+    pub(crate) fn essential_used(&self) -> u64 {
+        self.game
+            .as_ref()
+            .map_or(0, |g| g.client.stats().essential_used)
+    }
+
     pub(crate) fn decode_figures(&self) -> (u64, u64, &crate::metrics::Histogram) {
         match &self.game {
             Some(g) => {

@@ -36,6 +36,8 @@ pub(super) fn build<S: LabScene>(
         ..config.clone()
     };
     snapshot_metrics(&mut r, &ran, &sim.sender, &sim.server, &decoders, down_kbps);
+    let used = sim.clients.iter().map(ClientSim::essential_used).sum();
+    r.set("snapshot.essential_used", Metric::Count(used));
 
     dead_reckoning(&mut r, &sim.clients, &sim.sender, &sim.server, sim.seconds);
     scene_metrics(&mut r, &sim.scene, &sim.clients);

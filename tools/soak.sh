@@ -6,6 +6,8 @@
 #
 #   tools/soak.sh [BINARY] [CLIENTS=64] [SECONDS=600] [SCENE=cubes]
 #
+# SERVE_ARGS adds options to `serve` (e.g. SERVE_ARGS="--snapshot-hz 16").
+#
 # Writes soak/server.log (the per-second lines), soak/server.json and soak/summary.txt.
 set -euo pipefail
 L=${1:-target/release/lagless}
@@ -24,7 +26,7 @@ for i in $(seq 1 "$TOTAL"); do
 done
 "$L" serve --scene "$SCENE" --bind "127.0.0.1:$PORT" --key-file "$D/k" --max-clients $((N + 8)) \
   --seconds $((S + N + 30)) --admin "127.0.0.1:$ADMIN" --drain-s 0 \
-  --json "$D/server.json" 2> "$D/server.log" &
+  --json "$D/server.json" ${SERVE_ARGS:-} 2> "$D/server.log" &
 SERVER=$!
 sleep 1
 # Ramp up: one bot a second, each playing N seconds, so from second N on one leaves and

@@ -289,7 +289,7 @@ impl<I: Input> GameServer<I> {
     /// Binds `addr` and hosts several matches there, each a `Server` of its own (ids
     /// `0..n`). A client joins the match its connect token's user data names
     /// ([`match_user_data`]); a token naming no hosted match is refused at connect
-    /// ([`LeaveReason::NoSuchMatch`]). All matches must run the same tick rate.
+    /// ([`SessionStats::no_such_match`] counts it). All matches must run the same tick rate.
     pub fn bind_matches(
         addr: SocketAddr,
         settings: ServerSettings,

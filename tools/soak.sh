@@ -25,7 +25,7 @@ for i in $(seq 1 "$TOTAL"); do
     --out "$D/$i.token" --expire-s $((S + 3 * N + 120)) 2>/dev/null
 done
 "$L" serve --scene "$SCENE" --bind "127.0.0.1:$PORT" --key-file "$D/k" --max-clients $((N + 8)) \
-  --seconds $((S + N + 30)) --admin "127.0.0.1:$ADMIN" --drain-s 0 \
+  --seconds $((S + 2 * N + 30)) --admin "127.0.0.1:$ADMIN" --drain-s 0 \
   --json "$D/server.json" ${SERVE_ARGS:-} 2> "$D/server.log" &
 SERVER=$!
 sleep 1
@@ -78,6 +78,18 @@ for f in glob.glob(f"{d}/c*.json"):
         e = "no report"
     ended[e] = ended.get(e, 0) + 1
 out.append(f"clients ended: {ended}")
+# A timeout of a client that had already finished (its disconnect packets lost) is not a
+# healthy client timing out: tell them apart.
+done_ids = set()
+for f in glob.glob(f"{d}/c*.json"):
+    try:
+        if json.load(open(f))["client"]["ended"] == "done":
+            done_ids.add(f.split("/c")[-1][:-5])
+    except Exception:
+        pass
+timed_out = re.findall(r'client left client_id=(\d+) .*reason="TimedOut"', open(f"{d}/server.log").read())
+healthy = [c for c in timed_out if c not in done_ids]
+out.append(f"timeouts: {len(timed_out)}, of clients still playing: {len(healthy)} {healthy}")
 end = open(f"{d}/metrics-end.txt").read() if glob.glob(f"{d}/metrics-end.txt") else ""
 left = sum(float(l.split()[-1]) for l in end.splitlines() if l.startswith("lagless_clients{"))
 out.append(f"clients left connected at the end: {left:.0f}")

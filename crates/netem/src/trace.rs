@@ -155,6 +155,29 @@ impl Trace {
         (self.opportunities.len() * TRACE_MTU * 8) as f64 / self.period_ms() as f64
     }
 
+    /// The stretches of at least `min` without a delivery opportunity that begin before
+    /// `until`, counted across loops, as (start, end): the opportunity before the gap
+    /// (or time zero, for a trace that starts late) and the first one after it. A
+    /// cellular trace's outages: nothing crosses the link between the two.
+    pub fn outages(&self, min: Duration, until: Duration) -> Vec<(Duration, Duration)> {
+        let min = u64::try_from(min.as_millis()).unwrap_or(u64::MAX).max(1);
+        let until = u64::try_from(until.as_millis()).unwrap_or(u64::MAX);
+        let mut gaps = Vec::new();
+        let mut previous = 0;
+        let mut index = 0;
+        loop {
+            let time = self.time_of(index);
+            if time.saturating_sub(previous) >= min && previous < until {
+                gaps.push((Duration::from_millis(previous), Duration::from_millis(time)));
+            }
+            if time >= until || time == u64::MAX {
+                return gaps;
+            }
+            previous = time;
+            index += 1;
+        }
+    }
+
     /// Time in ms of the opportunity with global index `index`, counting
     /// across loops.
     fn time_of(&self, index: u64) -> u64 {
@@ -400,6 +423,33 @@ mod tests {
         assert_eq!(trace.first_at_or_after(20), 5);
         assert_eq!(trace.first_at_or_after(1_000_001), 300_001);
         assert_eq!(trace.time_of(300_001), 1_000_004);
+    }
+
+    #[test]
+    fn outages_are_the_long_gaps_across_loops() {
+        let trace = Trace::from_opportunities(vec![1500, 1600, 4000, 4100]).expect("valid");
+        let secs = |a: u64, b: u64| (ms(a), ms(b));
+        assert_eq!(
+            trace.outages(Duration::from_secs(1), Duration::from_secs(10)),
+            vec![
+                secs(0, 1500),
+                secs(1600, 4000),
+                secs(4100, 5600),
+                secs(5700, 8100),
+                secs(8200, 9700),
+                secs(9800, 12200),
+            ]
+        );
+        // A gap is kept if it begins before `until`, however long it lasts.
+        assert_eq!(
+            trace.outages(Duration::from_secs(2), Duration::from_millis(1601)),
+            vec![secs(1600, 4000)]
+        );
+        assert!(
+            trace
+                .outages(Duration::from_secs(3), Duration::from_secs(60))
+                .is_empty()
+        );
     }
 
     #[test]

@@ -259,6 +259,10 @@ const SUMMARY: &[(&str, &[(&str, &str)])] = &[
                 "input.delay_ms_mean",
                 "an input's wait before the server applies it, ms",
             ),
+            (
+                "feel.latency_ms_mean",
+                "input to applied, plus the age of the others shown, ms",
+            ),
         ],
     ),
     (

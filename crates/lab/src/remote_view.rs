@@ -35,6 +35,11 @@ pub struct RemoteView {
     pub seen: u64,
     /// See `seen`.
     pub unseen: u64,
+    /// The age of what each frame showed, summed over frames, ms: how far the frame's
+    /// displayed server time lay behind the server's present (`feel.view_age_ms_mean`).
+    pub view_age_ms_sum: f64,
+    /// Frames whose age is in `view_age_ms_sum`.
+    pub view_age_frames: u64,
     /// The last frame: when it was drawn, the tick it showed and the positions shown.
     last: Option<(Duration, f64, Vec<[f32; 3]>)>,
 }
@@ -95,6 +100,10 @@ impl RemoteView {
     /// Records the frame drawn at local time `now`. `truth[j]` is the server's record of
     /// the `j`-th entity shown (one position per tick), in the order of `shown.value`;
     /// `period` is the tick length; `own` is where the client's player is.
+    ///
+    /// The frame's age is measured against the server's present, which a lab run's
+    /// server clock puts at tick `now / period` (tick 0 at time 0); a frame shown past
+    /// it (extrapolating) counts as age 0.
     pub fn record(
         &mut self,
         now: Duration,
@@ -104,6 +113,12 @@ impl RemoteView {
         own: Option<[f32; 3]>,
     ) {
         let positions: Vec<[f32; 3]> = shown.value.iter().map(|p| p.position).collect();
+        let present = now.as_secs_f64() / period.as_secs_f64();
+        if present.is_finite() && shown.render_tick.is_finite() {
+            let age_ticks = (present - shown.render_tick).max(0.0);
+            self.view_age_ms_sum += age_ticks * period.as_secs_f64() * 1000.0;
+            self.view_age_frames += 1;
+        }
         for (p, record) in positions.iter().zip(truth) {
             if let Some(t) = truth_at(record, shown.render_tick) {
                 // Not received yet (the budget has not got to it): nothing is shown, so
@@ -234,6 +249,24 @@ mod tests {
         assert!(near(view.jerk_cm.percentile(33.0), 0.0));
         assert!(near(view.jerk_cm.percentile(50.0), 0.5));
         assert!(near(view.jerk_cm.percentile(100.0), 1.0));
+    }
+
+    #[test]
+    fn view_age_is_the_shown_time_behind_the_server_present() {
+        let record = truth();
+        let mut view = RemoteView::default();
+        // At 300 ms the server is at tick 30: a frame showing tick 22.5 is 75 ms old,
+        // one showing tick 29 at 310 ms is 20 ms old, one past the present is 0 old.
+        view.record(TICK * 30, &frame(22.5, 0.225), &[&record], TICK, None);
+        view.record(TICK * 31, &frame(29.0, 0.29), &[&record], TICK, None);
+        view.record(TICK * 32, &frame(33.0, 0.33), &[&record], TICK, None);
+        view.record(TICK * 33, &frame(f64::NAN, 0.33), &[&record], TICK, None);
+        assert_eq!(view.view_age_frames, 3);
+        assert!(
+            (view.view_age_ms_sum - 95.0).abs() < 1e-9,
+            "{}",
+            view.view_age_ms_sum
+        );
     }
 
     #[test]

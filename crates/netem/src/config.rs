@@ -29,7 +29,9 @@ pub struct LinkConfig {
     pub reorder_delay: Duration,
     /// Rate cap with a drop-tail byte queue, if any.
     pub bandwidth: Option<Bandwidth>,
-    /// Mahimahi delivery trace, if any.
+    /// Mahimahi delivery trace, if any, served as Mahimahi serves it (each
+    /// opportunity's bytes shared by the waiting packets; the crate docs,
+    /// step 4).
     pub trace: Option<Trace>,
     /// Most packets that may wait for a trace delivery opportunity; further
     /// packets are dropped. Only used with [`trace`](Self::trace).

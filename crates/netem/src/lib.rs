@@ -37,12 +37,17 @@
 //!    Packets that have not departed form a queue; a packet that would
 //!    push the queued bytes past `queue_bytes` is dropped
 //!    ([`LinkStats::queue_dropped_packets`]).
-//! 4. **Trace** ([`Trace`]). The packet (arriving when it left stage 3, or
-//!    at `now`) claims the next unclaimed delivery opportunity at or after
-//!    its arrival; the trace loops with its period. If
+//! 4. **Trace** ([`Trace`]), served as Mahimahi's `LinkQueue` serves it.
+//!    Each delivery opportunity carries
+//!    [`TRACE_OPPORTUNITY_BYTES`] (1504) bytes, shared in order by the
+//!    packets waiting (each counted with [`TRACE_PACKET_OVERHEAD`] bytes of
+//!    headers): many small packets leave with one opportunity, and a packet
+//!    larger than what is left continues in the next ones and leaves with
+//!    the one carrying its last byte. A packet arriving (when it left stage
+//!    3, or at `now`) during millisecond `m` can use opportunities after
+//!    `m` only; the trace loops with its period. If
 //!    [`trace_queue_packets`](LinkConfig::trace_queue_packets) packets
-//!    are already waiting for opportunities it is dropped. Packets over
-//!    1500 bytes claim several consecutive opportunities.
+//!    are already waiting it is dropped.
 //! 5. **Propagation**: `+ delay + jitter` ([`Jitter`]), with the sum
 //!    clamped at zero.
 //! 6. **Ordering**. With probability
@@ -94,4 +99,4 @@ pub use loss::{GilbertElliott, Loss};
 pub use outage::{Direction, Outage, OutageMode};
 pub use profiles::{PROFILE_NAMES, profile};
 pub use seed::derive_seed;
-pub use trace::{TRACE_MTU, Trace, TraceError};
+pub use trace::{TRACE_MTU, TRACE_OPPORTUNITY_BYTES, TRACE_PACKET_OVERHEAD, Trace, TraceError};

@@ -581,8 +581,11 @@ mod tests {
             trace_queue_packets: 2,
             ..LinkConfig::default()
         });
+        // 1032 bytes each with headers: the second shares the 5 ms
+        // opportunity and finishes in the 10 ms one; the third finds the
+        // queue full.
         for _ in 0..3 {
-            link.send(Duration::ZERO, vec![0; 100]);
+            link.send(Duration::ZERO, vec![0; 1000]);
         }
         let times: Vec<_> = drain(&mut link).into_iter().map(|(at, _)| at).collect();
         assert_eq!(times, vec![8 * MS, 13 * MS]);

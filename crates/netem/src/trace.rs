@@ -7,11 +7,24 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-/// Bytes one delivery opportunity can carry (Mahimahi's MTU).
+/// The IP packet size a delivery opportunity stands for (Mahimahi's traces
+/// are recorded in 1500-byte packets); [`Trace::mean_kbps`] counts it.
 pub const TRACE_MTU: usize = 1500;
 
+/// Bytes one delivery opportunity carries: Mahimahi's `PACKET_SIZE`, the
+/// largest frame it reads from its TUN device (a [`TRACE_MTU`]-byte IP
+/// packet and the device's 4-byte packet-information header).
+pub const TRACE_OPPORTUNITY_BYTES: usize = 1504;
+
+/// Bytes a packet takes on a trace link beyond the payload the emulator
+/// carries: the 20-byte IPv4 and 8-byte UDP headers and the TUN device's
+/// 4-byte header, as Mahimahi counts a UDP datagram. A datagram with 1472
+/// bytes of payload (a full 1500-byte IP packet) fills one opportunity.
+pub const TRACE_PACKET_OVERHEAD: usize = 32;
+
 /// A Mahimahi delivery trace: the millisecond timestamps at which the link
-/// can deliver one packet of up to [`TRACE_MTU`] bytes.
+/// can deliver [`TRACE_OPPORTUNITY_BYTES`] bytes, shared by the packets
+/// waiting in its queue (see [`crate::LinkConfig::trace`]).
 ///
 /// Timestamps are relative to time zero of the caller's clock. The trace
 /// loops: after the last timestamp `P` (the period) the same pattern
@@ -142,6 +155,29 @@ impl Trace {
         (self.opportunities.len() * TRACE_MTU * 8) as f64 / self.period_ms() as f64
     }
 
+    /// The stretches of at least `min` without a delivery opportunity that begin before
+    /// `until`, counted across loops, as (start, end): the opportunity before the gap
+    /// (or time zero, for a trace that starts late) and the first one after it. A
+    /// cellular trace's outages: nothing crosses the link between the two.
+    pub fn outages(&self, min: Duration, until: Duration) -> Vec<(Duration, Duration)> {
+        let min = u64::try_from(min.as_millis()).unwrap_or(u64::MAX).max(1);
+        let until = u64::try_from(until.as_millis()).unwrap_or(u64::MAX);
+        let mut gaps = Vec::new();
+        let mut previous = 0;
+        let mut index = 0;
+        loop {
+            let time = self.time_of(index);
+            if time.saturating_sub(previous) >= min && previous < until {
+                gaps.push((Duration::from_millis(previous), Duration::from_millis(time)));
+            }
+            if time >= until || time == u64::MAX {
+                return gaps;
+            }
+            previous = time;
+            index += 1;
+        }
+    }
+
     /// Time in ms of the opportunity with global index `index`, counting
     /// across loops.
     fn time_of(&self, index: u64) -> u64 {
@@ -195,30 +231,46 @@ fn finish(opportunities: Vec<u64>, last_line: usize) -> Result<Trace, TraceError
     }
 }
 
-/// Smallest whole millisecond at or after `time`.
-fn ceil_ms(time: Duration) -> u64 {
-    let whole = time.as_millis() + u128::from(time.subsec_nanos() % 1_000_000 != 0);
-    u64::try_from(whole).unwrap_or(u64::MAX)
+/// The whole millisecond `time` falls in, as Mahimahi's millisecond clock
+/// reads it.
+fn floor_ms(time: Duration) -> u64 {
+    u64::try_from(time.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Packets waiting for trace delivery opportunities on one link.
+/// Packets waiting for trace delivery opportunities on one link, served as
+/// Mahimahi's `LinkQueue` serves them.
+///
+/// Each opportunity carries [`TRACE_OPPORTUNITY_BYTES`] bytes, handed to the
+/// queued packets in order: several small packets share one opportunity, and
+/// a packet larger than what is left of it carries its remaining bytes into
+/// the next opportunities, leaving with the one that carries its last byte.
+/// Opportunities that find the queue empty go unused. A packet arriving
+/// during millisecond `m` can use opportunities stamped after `m` only
+/// (Mahimahi spends the opportunities up to its clock's current millisecond
+/// before it queues a packet).
+///
+/// The queue is FIFO and arrivals are non-decreasing, so each packet's
+/// departure is known when it arrives: the queue keeps only where the last
+/// packet ended (an opportunity and the bytes of it already used).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TraceQueue {
-    /// Global index of the first opportunity no packet has claimed.
-    next_free: u64,
+    /// Global index of the opportunity the last queued packet ended in (or
+    /// the first one after it, when it filled that one exactly).
+    cursor: u64,
+    /// Bytes of opportunity `cursor` already used, below
+    /// [`TRACE_OPPORTUNITY_BYTES`].
+    used: usize,
     /// Delivery times of packets still waiting, non-decreasing. Bounded by
     /// the queue limit.
     waiting: VecDeque<Duration>,
 }
 
 impl TraceQueue {
-    /// Offers a packet arriving at `arrival` (non-decreasing between
-    /// calls). Returns the opportunity at which it leaves, or `None` if
-    /// `limit` packets are already waiting and it is dropped.
-    ///
-    /// A packet larger than [`TRACE_MTU`] claims `ceil(bytes / MTU)`
-    /// consecutive opportunities, as if IP-fragmented, and leaves with the
-    /// last one.
+    /// Offers a packet of `bytes` payload bytes (plus
+    /// [`TRACE_PACKET_OVERHEAD`]) arriving at `arrival` (non-decreasing
+    /// between calls). Returns the opportunity at which it leaves, or `None`
+    /// if `limit` packets are already waiting and it is dropped (a dropped
+    /// packet uses no capacity).
     pub(crate) fn schedule(
         &mut self,
         trace: &Trace,
@@ -232,13 +284,30 @@ impl TraceQueue {
         if self.waiting.len() >= limit {
             return None;
         }
-        let needed = bytes.div_ceil(TRACE_MTU).max(1) as u64;
-        let first = trace
-            .first_at_or_after(ceil_ms(arrival))
-            .max(self.next_free);
-        let last = first.saturating_add(needed - 1);
-        self.next_free = last.saturating_add(1);
-        let at = Duration::from_millis(trace.time_of(last));
+        let first = trace.first_at_or_after(floor_ms(arrival).saturating_add(1));
+        if first > self.cursor {
+            // The queue emptied before this packet came: the opportunities
+            // in between went unused.
+            self.cursor = first;
+            self.used = 0;
+        }
+        let need = bytes.saturating_add(TRACE_PACKET_OVERHEAD);
+        let room = TRACE_OPPORTUNITY_BYTES - self.used;
+        if need <= room {
+            self.used += need;
+        } else {
+            // What does not fit here fills whole opportunities, the last
+            // one partly.
+            let rest = need - room;
+            let more = rest.div_ceil(TRACE_OPPORTUNITY_BYTES);
+            self.cursor = self.cursor.saturating_add(more as u64);
+            self.used = rest - (more - 1) * TRACE_OPPORTUNITY_BYTES;
+        }
+        let at = Duration::from_millis(trace.time_of(self.cursor));
+        if self.used == TRACE_OPPORTUNITY_BYTES {
+            self.cursor = self.cursor.saturating_add(1);
+            self.used = 0;
+        }
         self.waiting.push_back(at);
         Some(at)
     }
@@ -357,61 +426,276 @@ mod tests {
     }
 
     #[test]
-    fn ceil_ms_rounds_up_partial_milliseconds() {
-        assert_eq!(ceil_ms(Duration::ZERO), 0);
-        assert_eq!(ceil_ms(ms(3)), 3);
-        assert_eq!(ceil_ms(ms(3) + Duration::from_nanos(1)), 4);
-        assert_eq!(ceil_ms(Duration::MAX), u64::MAX);
+    fn outages_are_the_long_gaps_across_loops() {
+        let trace = Trace::from_opportunities(vec![1500, 1600, 4000, 4100]).expect("valid");
+        let secs = |a: u64, b: u64| (ms(a), ms(b));
+        assert_eq!(
+            trace.outages(Duration::from_secs(1), Duration::from_secs(10)),
+            vec![
+                secs(0, 1500),
+                secs(1600, 4000),
+                secs(4100, 5600),
+                secs(5700, 8100),
+                secs(8200, 9700),
+                secs(9800, 12200),
+            ]
+        );
+        // A gap is kept if it begins before `until`, however long it lasts.
+        assert_eq!(
+            trace.outages(Duration::from_secs(2), Duration::from_millis(1601)),
+            vec![secs(1600, 4000)]
+        );
+        assert!(
+            trace
+                .outages(Duration::from_secs(3), Duration::from_secs(60))
+                .is_empty()
+        );
     }
 
     #[test]
-    fn queue_claims_one_opportunity_per_packet() {
-        let trace = Trace::from_opportunities(vec![2, 2, 5]).expect("valid");
+    fn floor_ms_reads_whole_milliseconds() {
+        assert_eq!(floor_ms(Duration::ZERO), 0);
+        assert_eq!(floor_ms(ms(3)), 3);
+        assert_eq!(floor_ms(ms(4) - Duration::from_nanos(1)), 3);
+        assert_eq!(floor_ms(Duration::MAX), u64::MAX);
+    }
+
+    /// Payload bytes that, with the headers, fill one opportunity exactly.
+    const FULL: usize = TRACE_OPPORTUNITY_BYTES - TRACE_PACKET_OVERHEAD;
+
+    #[test]
+    fn small_packets_share_an_opportunity() {
+        let trace = Trace::from_opportunities(vec![2, 5, 9]).expect("valid");
         let mut queue = TraceQueue::default();
-        let at: Vec<_> = (0..5)
+        // 100-byte payloads take 132 bytes: eleven fit in 1504, the twelfth
+        // is split across the first two opportunities and leaves with the
+        // second, and the thirteenth fits in what is left of that one.
+        let at: Vec<_> = (0..13)
             .map(|_| queue.schedule(&trace, 100, Duration::ZERO, 100))
             .collect();
-        assert_eq!(
-            at,
-            vec![
-                Some(ms(2)),
-                Some(ms(2)),
-                Some(ms(5)),
-                Some(ms(7)),
-                Some(ms(7))
-            ]
-        );
+        let mut expected = vec![Some(ms(2)); 11];
+        expected.extend([Some(ms(5)), Some(ms(5))]);
+        assert_eq!(at, expected);
         // Idle gap: the next packet skips opportunities that went unused.
+        // Arriving during millisecond 50, it cannot use the opportunity at
+        // 50 (Mahimahi spends it before it queues the packet).
+        assert_eq!(queue.schedule(&trace, 100, ms(50), 100), Some(ms(54)));
         assert_eq!(
-            queue.schedule(&trace, 100, ms(50) + Duration::from_micros(1), 100),
-            Some(ms(52))
+            queue.schedule(&trace, 100, ms(51) - Duration::from_nanos(1), 100),
+            Some(ms(54))
         );
+    }
+
+    #[test]
+    fn a_partial_packet_carries_into_the_next_opportunity() {
+        let trace = Trace::from_opportunities(vec![1]).expect("valid");
+        let mut queue = TraceQueue::default();
+        // 1032 bytes each: the second uses the 472 left of the first
+        // opportunity and 560 of the next; the third needs 1032 of the 944
+        // left and ends in the third opportunity.
+        let at: Vec<_> = (0..3)
+            .map(|_| queue.schedule(&trace, 10, Duration::ZERO, 1000))
+            .collect();
+        assert_eq!(at, vec![Some(ms(1)), Some(ms(2)), Some(ms(3))]);
+        // Exactly full opportunities, and one byte more spilling over.
+        let mut queue = TraceQueue::default();
+        assert_eq!(
+            queue.schedule(&trace, 10, Duration::ZERO, FULL),
+            Some(ms(1))
+        );
+        assert_eq!(
+            queue.schedule(&trace, 10, Duration::ZERO, FULL),
+            Some(ms(2))
+        );
+        assert_eq!(
+            queue.schedule(&trace, 10, Duration::ZERO, 2 * FULL + 1),
+            Some(ms(4))
+        );
+        // 32 bytes of headers: 31 left in the fourth opportunity, so it ends
+        // in the fifth.
+        assert_eq!(queue.schedule(&trace, 10, Duration::ZERO, 0), Some(ms(5)));
     }
 
     #[test]
     fn queue_limit_drops_and_frees_up() {
         let trace = Trace::from_opportunities(vec![10]).expect("valid");
         let mut queue = TraceQueue::default();
-        assert_eq!(queue.schedule(&trace, 2, Duration::ZERO, 1), Some(ms(10)));
-        assert_eq!(queue.schedule(&trace, 2, Duration::ZERO, 1), Some(ms(20)));
-        assert_eq!(queue.schedule(&trace, 2, Duration::ZERO, 1), None);
+        assert_eq!(
+            queue.schedule(&trace, 2, Duration::ZERO, FULL),
+            Some(ms(10))
+        );
+        assert_eq!(
+            queue.schedule(&trace, 2, Duration::ZERO, FULL),
+            Some(ms(20))
+        );
+        // Dropped: it uses no capacity.
+        assert_eq!(queue.schedule(&trace, 2, Duration::ZERO, FULL), None);
         // Once the first packet has left there is room again.
-        assert_eq!(queue.schedule(&trace, 2, ms(10), 1), Some(ms(30)));
+        assert_eq!(queue.schedule(&trace, 2, ms(10), FULL), Some(ms(30)));
         assert_eq!(queue.waiting.len(), 2);
     }
 
-    #[test]
-    fn large_packets_take_several_opportunities() {
-        let trace = Trace::from_opportunities(vec![1]).expect("valid");
+    /// The rule this crate had before: every packet claims whole
+    /// opportunities of its own (`ceil(bytes / 1500)`, at least one), from
+    /// the first at or after its arrival rounded up to a millisecond.
+    fn one_packet_per_opportunity(
+        trace: &Trace,
+        limit: usize,
+        packets: &[(Duration, usize)],
+    ) -> Vec<Option<Duration>> {
+        let mut next_free = 0;
+        let mut waiting: VecDeque<Duration> = VecDeque::new();
+        packets
+            .iter()
+            .map(|&(arrival, bytes)| {
+                while waiting.front().is_some_and(|&at| at <= arrival) {
+                    waiting.pop_front();
+                }
+                if waiting.len() >= limit {
+                    return None;
+                }
+                let ceil = floor_ms(arrival) + u64::from(arrival.subsec_nanos() % 1_000_000 != 0);
+                let first = trace.first_at_or_after(ceil).max(next_free);
+                let last = first + bytes.div_ceil(TRACE_MTU).max(1) as u64 - 1;
+                next_free = last + 1;
+                let at = ms(trace.time_of(last));
+                waiting.push_back(at);
+                Some(at)
+            })
+            .collect()
+    }
+
+    fn mahimahi_rule(
+        trace: &Trace,
+        limit: usize,
+        packets: &[(Duration, usize)],
+    ) -> Vec<Option<Duration>> {
         let mut queue = TraceQueue::default();
-        assert_eq!(
-            queue.schedule(&trace, 10, Duration::ZERO, 1500),
-            Some(ms(1))
+        packets
+            .iter()
+            .map(|&(arrival, bytes)| queue.schedule(trace, limit, arrival, bytes))
+            .collect()
+    }
+
+    #[test]
+    fn game_traffic_on_a_slow_trace_under_both_rules() {
+        // A slow link in Mahimahi's format: an opportunity every 12 ms
+        // (1 Mbit/s of 1500-byte packets) for one second, looping.
+        let text: String = (1..=83).map(|i| format!("{}\n", i * 12)).collect();
+        let trace = Trace::parse(&text).expect("valid");
+        // Game traffic at 64 packets/s, alternately a 280-byte snapshot and
+        // a 40-byte input message every 7.8 ms: 128 packets/s, about
+        // 180 kbit/s with headers, a fifth of the link.
+        let packets: Vec<(Duration, usize)> = (0..256u32)
+            .map(|i| {
+                let at = Duration::from_micros(u64::from(i) * 7_812);
+                (at, if i % 2 == 0 { 280 } else { 40 })
+            })
+            .collect();
+        let delay_ms = |rule: &[Option<Duration>]| -> Vec<Option<u64>> {
+            rule.iter()
+                .zip(&packets)
+                .map(|(at, &(sent, _))| at.map(|at| (at - sent).as_millis() as u64))
+                .collect()
+        };
+        let limit = 50;
+        let mahimahi = delay_ms(&mahimahi_rule(&trace, limit, &packets));
+        let old = delay_ms(&one_packet_per_opportunity(&trace, limit, &packets));
+        // Mahimahi: every packet leaves with the next opportunity or the one
+        // after; nothing queues up, nothing is dropped.
+        assert!(
+            mahimahi.iter().all(|d| d.is_some_and(|d| d <= 24)),
+            "{mahimahi:?}"
         );
+        // One packet per opportunity: 128 packets/s offered to 83 slots/s,
+        // so the queue grows to its limit and drops.
+        let dropped = old.iter().filter(|d| d.is_none()).count();
+        let worst = old.iter().flatten().max().copied().unwrap_or(0);
+        assert!(dropped > 0, "{old:?}");
+        assert!(worst > 500, "{old:?}");
+        // On a lone packet on an idle link the two agree.
+        let lone = [(ms(100), 280)];
         assert_eq!(
-            queue.schedule(&trace, 10, Duration::ZERO, 1501),
-            Some(ms(3))
+            mahimahi_rule(&trace, 100, &lone),
+            one_packet_per_opportunity(&trace, 100, &lone)
         );
-        assert_eq!(queue.schedule(&trace, 10, Duration::ZERO, 0), Some(ms(4)));
+    }
+
+    /// Mahimahi's `LinkQueue`, written as a loop over opportunities: a packet
+    /// that arrived during millisecond `m` is queued before every
+    /// opportunity stamped after `m`, and each opportunity hands its bytes to
+    /// the queue's head in order. Returns each packet's departure (no limit).
+    fn reference_link_queue(trace: &Trace, packets: &[(Duration, usize)]) -> Vec<Duration> {
+        let mut departures = vec![None; packets.len()];
+        let mut queue: VecDeque<(usize, usize)> = VecDeque::new();
+        let mut next = 0;
+        let mut index = 0;
+        while departures.iter().any(Option::is_none) {
+            let time = trace.time_of(index);
+            index += 1;
+            while next < packets.len() && floor_ms(packets[next].0) < time {
+                queue.push_back((next, packets[next].1 + TRACE_PACKET_OVERHEAD));
+                next += 1;
+            }
+            let mut left = TRACE_OPPORTUNITY_BYTES;
+            while left > 0 {
+                let Some(head) = queue.front_mut() else { break };
+                let sent = left.min(head.1);
+                head.1 -= sent;
+                left -= sent;
+                if head.1 == 0 {
+                    departures[head.0] = Some(ms(time));
+                    queue.pop_front();
+                }
+            }
+        }
+        departures.into_iter().flatten().collect()
+    }
+
+    #[test]
+    fn matches_a_literal_model_of_mahimahi() {
+        // A small deterministic generator (no dependency needed).
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move |bound: u64| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) % bound
+        };
+        for _ in 0..20 {
+            // Bursty opportunities: repeats within a millisecond, and gaps.
+            let mut time = 0;
+            let mut ops = Vec::new();
+            for _ in 0..(1 + next(40)) {
+                time += match next(4) {
+                    0 => 0,
+                    1 => next(3),
+                    2 => next(20),
+                    _ => next(300),
+                };
+                ops.push(time);
+            }
+            if time == 0 {
+                ops.push(1);
+            }
+            let trace = Trace::from_opportunities(ops).expect("valid");
+            let mut at = Duration::ZERO;
+            let packets: Vec<(Duration, usize)> = (0..200)
+                .map(|_| {
+                    at += Duration::from_micros(next(8_000));
+                    let bytes = match next(3) {
+                        0 => next(100),
+                        1 => next(1_500),
+                        _ => next(5_000),
+                    };
+                    (at, bytes as usize)
+                })
+                .collect();
+            let ours: Vec<Duration> = mahimahi_rule(&trace, usize::MAX, &packets)
+                .into_iter()
+                .flatten()
+                .collect();
+            assert_eq!(ours, reference_link_queue(&trace, &packets), "{trace:?}");
+        }
     }
 }

@@ -375,9 +375,10 @@ fn trace_deliveries_land_on_opportunities_and_loop() {
         trace_queue_packets: 1000,
         ..LinkConfig::default()
     };
-    // 2 packets per 3 ms against 5 opportunities per 20 ms: the queue
+    // 2 full-size packets (1472 bytes and 32 of headers fill an
+    // opportunity) per 3 ms against 5 opportunities per 20 ms: the queue
     // builds, so every opportunity is used once it does.
-    let (deliveries, stats) = run(config, seed, 600, Duration::from_micros(1500), 100);
+    let (deliveries, stats) = run(config.clone(), seed, 600, Duration::from_micros(1500), 1472);
     assert_eq!(stats.queue_dropped_packets, 0, "seed {seed}");
     let mut per_instant = std::collections::BTreeMap::new();
     for &(id, sent, at) in &deliveries {
@@ -417,6 +418,33 @@ fn trace_deliveries_land_on_opportunities_and_loop() {
         .map(|(_, n)| *n)
         .sum::<u32>();
     assert_eq!(loop_10, 5, "seed {seed}");
+
+    // Small packets (100 bytes and 32 of headers) share opportunities:
+    // 1.76 kB offered per 20 ms against 7.5 kB of capacity, so the queue
+    // never builds and each packet leaves with the next opportunity.
+    let (deliveries, stats) = run(config, seed, 600, Duration::from_micros(1500), 100);
+    assert_eq!(stats.queue_dropped_packets, 0, "seed {seed}");
+    assert_eq!(deliveries.len(), 600, "seed {seed}");
+    let mut shared = 0;
+    let mut previous = None;
+    for &(id, sent, at) in &deliveries {
+        let leaves = at - delay;
+        let phase = leaves.as_millis() as u64 % 20;
+        let phase = if phase == 0 { 20 } else { phase };
+        assert!(opportunities.contains(&phase), "seed {seed}: packet {id}");
+        // The next opportunity after the sending millisecond: at most 8 ms
+        // (the gap from 12 to 20) later.
+        assert!(
+            leaves > sent && leaves - sent <= 9 * MS,
+            "seed {seed}: {id}"
+        );
+        shared += usize::from(previous == Some(leaves));
+        previous = Some(leaves);
+    }
+    assert!(
+        shared > 200,
+        "seed {seed}: {shared} packets shared an opportunity"
+    );
 }
 
 #[test]
@@ -430,8 +458,9 @@ fn trace_queue_overflow_drops() {
         ..LinkConfig::default()
     };
     let mut link = Link::new(config, seed).expect("valid config");
+    // Full-size packets: one opportunity each.
     for id in 0..50 {
-        link.send(Duration::ZERO, id_packet(id, 100));
+        link.send(Duration::ZERO, id_packet(id, 1472));
     }
     let mut times = Vec::new();
     while let Some(at) = link.next_due() {

@@ -187,7 +187,32 @@ fn recovery_events(config: &RunConfig) -> Vec<Duration> {
     let changes = config.link_changes.iter().map(|c| c.at);
     changes
         .chain(config.outages.iter().map(|o| o.outage.end()))
+        .chain(trace_outages(config).into_iter().map(|(_, end)| end))
         .collect()
+}
+
+/// A trace's gap this long counts as an outage (`net.trace_outages`): the cellular
+/// traces' coverage holes, from one second to several.
+const TRACE_OUTAGE: Duration = Duration::from_secs(1);
+
+/// The outages of the run's trace files within the run, both directions, in time order;
+/// overlapping ones (the two directions out at once) merged into one.
+pub(crate) fn trace_outages(config: &RunConfig) -> Vec<(Duration, Duration)> {
+    let run = Duration::from_secs_f64(config.seconds.clamp(0.0, 1e6));
+    let mut all: Vec<_> = [&config.net.trace, &config.net.trace_up]
+        .into_iter()
+        .flatten()
+        .flat_map(|t| t.outages(TRACE_OUTAGE, run))
+        .collect();
+    all.sort();
+    let mut merged: Vec<(Duration, Duration)> = Vec::new();
+    for (start, end) in all {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    merged
 }
 
 /// Checks the settings, and finds the network profile.
@@ -409,6 +434,7 @@ impl<'a, S: LabScene> Sim<'a, S> {
         let shadows = self.shadow_figures();
         let mut report = report::build(self, wall, &shadows);
         self.probe.fill(&mut report);
+        report::feel(&mut report, &self.clients);
         report.set(
             "sync.lead_policy",
             crate::metrics::Metric::Text(crate::input_buffer::lead_label(

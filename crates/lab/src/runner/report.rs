@@ -110,7 +110,28 @@ fn net<S: LabScene>(r: &mut Report, sim: &Sim<S>) -> Option<f64> {
         "net.loss_pct",
         (sent > 0).then(|| dropped as f64 * 100.0 / sent as f64),
     );
+    if sim.config.net.trace.is_some() || sim.config.net.trace_up.is_some() {
+        let outages = super::trace_outages(sim.config);
+        r.set("net.trace_outages", Metric::Count(outages.len() as u64));
+    }
     mean(&down)
+}
+
+/// `feel.*`: what the player pays end to end. `feel.view_age_ms_mean` is how far behind
+/// the server's present the others were shown (each client's frames averaged, then the
+/// clients); `feel.latency_ms_mean` adds `input.delay_ms_mean`, the wait from sampling an
+/// input to the server applying it: together, how long before what one player does is
+/// seen by another. Needs `input.delay_ms_mean` already in `r` (the sync probe's).
+pub(crate) fn feel<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) {
+    let ages: Vec<f64> = clients
+        .iter()
+        .filter(|c| c.remote_view.view_age_frames > 0)
+        .map(|c| c.remote_view.view_age_ms_sum / c.remote_view.view_age_frames as f64)
+        .collect();
+    let age = mean(&ages);
+    r.number("feel.view_age_ms_mean", age);
+    let input = r.get_f64("input.delay_ms_mean");
+    r.number("feel.latency_ms_mean", input.zip(age).map(|(i, a)| i + a));
 }
 
 /// `render.*`: the own player's frames against the server's truth for the same tick.

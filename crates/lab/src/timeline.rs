@@ -63,7 +63,7 @@ impl Timeline {
             ),
             (
                 &self.interpolation_delay_ms,
-                "age of the others on screen, ms (the server's now - the render tick)",
+                "age of the others on screen, ms (feel.view_age_ms)",
                 BLUE,
             ),
             (
@@ -128,7 +128,7 @@ mod tests {
         t.write_svg(&path, "cubes over mobile").expect("written");
         let svg = std::fs::read_to_string(&path).expect("read");
         assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(80)]);
-        for label in ["render.error_cm", "render tick", "net.down_kbps"] {
+        for label in ["render.error_cm", "feel.view_age_ms", "net.down_kbps"] {
             assert!(svg.contains(label), "{label} missing");
         }
         // Three drawn lines (the empty series draws none).

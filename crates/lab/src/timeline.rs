@@ -131,8 +131,12 @@ mod tests {
         for label in ["render.error_cm", "feel.view_age_ms", "net.down_kbps"] {
             assert!(svg.contains(label), "{label} missing");
         }
-        // Three drawn lines (the empty series draws none).
-        assert_eq!(svg.matches("<polyline").count(), 3);
+        // A line in each series' colour, none for the empty downlink.
+        for colour in ["#FF0000", "#0000FF", "#FF00FF"] {
+            let line = format!("stroke=\"{colour}\" stroke-width=\"1\" points=");
+            assert_eq!(svg.matches(&line).count(), 1, "{colour}");
+        }
+        assert!(!svg.contains("stroke=\"#008000\" stroke-width=\"1\" points="));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -32,6 +32,9 @@ fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         seconds: a.seconds,
         seed: a.seed,
         clients: a.clients,
+        threads: a
+            .threads
+            .map_or_else(lagless_replication::available_threads, usize::from),
         script: ScriptChoice::Named(a.script.clone()),
         snapshot_hz,
         snapshot_codec: match a.snapshot_codec {

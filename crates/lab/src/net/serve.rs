@@ -55,6 +55,8 @@ struct Conn {
 pub struct ServerFigures {
     /// CPU time per tick (physics plus capture and encoding for every client), ms.
     pub tick_ms: Vec<f64>,
+    /// Wall time per tick, ms.
+    pub tick_wall_ms: Vec<f64>,
     /// The physics step, ms.
     pub physics_ms: Vec<f64>,
     /// Capture and encoding on snapshot ticks, ms.
@@ -319,6 +321,7 @@ impl<S: LabScene> GameServer<S> {
         self.figures.encode_ms.extend(cost.encode_ms);
         self.figures.physics_ms.push(cost.physics_ms);
         self.figures.tick_ms.push(cost.tick_ms);
+        self.figures.tick_wall_ms.push(cost.wall_ms);
         self.scene.observe();
         if let Some(truth) = &self.truth {
             let players = (1..=self.tracked_players)
@@ -548,6 +551,12 @@ impl<S: LabScene> ServeOutcome<S> {
         let f = &self.figures;
         r.number("server.tick_ms_p50", percentile(&f.tick_ms, 50.0));
         r.number("server.tick_ms_p99", percentile(&f.tick_ms, 99.0));
+        r.number("server.tick_wall_ms_p50", percentile(&f.tick_wall_ms, 50.0));
+        r.number("server.tick_wall_ms_p99", percentile(&f.tick_wall_ms, 99.0));
+        r.number(
+            "server.ticks_per_s",
+            (f.seconds > 0.0).then(|| f.tick_ms.len() as f64 / f.seconds),
+        );
         r.number("server.physics_ms_p99", percentile(&f.physics_ms, 99.0));
         r.number("server.encode_ms_p99", percentile(&f.encode_ms, 99.0));
         let (starved, fed) = (f.ticks_starved, f.ticks_with_input);

@@ -342,8 +342,12 @@ impl<I: Input> Server<I> {
         }
         let tick = self.session.current_tick();
         let ids: Vec<ClientId> = self.session.clients().collect();
-        for id in ids {
-            let snapshot = match self.replication.encode(id, tick, now) {
+        // Every client's snapshot first, over the replication's threads: an encode
+        // changes only its own client's state, and what follows reads it, so this is
+        // what encoding each in the loop below would give.
+        let snapshots = self.replication.encode_many(&ids, tick, now);
+        for (id, snapshot) in ids.into_iter().zip(snapshots) {
+            let snapshot = match snapshot {
                 Ok(s) => s,
                 Err(ReplicationError::UnknownClient(_)) => continue,
                 Err(e) => return Err(e.into()),

@@ -317,6 +317,10 @@ pub struct WalkerSettings {
     /// steering time for moving messages (`--steer-ms`); `None`: each message's own sync
     /// interval, as the character-sync article steers.
     pub steer_time: Option<Duration>,
+    /// The most of each client's budget the dead-reckoning messages may take
+    /// (`--dr-budget-share`; `lagless_replication::deadreckoning::DrConfig::budget_share`);
+    /// `None`: sent beside the budget, uncounted.
+    pub budget_share: Option<f32>,
 }
 
 impl Default for WalkerSettings {
@@ -326,6 +330,7 @@ impl Default for WalkerSettings {
             sync: WalkerSync::DeadReckoning,
             steering: lagless_replication::deadreckoning::Steering::Arrive,
             steer_time: None,
+            budget_share: lagless_replication::DrConfig::default().budget_share,
         }
     }
 }

@@ -520,6 +520,11 @@ struct RunArgs {
     /// character-sync article's arrive, or projective velocity blending).
     #[arg(long, value_enum, default_value = "arrive")]
     steering: SteeringArg,
+    /// Walker scene: the most of each client's snapshot budget the dead-reckoning
+    /// messages may take, 0 to 1 (they wait by their own priority within it), or `off`:
+    /// sent beside the budget, uncounted.
+    #[arg(long, default_value = "0.75")]
+    dr_budget_share: String,
     /// Walker scene: arrive's steering time for moving messages, ms (default: each
     /// message's own sync interval, as the character-sync article steers).
     #[arg(long)]

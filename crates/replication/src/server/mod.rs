@@ -621,6 +621,25 @@ impl ReplicationServer {
         })
     }
 
+    /// The bits client `client`'s next snapshot may take by its budget now, less the
+    /// packet's overhead and what was charged beside it ([`Self::charge`]); `None`:
+    /// unlimited, or an unknown client. What a game sends inside the budget beside the
+    /// snapshot (dead reckoning) is fitted to a share of it and charged.
+    pub fn snapshot_room_bits(&self, client: ClientId) -> Option<usize> {
+        let c = self.clients.get(&client)?;
+        let room = Room::new(&c.budget, c.charged, &self.config);
+        room.budget_bits.map(|_| room.cap)
+    }
+
+    /// How much a thing at `position` matters to `client` by the default relevance:
+    /// nearness to its focus ([`Self::set_focus`]; 1 without one), the weight entities
+    /// get without a game's rule. 0 for an unknown client.
+    pub fn nearness(&self, client: ClientId, position: [f32; 3]) -> f32 {
+        self.clients.get(&client).map_or(0.0, |c| {
+            Relevance::new(None, client, c.focus, &self.config).nearness(Some(position))
+        })
+    }
+
     /// The client's budget now, kbit/s (`None`: unlimited or unknown client).
     pub fn budget_kbps(&self, client: ClientId) -> Option<f64> {
         self.clients.get(&client)?.budget.kbps()

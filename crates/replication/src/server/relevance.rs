@@ -53,17 +53,22 @@ impl<'a> Relevance<'a> {
     pub(super) fn weight(&self, id: u32, e: &Live) -> f32 {
         match self.game {
             Some(f) => f(self.client, id, e.kind, &e.codes),
-            None => match (self.focus, e.position) {
-                (Some(f), Some(p)) => {
-                    let d2: f32 = (0..3).map(|i| (f[i] - p[i]).powi(2)).sum();
-                    let r = self.distance;
-                    let near = self.near;
-                    let boost = if d2 <= near * near { self.boost } else { 1.0 };
-                    boost / (1.0 + d2 / (r * r))
-                }
-                // Without a focus or a position, nearness cannot rank it: all alike.
-                _ => 1.0,
-            },
+            None => self.nearness(e.position),
+        }
+    }
+
+    /// The default relevance of something at `position`: nearness to the focus.
+    pub(super) fn nearness(&self, position: Option<[f32; 3]>) -> f32 {
+        match (self.focus, position) {
+            (Some(f), Some(p)) => {
+                let d2: f32 = (0..3).map(|i| (f[i] - p[i]).powi(2)).sum();
+                let r = self.distance;
+                let near = self.near;
+                let boost = if d2 <= near * near { self.boost } else { 1.0 };
+                boost / (1.0 + d2 / (r * r))
+            }
+            // Without a focus or a position, nearness cannot rank it: all alike.
+            _ => 1.0,
         }
     }
 

@@ -329,6 +329,27 @@ impl<I: Input> Server<I> {
         self.replication.set_focus(id, focus);
     }
 
+    /// Lets client `id` see `entity` or not: rooms, teams, line of sight, as the game
+    /// decides. An entity a client may not see is never sent to it (neither in snapshots
+    /// nor by dead reckoning), and leaving its set despawns it on the client; coming back
+    /// into it spawns it again with its current state. Every entity is visible until
+    /// said otherwise ([`Server::set_visible_by_default`]); see
+    /// [`ReplicationServer::set_visible`].
+    pub fn set_visible(&mut self, id: ClientId, entity: u32, visible: bool) {
+        self.replication.set_visible(id, entity, visible);
+    }
+
+    /// Makes every entity visible to client `id`, or none (then let it see its room's
+    /// with [`Server::set_visible`]), forgetting the exceptions made before.
+    pub fn set_visible_by_default(&mut self, id: ClientId, visible: bool) {
+        self.replication.set_visible_by_default(id, visible);
+    }
+
+    /// True if client `id` may see `entity` ([`Server::set_visible`]).
+    pub fn is_visible(&self, id: ClientId, entity: u32) -> bool {
+        self.replication.is_visible(id, entity)
+    }
+
     /// Entities client `id` predicts (its own player, say): when they change they are sent
     /// in every snapshot, ahead of the budget's priorities, so its prediction is never
     /// compared with a state the budget held back.
@@ -379,9 +400,15 @@ impl<I: Input> Server<I> {
             let bytes = framed.into_bytes();
             let fragmented = bytes.len() > FRAGMENT_PAYLOAD_BYTES;
             counters.fragmented += u64::from(fragmented);
-            let owned = self.replication.owned(id);
+            let replication = &self.replication;
+            let owned: Vec<u32> = replication
+                .owned(id)
+                .iter()
+                .copied()
+                .filter(|&e| replication.is_visible(id, e))
+                .collect();
             let essential = (fragmented && self.essential_parts && !owned.is_empty())
-                .then(|| self.replication.encode_standalone(owned, tick))
+                .then(|| replication.encode_standalone(&owned, tick))
                 .filter(|e| e.len() <= FRAGMENT_PAYLOAD_BYTES);
             match essential {
                 Some(essential) => {
@@ -424,8 +451,11 @@ impl<I: Input> Server<I> {
             // budget still holds back would be refused as an unknown id, and the
             // character unshown until the next sync clock, seconds later. Held back
             // here, it goes as soon as the spawn is acknowledged.
-            let hold =
-                |c| relevant.as_ref().is_none_or(|f| f(id, c)) && replication.client_holds(id, c);
+            let hold = |c| {
+                relevant.as_ref().is_none_or(|f| f(id, c))
+                    && replication.is_visible(id, c)
+                    && replication.client_holds(id, c)
+            };
             let room = self
                 .dr_share
                 .and_then(|share| Some((share, replication.snapshot_room_bits(id)?)));

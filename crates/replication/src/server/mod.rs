@@ -33,6 +33,14 @@
 //! game's own [`ReplicationServer::set_relevance`]) keeps an entity from that client
 //! altogether: interest management.
 //!
+//! # Visibility
+//! A game says which entities each client may see ([`ReplicationServer::set_visible`],
+//! [`ReplicationServer::set_visible_by_default`]: rooms, teams, line of sight). An entity
+//! a client may not see has relevance 0 whatever the rule: it is never sent, a client that
+//! may show it is sent its despawn (again until one is acknowledged), and when it may see
+//! it again it is sent afresh as a spawn with its current state. A change of visibility
+//! marks only that entity for that client, so it costs nothing until the next encode.
+//!
 //! # Shared work
 //! The same entity's delta against the same baseline state at the same age is encoded
 //! once per tick and copied into every snapshot that needs it.
@@ -74,7 +82,7 @@ use crate::view::{Entry, View};
 use cache::BodyCache;
 use lagless_core::Tick;
 use lagless_wire::BitWriter;
-use relevance::Relevance;
+use relevance::{Relevance, Visibility};
 use select::{Picked, Room, Scratch};
 use shown::{ErrorScale, Shown};
 use std::collections::BTreeMap;
@@ -206,6 +214,8 @@ struct ClientState {
     scan_countdown: u32,
     /// Entities the client predicts, ascending: sent ahead of every priority.
     owned: Vec<u32>,
+    /// What it may see at all.
+    visibility: Visibility,
     /// Emptied change lists of acknowledged snapshots, for the next ones: memory the
     /// cache still holds, which a fresh allocation per snapshot would not be.
     spare: Vec<Vec<(u32, Option<Entry>)>>,
@@ -228,6 +238,7 @@ impl ClientState {
             shown: Vec::new(),
             scan_countdown: 1,
             owned: Vec::new(),
+            visibility: Visibility::default(),
             spare: Vec::new(),
             charged: 0,
             stats: ClientReplicationStats::default(),
@@ -608,6 +619,40 @@ impl ReplicationServer {
         }
     }
 
+    /// Lets `client` see entity `id` or not (rooms, teams, line of sight: the game's
+    /// rule). An entity a client may not see is never sent to it, whatever its relevance,
+    /// and a client that shows it is sent its despawn; once it may see it again it is
+    /// sent afresh, as a spawn with its current state. Every entity is visible until
+    /// said otherwise ([`Self::set_visible_by_default`]). Holds for ids not live yet, and
+    /// for every later incarnation of the id. Nothing happens for an unknown client.
+    pub fn set_visible(&mut self, client: ClientId, id: u32, visible: bool) {
+        if let Some(c) = self.clients.get_mut(&client) {
+            if id <= self.config.limits.max_id && c.visibility.set(id, visible) {
+                c.pending.mark(id);
+            }
+        }
+    }
+
+    /// Makes every entity visible to `client`, or none (a room the game fills with
+    /// [`Self::set_visible`]), forgetting every exception made before.
+    pub fn set_visible_by_default(&mut self, client: ClientId, visible: bool) {
+        if let Some(c) = self.clients.get_mut(&client) {
+            let mut changed = Vec::new();
+            c.visibility.set_default(visible, &mut changed);
+            for id in changed.into_iter().chain(self.store.ids()) {
+                c.pending.mark(id);
+            }
+        }
+    }
+
+    /// True if `client` may see entity `id` ([`Self::set_visible`]); false for an
+    /// unknown client.
+    pub fn is_visible(&self, client: ClientId, id: u32) -> bool {
+        self.clients
+            .get(&client)
+            .is_some_and(|c| c.visibility.visible(id))
+    }
+
     /// Replaces the default relevance (nearness to the client's focus) with the game's.
     pub fn set_relevance(&mut self, f: Box<RelevanceFn>) {
         self.relevance = Some(f);
@@ -636,7 +681,7 @@ impl ReplicationServer {
     /// get without a game's rule. 0 for an unknown client.
     pub fn nearness(&self, client: ClientId, position: [f32; 3]) -> f32 {
         self.clients.get(&client).map_or(0.0, |c| {
-            Relevance::new(None, client, c.focus, &self.config).nearness(Some(position))
+            Relevance::new(None, None, client, c.focus, &self.config).nearness(Some(position))
         })
     }
 
@@ -814,7 +859,7 @@ fn encode_client(
         base,
         base_tick,
         owned: &c.owned,
-        relevance: Relevance::new(relevance, client, c.focus, config),
+        relevance: Relevance::new(relevance, Some(&c.visibility), client, c.focus, config),
         scale: ErrorScale::new(config),
     };
     select::rank(

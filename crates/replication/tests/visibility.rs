@@ -225,3 +225,95 @@ fn hidden_by_default_shows_only_the_room() {
     server.set_visible(1, u32::MAX, false);
     assert!(!server.is_visible(99, 1) && server.is_visible(1, u32::MAX - 1));
 }
+
+/// A character a client may not see is not sent to it by dead reckoning either: once it
+/// leaves the client's set, no message for it follows, not even beside its despawn (the
+/// client would refuse one as an unknown id).
+#[test]
+fn a_hidden_character_gets_no_dead_reckoning_messages() {
+    use lagless_replication::deadreckoning::CharacterState;
+    let config = NetConfig {
+        dead_reckoning: Some(DrConfig::default()),
+        ..NetConfig::new(HZ)
+    };
+    let mut server = Server::<u8>::new(schema(), &config).unwrap();
+    for e in [5u32, 6] {
+        server
+            .spawn_with_id(e, 0, |w| {
+                w.vec2([e as f32, 0.0]);
+                w.int(0);
+            })
+            .unwrap();
+    }
+    let ids: [ClientId; 2] = [1, 2];
+    let mut clients: Vec<(Client<Nothing>, Duplex)> = ids
+        .iter()
+        .map(|&id| {
+            server.connect(id).unwrap();
+            let mut c = Client::new(schema(), Nothing, &config).unwrap();
+            c.set_policy(5, Policy::DeadReckoned);
+            c.set_policy(6, Policy::DeadReckoned);
+            (c, Duplex::symmetric(profile("lan").unwrap(), id).unwrap())
+        })
+        .collect();
+    let mut now = Duration::ZERO;
+    let mut held_before = false;
+    while now < Duration::from_secs(3) {
+        if now == Duration::from_secs(1) {
+            held_before = clients[0]
+                .0
+                .dead_reckoning()
+                .unwrap()
+                .shown(5, now)
+                .is_some();
+            server.set_visible(1, 5, false);
+        }
+        for (&id, (_, link)) in ids.iter().zip(&mut clients) {
+            while let Some(p) = link.up.poll(now) {
+                let _ = server.receive(id, now, &p);
+            }
+        }
+        server.update(now);
+        while server.next_tick().is_some() {
+            let t = server.current_tick().0 as f32 / HZ as f32;
+            for e in [5u32, 6] {
+                // Both turn on the tick 5 leaves client 1's set: a message is due.
+                let heading = if t < 1.0 { 0.0 } else { 1.5 };
+                let state = CharacterState::new([e as f32, 0.0, t], heading, 1.0);
+                server.update_character(e, state).unwrap();
+            }
+            server.send_snapshots(now).unwrap();
+        }
+        while let Some((to, p)) = server.poll_transmit() {
+            if let Some(k) = ids.iter().position(|&c| c == to) {
+                clients[k].1.down.send(now, p);
+            }
+        }
+        for (client, link) in &mut clients {
+            while let Some(p) = link.down.poll(now) {
+                let _ = client.receive(now, &p);
+            }
+            client.update(now);
+            while let Some(t) = client.next_tick() {
+                client.tick(t, 0);
+            }
+            while let Some(p) = client.poll_transmit(now) {
+                link.up.send(now, p);
+            }
+        }
+        now += Duration::from_millis(5);
+    }
+    let one = clients[0].0.dead_reckoning().unwrap();
+    let two = clients[1].0.dead_reckoning().unwrap();
+    // Client 1 showed character 5 until it left the set, then not; it refused nothing
+    // (a message for 5 after its despawn would be refused as an unknown id).
+    assert!(held_before);
+    assert!(one.shown(6, now).is_some() && one.shown(5, now).is_none());
+    assert_eq!(
+        one.stats().rejected(),
+        one.stats().stale,
+        "{:?}",
+        one.stats()
+    );
+    assert!(two.shown(5, now).is_some() && two.shown(6, now).is_some());
+}

@@ -128,15 +128,28 @@ pub fn bench_snapshot(
 pub struct ManyClientsBench {
     /// Clients (and players).
     pub clients: usize,
+    /// Threads the encodes were spread over.
+    pub threads: usize,
     /// Median and 99th percentile ms of one physics step.
     pub physics_ms: (f64, f64),
     /// Median and 99th percentile ms of one tick's capture.
     pub capture_ms: (f64, f64),
-    /// Median and 99th percentile ms of one tick's encodes, every client's.
+    /// Median and 99th percentile ms of one tick's encodes, every client's: CPU time of
+    /// every thread.
     pub encode_ms: (f64, f64),
     /// Median and 99th percentile ms of the three together, per tick: the server's tick
-    /// in a process that runs only the server.
+    /// in a process that runs only the server (CPU, every thread).
     pub tick_ms: (f64, f64),
+    /// Median CPU µs of one client's encode (a tick's encodes over the clients).
+    pub encode_us_per_client: f64,
+    /// Median and 99th percentile wall ms of one tick's encodes.
+    pub encode_wall_ms: (f64, f64),
+    /// Median and 99th percentile wall ms of a tick (physics, capture, encodes):
+    /// `server.tick_wall_ms_p50` and `_p99`.
+    pub tick_wall_ms: (f64, f64),
+    /// Ticks a second the server could run at, back to back: 1000 over the mean tick
+    /// wall ms (`server.ticks_per_s` of a server never waiting for its clock).
+    pub ticks_per_s: f64,
     /// Mean changed entities per client a snapshot had to weigh.
     pub candidates_mean: f64,
     /// Mean entries sent again only because no acknowledgement had yet said an earlier
@@ -162,8 +175,17 @@ const MANY_WARM_UP: u32 = 256;
 /// share one baseline). `ticks` ticks are measured. The server side of
 /// `lagless run --clients N` without the clients, so it takes seconds, not minutes.
 /// `cold` writes over [`EVICT_BYTES`] before each client's encode, so it starts with
-/// the caches cold, as in a run, where the clients' simulations run in between.
-pub fn bench_encode_clients(clients: usize, ticks: u32, cold: bool) -> ManyClientsBench {
+/// the caches cold, as in a run, where the clients' simulations run in between (the
+/// encodes then run one after the other). Otherwise the encodes are spread over
+/// `threads` threads ([`ReplicationServer::encode_many`]); with more than one, CPU
+/// figures are the process's, every thread's.
+pub fn bench_encode_clients(
+    clients: usize,
+    ticks: u32,
+    cold: bool,
+    threads: usize,
+) -> ManyClientsBench {
+    let threads = if cold { 1 } else { threads.max(1) };
     let config = CubeSceneConfig::default();
     let q = config.quantize.unwrap_or_default();
     let mut scene = CubeScene::new(config);
@@ -171,7 +193,14 @@ pub fn bench_encode_clients(clients: usize, ticks: u32, cold: bool) -> ManyClien
     for &p in &players {
         scene.add_player(p);
     }
-    let mut server = ReplicationServer::new(replicate::schema(&q), ReplicationConfig::default());
+    let mut server = ReplicationServer::new(
+        replicate::schema(&q),
+        ReplicationConfig {
+            threads,
+            ..ReplicationConfig::default()
+        },
+    );
+    let ids: Vec<u64> = players.iter().map(|&p| u64::from(p)).collect();
     for &p in &players {
         server.add_client(u64::from(p));
     }
@@ -179,6 +208,7 @@ pub fn bench_encode_clients(clients: usize, ticks: u32, cold: bool) -> ManyClien
     let cubes = scene.cube_count();
     let (mut physics, mut capture, mut encode) = (Vec::new(), Vec::new(), Vec::new());
     let mut per_tick = Vec::new();
+    let (mut encode_wall, mut tick_wall, mut per_client) = (Vec::new(), Vec::new(), Vec::new());
     let (mut candidates, mut entries, mut bytes, mut snapshots) = (0usize, 0usize, 0usize, 0usize);
     let mut resent = 0usize;
     for t in 0..MANY_WARM_UP + ticks {
@@ -189,12 +219,16 @@ pub fn bench_encode_clients(clients: usize, ticks: u32, cold: bool) -> ManyClien
         let timer = CpuTimer::start();
         scene.step(&inputs);
         let physics_ms = timer.ms();
+        let physics_wall = timer.wall_ms();
         let tick = Tick(t + 1);
         let now = Duration::from_millis(u64::from(t) * 1000 / 64);
         let timer = CpuTimer::start();
         let _ = replicate::capture(&scene, &mut server);
         let capture_ms = timer.ms();
+        let capture_wall = timer.wall_ms();
         let mut encode_ms = 0.0;
+        let mut wall_ms = 0.0;
+        let mut encoded = Vec::new();
         for &p in &players {
             let id = u64::from(p);
             let age = 3 + (t + p) % 3;
@@ -213,22 +247,34 @@ pub fn bench_encode_clients(clients: usize, ticks: u32, cold: bool) -> ManyClien
                     .step_by(64)
                     .for_each(|b| *b = b.wrapping_add(1));
             }
-            let timer = CpuTimer::start();
-            let encoded = server.encode(id, tick, now);
-            encode_ms += timer.ms();
-            if let (Ok(e), true) = (encoded, t >= MANY_WARM_UP) {
+            if cold {
+                let timer = CpuTimer::start();
+                encoded.push(server.encode(id, tick, now));
+                encode_ms += timer.ms();
+                wall_ms += timer.wall_ms();
+            }
+        }
+        if !cold {
+            let timer = CpuTimer::start_for(threads);
+            encoded = server.encode_many(&ids, tick, now);
+            encode_ms = timer.ms();
+            wall_ms = timer.wall_ms();
+        }
+        if t >= MANY_WARM_UP {
+            for e in encoded.into_iter().flatten() {
                 candidates += e.candidates;
                 resent += e.resent;
                 entries += e.entries;
                 bytes += e.bytes.len();
                 snapshots += 1;
             }
-        }
-        if t >= MANY_WARM_UP {
             physics.push(physics_ms);
             capture.push(capture_ms);
             encode.push(encode_ms);
             per_tick.push(physics_ms + capture_ms + encode_ms);
+            per_client.push(encode_ms * 1000.0 / clients.max(1) as f64);
+            encode_wall.push(wall_ms);
+            tick_wall.push(physics_wall + capture_wall + wall_ms);
         }
     }
     let spread = |v: Vec<f64>| {
@@ -236,8 +282,14 @@ pub fn bench_encode_clients(clients: usize, ticks: u32, cold: bool) -> ManyClien
         (median(v), p99)
     };
     let per = |n: usize| n as f64 / snapshots.max(1) as f64;
+    let mean_wall = tick_wall.iter().sum::<f64>() / tick_wall.len().max(1) as f64;
     ManyClientsBench {
         clients,
+        threads,
+        encode_us_per_client: median(per_client),
+        encode_wall_ms: spread(encode_wall),
+        ticks_per_s: 1000.0 / mean_wall.max(1e-9),
+        tick_wall_ms: spread(tick_wall),
         physics_ms: spread(physics),
         capture_ms: spread(capture),
         encode_ms: spread(encode),
@@ -266,8 +318,17 @@ pub fn format_many_clients(b: &ManyClientsBench) -> String {
     );
     out.push_str(&row("physics step", b.physics_ms));
     out.push_str(&row("capture", b.capture_ms));
-    out.push_str(&row("encode (every client)", b.encode_ms));
-    out.push_str(&row("tick (the three)", b.tick_ms));
+    out.push_str(&row(
+        &format!("encode CPU (every client, {}t)", b.threads),
+        b.encode_ms,
+    ));
+    out.push_str(&row("tick CPU (the three)", b.tick_ms));
+    out.push_str(&row("encode wall", b.encode_wall_ms));
+    out.push_str(&row("tick wall (server.tick_wall_ms)", b.tick_wall_ms));
+    out.push_str(&format!(
+        "encode CPU per client per tick: {:.1} µs; server.ticks_per_s (back to back): {:.0}\n",
+        b.encode_us_per_client, b.ticks_per_s
+    ));
     out.push_str(&format!(
         "per snapshot: {:.0} changed entities weighed, {:.1} sent ({:.1} of them again, \
          unacknowledged), {:.0} bytes\n",
@@ -329,7 +390,7 @@ mod tests {
 
     #[test]
     fn many_clients_share_the_budget_and_weigh_the_stirred_grid() {
-        let b = bench_encode_clients(4, 8, false);
+        let b = bench_encode_clients(4, 8, false, 2);
         // Every client got a snapshot every tick, within the default budget's bytes
         // (256 kbit/s at 64 snapshots/s is 500 bytes, less the packet overhead).
         assert!(b.bytes_mean > 0.0 && b.bytes_mean <= 500.0, "{b:?}");
@@ -339,6 +400,7 @@ mod tests {
         // acknowledgement says an earlier send arrived.
         assert!(b.candidates_mean + b.resent_mean >= b.entries_mean, "{b:?}");
         assert!(b.encode_ms.0 > 0.0 && b.physics_ms.0 > 0.0);
+        assert!(b.tick_wall_ms.0 > 0.0 && b.encode_us_per_client > 0.0 && b.ticks_per_s > 0.0);
         assert!(format_many_clients(&b).contains("vs physics"));
     }
 }

@@ -317,6 +317,10 @@ pub struct WalkerSettings {
     /// steering time for moving messages (`--steer-ms`); `None`: each message's own sync
     /// interval, as the character-sync article steers.
     pub steer_time: Option<Duration>,
+    /// The most of each client's budget the dead-reckoning messages may take
+    /// (`--dr-budget-share`; `lagless_replication::deadreckoning::DrConfig::budget_share`);
+    /// `None`: sent beside the budget, uncounted.
+    pub budget_share: Option<f32>,
 }
 
 impl Default for WalkerSettings {
@@ -326,6 +330,7 @@ impl Default for WalkerSettings {
             sync: WalkerSync::DeadReckoning,
             steering: lagless_replication::deadreckoning::Steering::Arrive,
             steer_time: None,
+            budget_share: lagless_replication::DrConfig::default().budget_share,
         }
     }
 }
@@ -394,6 +399,10 @@ pub struct RunConfig {
     /// How many times faster entities near the client's player gain priority
     /// (`lagless_replication::ReplicationConfig::near_boost`).
     pub near_boost: f32,
+    /// Threads the server encodes the clients' snapshots on
+    /// (`lagless_replication::ReplicationConfig::threads`; the same bytes whatever the
+    /// count). With more than one, the server's CPU figures count every thread.
+    pub threads: usize,
     /// The walker scene's settings (`--walkers`, `--walker-sync`, `--steering`).
     pub walkers: WalkerSettings,
     /// The shooter scene's settings (`--no-lag-compensation`, `--lie-rewind-ms`).
@@ -449,6 +458,7 @@ impl Default for RunConfig {
             budget_kbps: lagless_replication::BudgetConfig::default().max_kbps,
             relevance_m: lagless_replication::ReplicationConfig::default().relevance_distance,
             near_boost: lagless_replication::ReplicationConfig::default().near_boost,
+            threads: lagless_replication::available_threads(),
             walkers: WalkerSettings::default(),
             shooter: ShooterSettings::default(),
             server: ServerConfig::default(),

@@ -10,6 +10,8 @@ use std::time::Instant;
 /// A started measurement.
 pub struct CpuTimer {
     thread: Option<cpu_time::ThreadTime>,
+    /// Set instead of `thread` by [`CpuTimer::start_process`].
+    process: Option<cpu_time::ProcessTime>,
     wall: Instant,
 }
 
@@ -18,18 +20,47 @@ impl CpuTimer {
     pub fn start() -> Self {
         Self {
             thread: cpu_time::ThreadTime::try_now().ok(),
+            process: None,
             wall: Instant::now(),
         }
     }
 
-    /// Milliseconds of this thread's CPU time since `start` (wall time if unavailable).
+    /// Starts measuring every thread of the process: for work the current thread hands
+    /// to others and waits for (the server's encoding threads), in a process doing
+    /// nothing else meanwhile.
+    pub fn start_process() -> Self {
+        Self {
+            thread: None,
+            process: cpu_time::ProcessTime::try_now().ok(),
+            wall: Instant::now(),
+        }
+    }
+
+    /// Starts measuring the current thread, or the process when `threads` (the work's
+    /// threads, this one included) is more than one.
+    pub fn start_for(threads: usize) -> Self {
+        if threads > 1 {
+            Self::start_process()
+        } else {
+            Self::start()
+        }
+    }
+
+    /// Milliseconds of CPU time since the start, this thread's or the process's (wall
+    /// time if unavailable).
     pub fn ms(&self) -> f64 {
-        let elapsed = self
-            .thread
-            .as_ref()
-            .and_then(|t| t.try_elapsed().ok())
-            .unwrap_or_else(|| self.wall.elapsed());
+        let elapsed = match (&self.thread, &self.process) {
+            (Some(t), _) => t.try_elapsed().ok(),
+            (None, Some(p)) => p.try_elapsed().ok(),
+            (None, None) => None,
+        }
+        .unwrap_or_else(|| self.wall.elapsed());
         elapsed.as_secs_f64() * 1000.0
+    }
+
+    /// Milliseconds of wall time since the start.
+    pub fn wall_ms(&self) -> f64 {
+        self.wall.elapsed().as_secs_f64() * 1000.0
     }
 }
 

@@ -57,9 +57,13 @@ enum Command {
         #[arg(long, default_value_t = 256)]
         ticks: u32,
         /// With `--clients`: start each client's encode with the caches cold, as in a
-        /// run, where the clients' simulations run between two encodes.
+        /// run, where the clients' simulations run between two encodes (one thread
+        /// only: the encodes run one after the other).
         #[arg(long)]
         cold: bool,
+        /// With `--clients`: threads the encodes are spread over (default: every core).
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+        threads: Option<u16>,
     },
     /// Benchmark the interpolation buffer's cost per snapshot arrival and per frame, for
     /// each delay policy, on a recorded link, with the fixed classic buffer as the
@@ -396,6 +400,10 @@ struct RunArgs {
     /// Number of clients.
     #[arg(long, default_value_t = 1)]
     clients: u32,
+    /// Threads the server encodes the clients' snapshots on (default: every core; 1:
+    /// one after the other). The same bytes whatever the count.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: Option<u16>,
     /// Write the metrics as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -516,6 +524,11 @@ struct RunArgs {
     /// character-sync article's arrive, or projective velocity blending).
     #[arg(long, value_enum, default_value = "arrive")]
     steering: SteeringArg,
+    /// Walker scene: the most of each client's snapshot budget the dead-reckoning
+    /// messages may take, 0 to 1 (they wait by their own priority within it), or `off`:
+    /// sent beside the budget, uncounted.
+    #[arg(long, default_value = "0.75")]
+    dr_budget_share: String,
     /// Walker scene: arrive's steering time for moving messages, ms (default: each
     /// message's own sync interval, as the character-sync article steers).
     #[arg(long)]
@@ -617,12 +630,14 @@ fn main() -> ExitCode {
             clients: Some(clients),
             ticks,
             cold,
+            threads,
             ..
         }) => {
             let b = lagless_lab::bench_snapshot::bench_encode_clients(
                 clients.max(1),
                 ticks.max(1),
                 cold,
+                threads.map_or_else(lagless_replication::available_threads, usize::from),
             );
             print!("{}", lagless_lab::bench_snapshot::format_many_clients(&b));
             Ok(())

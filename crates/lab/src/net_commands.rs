@@ -79,6 +79,10 @@ pub(crate) struct ServeArgs {
     /// Snapshot encoding.
     #[arg(long, value_enum, default_value = "delta")]
     pub(crate) snapshot_codec: SnapshotCodecArg,
+    /// Threads the server encodes the clients' snapshots on (default: every core; 1: one
+    /// after the other). The same bytes whatever the count.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub(crate) threads: Option<u16>,
     /// Write the server's metrics as JSON to this file when it stops.
     #[arg(long)]
     pub(crate) json: Option<PathBuf>,
@@ -250,6 +254,9 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<(), String> {
     let mut config = RunConfig {
         scene: a.scene.clone(),
         grid: a.grid,
+        threads: a
+            .threads
+            .map_or_else(lagless_replication::available_threads, usize::from),
         snapshot_hz: a.snapshot_hz,
         budget_kbps: a.budget_kbps,
         snapshot_codec: match a.snapshot_codec {

@@ -152,6 +152,7 @@ pub fn net_config<S: LabScene>(setup: &S::Setup, config: &RunConfig) -> NetConfi
     net.replication = ReplicationConfig {
         relevance_distance: config.relevance_m,
         near_boost: config.near_boost,
+        threads: config.threads.max(1),
         ..ReplicationConfig::default()
     };
     net.server_session = config.server.clone();

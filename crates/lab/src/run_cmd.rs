@@ -32,6 +32,9 @@ fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         seconds: a.seconds,
         seed: a.seed,
         clients: a.clients,
+        threads: a
+            .threads
+            .map_or_else(lagless_replication::available_threads, usize::from),
         script: ScriptChoice::Named(a.script.clone()),
         snapshot_hz,
         snapshot_codec: match a.snapshot_codec {
@@ -63,6 +66,15 @@ fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
             SteeringArg::Pvb => lagless_replication::deadreckoning::Steering::Pvb,
         },
         steer_time: a.steer_ms.map(std::time::Duration::from_millis),
+        budget_share: match a.dr_budget_share.as_str() {
+            "off" => None,
+            s => Some(
+                s.parse::<f32>()
+                    .ok()
+                    .filter(|v| (0.0..=1.0).contains(v))
+                    .ok_or_else(|| format!("--dr-budget-share: 0 to 1 or off, got {s}"))?,
+            ),
+        },
     };
     config.set_tick_hz(tick_hz);
     if !(a.lie_rewind_ms.is_finite() && (0.0..=60_000.0).contains(&a.lie_rewind_ms)) {

@@ -110,6 +110,7 @@ pub use schema::{
 };
 pub use server::{
     ClientReplicationStats, EncodedSnapshot, RelevanceFn, ReplicationConfig, ReplicationServer,
+    available_threads,
 };
 pub use snapshot::{Change, Decoded, Limits};
 pub use state::{StateError, StateReader, StateWriter};

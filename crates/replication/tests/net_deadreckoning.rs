@@ -248,3 +248,77 @@ fn a_first_message_waits_for_the_spawn_the_budget_held_back() {
     let shown = characters.iter().filter(|&&e| dr.is_spawned(e)).count();
     assert_eq!(shown, characters.len(), "{stats:?}");
 }
+
+/// With more messages due than the budget holds (600 characters weaving, each turn a
+/// momentum change), the batches stay inside the budget with the snapshots they ride
+/// with: the messages wait by their own priority, and every character is still heard of.
+#[test]
+fn dead_reckoning_messages_stay_inside_the_budget() {
+    let mut server = Server::<u8>::new(schema(), &config()).unwrap();
+    let characters: Vec<u32> = (0..600).collect();
+    for &e in &characters {
+        server
+            .spawn_with_id(e, 0, |w| w.vec3([e as f32, 0.0, 0.0]))
+            .unwrap();
+    }
+    server.connect(1).unwrap();
+    let mut client = Client::new(schema(), Nothing, &config()).unwrap();
+    for &e in &characters {
+        client.set_policy(e, Policy::DeadReckoned);
+    }
+    let mut link = Duplex::symmetric(profile("lan").unwrap(), 1).unwrap();
+    let secs = 6;
+    let mut now = Duration::ZERO;
+    while now < Duration::from_secs(secs) {
+        while let Some(p) = link.up.poll(now) {
+            server.receive(1, now, &p).unwrap();
+        }
+        server.update(now);
+        while server.next_tick().is_some() {
+            let t = server.current_tick().0 as f32 / HZ as f32;
+            for &e in &characters {
+                let heading = (t * 3.0 + e as f32).sin();
+                let state = CharacterState::new([e as f32, 0.0, t], heading, 2.0);
+                server.update_character(e, state).unwrap();
+            }
+            server.send_snapshots(now).unwrap();
+        }
+        while let Some((_, p)) = server.poll_transmit() {
+            link.down.send(now, p);
+        }
+        while let Some(p) = link.down.poll(now) {
+            client.receive(now, &p).unwrap();
+        }
+        client.update(now);
+        while let Some(t) = client.next_tick() {
+            client.tick(t, 0);
+        }
+        while let Some(p) = client.poll_transmit(now) {
+            link.up.send(now, p);
+        }
+        now += Duration::from_millis(5);
+    }
+    let counters = *server.snapshot_counters(1).unwrap();
+    let replication = server.replication_stats(1).unwrap();
+    // What the budget allows a snapshot, payload alone (the packet overhead is taken
+    // off it), against what the batches and snapshots took together.
+    let budget = config().budget.max_kbps * 1000.0 / f64::from(HZ);
+    let per_snapshot =
+        (counters.dead_reckoning_bits + replication.bits) as f64 / counters.snapshots.max(1) as f64;
+    assert!(
+        per_snapshot <= budget,
+        "{per_snapshot:.0} bits a snapshot, budget {budget:.0}"
+    );
+    // More was due than went: the budget held messages back.
+    let dr = server.dead_reckoning().unwrap().stats().clone();
+    let due: u64 = dr.due.values().sum();
+    assert!(dr.held_back > 0 && dr.handed_out < due, "{dr:?}");
+    // Every character was heard of, and nothing was refused but stale repeats.
+    let received = client.dead_reckoning().unwrap();
+    let shown = characters
+        .iter()
+        .filter(|&&e| received.shown(e, now).is_some())
+        .count();
+    assert_eq!(shown, characters.len());
+    assert_eq!(received.stats().rejected(), received.stats().stale);
+}

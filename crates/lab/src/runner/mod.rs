@@ -106,10 +106,13 @@ pub fn run_scene<S: LabScene>(
     Ok(sim.outcome(report, wall, shadows))
 }
 
-/// What one server tick cost, CPU ms.
+/// What one server tick cost, CPU ms (every thread's, when the server encodes on more
+/// than one), and wall ms.
 pub(crate) struct TickCost {
     /// All of it: the step, the characters' senders, capture and encoding.
     pub(crate) tick_ms: f64,
+    /// The same in wall time.
+    pub(crate) wall_ms: f64,
     /// The scene's step.
     pub(crate) physics_ms: f64,
     /// Capture and encoding, on a snapshot tick.
@@ -133,7 +136,8 @@ pub(crate) fn server_step<S: LabScene>(
     (clients, step, now): StepOf<'_, S::Input>,
     characters: &mut Vec<(u32, lagless_replication::deadreckoning::CharacterState)>,
 ) -> (TickCost, Result<(), crate::replication::SendError>) {
-    let started = CpuTimer::start();
+    let threads = server.replication().config().threads;
+    let started = CpuTimer::start_for(threads);
     let player_of = |id: &ClientId| clients.iter().find(|(c, _)| c == id).map(|(_, p)| *p);
     let inputs: Vec<(PlayerId, S::Input)> = step
         .inputs
@@ -155,12 +159,13 @@ pub(crate) fn server_step<S: LabScene>(
     let mut sent = Ok(());
     if server.snapshot_due() {
         sender.count_peer(scene, clients.len());
-        let encoding = CpuTimer::start();
+        let encoding = CpuTimer::start_for(threads);
         sent = sender.send(scene, server, clients, now);
         encode_ms = Some(encoding.ms());
     }
     let cost = TickCost {
         tick_ms: started.ms(),
+        wall_ms: started.wall_ms(),
         physics_ms,
         encode_ms,
     };
@@ -268,6 +273,8 @@ pub(crate) struct Sim<'a, S: LabScene> {
     others: Vec<[f32; 3]>,
     /// Server CPU per tick: all of it, the physics step, and capture plus encoding.
     tick_ms: Vec<f64>,
+    /// Wall time per tick.
+    tick_wall_ms: Vec<f64>,
     physics_ms: Vec<f64>,
     encode_ms: Vec<f64>,
     /// Lead, input delay and recovery (`sync.*`, `input.*`).
@@ -353,6 +360,7 @@ impl<'a, S: LabScene> Sim<'a, S> {
             auth,
             others: Vec::new(),
             tick_ms: Vec::new(),
+            tick_wall_ms: Vec::new(),
             physics_ms: Vec::new(),
             encode_ms: Vec::new(),
             probe: SyncProbe::new(config.clients as usize, tick_hz, recovery_events(config)),
@@ -384,6 +392,7 @@ impl<'a, S: LabScene> Sim<'a, S> {
             self.encode_ms.extend(cost.encode_ms);
             self.physics_ms.push(cost.physics_ms);
             self.tick_ms.push(cost.tick_ms);
+            self.tick_wall_ms.push(cost.wall_ms);
             // Measured outside the server's time: the lab looks at both ends.
             if self.server.snapshot_due()
                 && self.config.snapshot_codec == crate::config::SnapshotCodecChoice::Delta

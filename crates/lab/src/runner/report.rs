@@ -303,6 +303,14 @@ pub(crate) fn interpolation_with_shadows<S: LabScene>(
 fn server<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
     r.number("server.tick_ms_p50", percentile(&sim.tick_ms, 50.0));
     r.number("server.tick_ms_p99", percentile(&sim.tick_ms, 99.0));
+    r.number(
+        "server.tick_wall_ms_p50",
+        percentile(&sim.tick_wall_ms, 50.0),
+    );
+    r.number(
+        "server.tick_wall_ms_p99",
+        percentile(&sim.tick_wall_ms, 99.0),
+    );
     r.number("server.physics_ms_p99", percentile(&sim.physics_ms, 99.0));
     // Per snapshot tick: capturing the world and encoding every client's snapshot.
     r.number("server.encode_ms_p99", percentile(&sim.encode_ms, 99.0));

@@ -89,6 +89,7 @@ impl LabScene for Walkers {
                 steer_time: settings.steer_time,
                 ..ReceiverConfig::default()
             },
+            budget_share: settings.budget_share,
             ..DrConfig::default()
         });
         let setup = WalkerSetup {

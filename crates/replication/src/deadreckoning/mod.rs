@@ -90,7 +90,7 @@ mod steering;
 pub use message::{DrCodec, DrLimits, DrMessage, Field, Motion};
 pub use receiver::{DrReceiver, DrReceiverStats, ReceiverConfig, Shown};
 pub use sender::{CharacterState, DrSender, SenderConfig, Trigger};
-pub use server::{DrServer, DrServerStats};
+pub use server::{DrServer, DrServerStats, ERROR_TOLERANCE_M, PollRoom};
 pub use steering::Steering;
 
 use lagless_wire::WireError;
@@ -98,7 +98,7 @@ use thiserror::Error;
 
 /// Dead reckoning in the high-level API ([`crate::NetConfig::dead_reckoning`]): how the
 /// server sends and how clients show. Both ends must use the same codec.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DrConfig {
     /// When the server sends.
     pub sender: SenderConfig,
@@ -106,6 +106,25 @@ pub struct DrConfig {
     pub receiver: ReceiverConfig,
     /// The encoding.
     pub codec: DrCodec,
+    /// The most of a client's snapshot budget its dead-reckoning messages may take (0 to
+    /// 1; default 0.75): with a budget, each message due is an entry waiting with its
+    /// own priority ([`DrServer::poll_within`]), a snapshot takes the highest within
+    /// this share of its room, and what they take comes out of the room its entities
+    /// are chosen in. Without a budget every message due goes. `None`: every message due
+    /// goes beside the budget, uncounted (how lagless sent them before they were
+    /// budgeted; a link can then carry more than the budget).
+    pub budget_share: Option<f32>,
+}
+
+impl Default for DrConfig {
+    fn default() -> Self {
+        Self {
+            sender: SenderConfig::default(),
+            receiver: ReceiverConfig::default(),
+            codec: DrCodec::default(),
+            budget_share: Some(0.75),
+        }
+    }
 }
 
 /// Why a dead-reckoning message was refused. A receiver counts each by reason

@@ -2,7 +2,7 @@
 
 use super::{MAX_SNAPSHOT_EVENT_BYTES, NetConfig, NetError};
 use crate::ReplicationError;
-use crate::deadreckoning::{CharacterState, DrCodec, DrMessage, DrServer, Motion};
+use crate::deadreckoning::{CharacterState, DrCodec, DrMessage, DrServer, Motion, PollRoom};
 use crate::schema::{KindId, Schema};
 use crate::server::{ClientReplicationStats, ReplicationConfig, ReplicationServer};
 use crate::state::StateWriter;
@@ -30,6 +30,8 @@ pub struct Server<I: Input> {
     session: ServerSession<I>,
     replication: ReplicationServer,
     dead_reckoning: Option<(DrServer, DrCodec)>,
+    /// [`crate::deadreckoning::DrConfig::budget_share`], clamped to 0..=1.
+    dr_share: Option<f32>,
     relevant: Option<Box<CharacterRelevance>>,
     /// Per client, the message bytes its session had sent at the last snapshot.
     message_bytes: BTreeMap<ClientId, u64>,
@@ -121,6 +123,13 @@ impl<I: Input> Server<I> {
             dead_reckoning: config
                 .dead_reckoning
                 .map(|c| (DrServer::new(c.sender), c.codec)),
+            dr_share: config.dead_reckoning.and_then(|c| c.budget_share).map(|s| {
+                if s.is_finite() {
+                    s.clamp(0.0, 1.0)
+                } else {
+                    0.0
+                }
+            }),
             relevant: None,
             message_bytes: BTreeMap::new(),
             events: config.snapshot_events.then(BTreeMap::new),
@@ -339,6 +348,27 @@ impl<I: Input> Server<I> {
         self.replication.set_focus(id, focus);
     }
 
+    /// Lets client `id` see `entity` or not: rooms, teams, line of sight, as the game
+    /// decides. An entity a client may not see is never sent to it (neither in snapshots
+    /// nor by dead reckoning), and leaving its set despawns it on the client; coming back
+    /// into it spawns it again with its current state. Every entity is visible until
+    /// said otherwise ([`Server::set_visible_by_default`]); see
+    /// [`ReplicationServer::set_visible`].
+    pub fn set_visible(&mut self, id: ClientId, entity: u32, visible: bool) {
+        self.replication.set_visible(id, entity, visible);
+    }
+
+    /// Makes every entity visible to client `id`, or none (then let it see its room's
+    /// with [`Server::set_visible`]), forgetting the exceptions made before.
+    pub fn set_visible_by_default(&mut self, id: ClientId, visible: bool) {
+        self.replication.set_visible_by_default(id, visible);
+    }
+
+    /// True if client `id` may see `entity` ([`Server::set_visible`]).
+    pub fn is_visible(&self, id: ClientId, entity: u32) -> bool {
+        self.replication.is_visible(id, entity)
+    }
+
     /// Entities client `id` predicts (its own player, say): when they change they are sent
     /// in every snapshot, ahead of the budget's priorities, so its prediction is never
     /// compared with a state the budget held back.
@@ -361,8 +391,13 @@ impl<I: Input> Server<I> {
         }
         let tick = self.session.current_tick();
         let ids: Vec<ClientId> = self.session.clients().collect();
-        for id in ids {
-            let snapshot = match self.replication.encode(id, tick, now) {
+        let batches = self.dead_reckoning_batches(&ids, tick)?;
+        // Every client's snapshot first, over the replication's threads: an encode
+        // changes only its own client's state, and what follows reads it, so this is
+        // what encoding each in the loop below would give.
+        let snapshots = self.replication.encode_many(&ids, tick, now);
+        for ((id, snapshot), batch) in ids.into_iter().zip(snapshots).zip(batches) {
+            let snapshot = match snapshot {
                 Ok(s) => s,
                 Err(ReplicationError::UnknownClient(_)) => continue,
                 Err(e) => return Err(e.into()),
@@ -375,18 +410,8 @@ impl<I: Input> Server<I> {
                 counters.event_bytes += bytes.len() as u64;
                 framed.write_len_prefixed(&bytes);
             }
-            if let Some((dr, codec)) = &mut self.dead_reckoning {
-                let mut bits = BitWriter::new();
-                let (relevant, replication) = (&self.relevant, &self.replication);
-                // Only characters the client holds: a message for one whose spawn the
-                // budget still holds back would be refused as an unknown id, and the
-                // character unshown until the next sync clock, seconds later. Held back
-                // here, it goes as soon as the spawn is acknowledged.
-                let messages = dr.poll_messages(id, |c| {
-                    relevant.as_ref().is_none_or(|f| f(id, c)) && replication.client_holds(id, c)
-                });
-                codec.write_batch(&mut bits, &messages)?;
-                counters.dead_reckoning_messages += messages.len() as u64;
+            if let Some((messages, bits)) = batch {
+                counters.dead_reckoning_messages += messages as u64;
                 counters.dead_reckoning_bits += bits.bit_len() as u64;
                 framed.write_bytes(bits.as_bytes());
             }
@@ -394,9 +419,15 @@ impl<I: Input> Server<I> {
             let bytes = framed.into_bytes();
             let fragmented = bytes.len() > FRAGMENT_PAYLOAD_BYTES;
             counters.fragmented += u64::from(fragmented);
-            let owned = self.replication.owned(id);
+            let replication = &self.replication;
+            let owned: Vec<u32> = replication
+                .owned(id)
+                .iter()
+                .copied()
+                .filter(|&e| replication.is_visible(id, e))
+                .collect();
             let essential = (fragmented && self.essential_parts && !owned.is_empty())
-                .then(|| self.replication.encode_standalone(owned, tick))
+                .then(|| replication.encode_standalone(&owned, tick))
                 .filter(|e| e.len() <= FRAGMENT_PAYLOAD_BYTES);
             match essential {
                 Some(essential) => {
@@ -414,6 +445,64 @@ impl<I: Input> Server<I> {
                 .charge(id, sent.saturating_sub(before).saturating_mul(8));
         }
         Ok(())
+    }
+
+    /// Each of `ids`' dead-reckoning batch for its snapshot of `tick` (`None`s without
+    /// dead reckoning), with its message count. With a budget the messages wait as
+    /// entries of their own within [`crate::deadreckoning::DrConfig::budget_share`] of
+    /// the snapshot's room ([`DrServer::poll_within`], weighed by nearness to the
+    /// client's focus), and the batch is charged to the snapshot, whose entities get the
+    /// rest; without one every message due goes.
+    #[allow(clippy::type_complexity)]
+    fn dead_reckoning_batches(
+        &mut self,
+        ids: &[ClientId],
+        tick: Tick,
+    ) -> Result<Vec<Option<(usize, BitWriter)>>, NetError> {
+        let Some((dr, codec)) = &mut self.dead_reckoning else {
+            return Ok(ids.iter().map(|_| None).collect());
+        };
+        let tick_hz = self.session.config().tick_hz;
+        let mut out = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let (relevant, replication) = (&self.relevant, &self.replication);
+            // Only characters the client holds: a message for one whose spawn the
+            // budget still holds back would be refused as an unknown id, and the
+            // character unshown until the next sync clock, seconds later. Held back
+            // here, it goes as soon as the spawn is acknowledged.
+            let hold = |c| {
+                relevant.as_ref().is_none_or(|f| f(id, c))
+                    && replication.is_visible(id, c)
+                    && replication.client_holds(id, c)
+            };
+            let room = self
+                .dr_share
+                .and_then(|share| Some((share, replication.snapshot_room_bits(id)?)));
+            let messages = match room {
+                Some((share, room)) => {
+                    let room = PollRoom {
+                        tick,
+                        tick_hz,
+                        bits: (room as f64 * f64::from(share)) as usize,
+                    };
+                    dr.poll_within(id, room, codec, |c, m| {
+                        if hold(c) {
+                            replication.nearness(id, m.position)
+                        } else {
+                            0.0
+                        }
+                    })
+                }
+                None => dr.poll_messages(id, hold),
+            };
+            let mut bits = BitWriter::new();
+            codec.write_batch(&mut bits, &messages)?;
+            if self.dr_share.is_some() {
+                self.replication.charge(id, bits.bit_len() as u64);
+            }
+            out.push(Some((messages.len(), bits)));
+        }
+        Ok(out)
     }
 
     /// The next packet to send, and to whom.

@@ -8,6 +8,44 @@
 use super::store::{Live, Store};
 use super::{ClientId, Pending, RelevanceFn, ReplicationConfig};
 
+/// Which entities a client may see ([`super::ReplicationServer::set_visible`]): every
+/// entity but the exceptions, or (hidden by default) none but them. An entity the client
+/// may not see has relevance 0, whatever the relevance rule says: it is never sent, and
+/// a client that shows it is sent its despawn.
+#[derive(Default)]
+pub(super) struct Visibility {
+    hidden_by_default: bool,
+    /// The entities that are the exception to the default.
+    flipped: Pending,
+}
+
+impl Visibility {
+    /// True if the client may see entity `id`.
+    pub(super) fn visible(&self, id: u32) -> bool {
+        self.hidden_by_default == self.flipped.contains(id)
+    }
+
+    /// Lets the client see entity `id` or not: true if that changed.
+    pub(super) fn set(&mut self, id: u32, visible: bool) -> bool {
+        if self.visible(id) == visible {
+            return false;
+        }
+        if self.flipped.contains(id) {
+            self.flipped.remove(id);
+        } else {
+            self.flipped.mark(id);
+        }
+        true
+    }
+
+    /// Makes every entity visible, or none, exceptions forgotten; `changed` is told
+    /// every exception there was (whose visibility may change besides every other's).
+    pub(super) fn set_default(&mut self, visible: bool, changed: &mut Vec<u32>) {
+        self.hidden_by_default = !visible;
+        self.flipped.drain_into(changed);
+    }
+}
+
 /// With a game's relevance rule, every entity is looked at again this often (encodes):
 /// its relevance may change while the entity does not.
 const RESCAN_EVERY: u32 = 16;
@@ -16,6 +54,8 @@ const RESCAN_EVERY: u32 = 16;
 pub(super) struct Relevance<'a> {
     /// The game's rule, which replaces the default.
     game: Option<&'a RelevanceFn>,
+    /// What the client may see at all (`None`: everything).
+    visibility: Option<&'a Visibility>,
     client: ClientId,
     focus: Option<[f32; 3]>,
     /// [`ReplicationConfig::relevance_distance`], kept off zero.
@@ -27,9 +67,11 @@ pub(super) struct Relevance<'a> {
 }
 
 impl<'a> Relevance<'a> {
-    /// `client`'s relevance: `game`'s rule if any, else nearness to `focus`.
+    /// `client`'s relevance: `game`'s rule if any, else nearness to `focus`; 0 for what
+    /// `visibility` hides.
     pub(super) fn new(
         game: Option<&'a RelevanceFn>,
+        visibility: Option<&'a Visibility>,
         client: ClientId,
         focus: Option<[f32; 3]>,
         config: &ReplicationConfig,
@@ -41,6 +83,7 @@ impl<'a> Relevance<'a> {
         };
         Self {
             game,
+            visibility,
             client,
             focus,
             distance: config.relevance_distance.max(1e-3),
@@ -49,21 +92,30 @@ impl<'a> Relevance<'a> {
         }
     }
 
-    /// How much entity `id` matters to the client (0 or NaN: not at all).
+    /// How much entity `id` matters to the client (0 or NaN: not at all; 0 for an entity
+    /// it may not see).
     pub(super) fn weight(&self, id: u32, e: &Live) -> f32 {
+        if self.visibility.is_some_and(|v| !v.visible(id)) {
+            return 0.0;
+        }
         match self.game {
             Some(f) => f(self.client, id, e.kind, &e.codes),
-            None => match (self.focus, e.position) {
-                (Some(f), Some(p)) => {
-                    let d2: f32 = (0..3).map(|i| (f[i] - p[i]).powi(2)).sum();
-                    let r = self.distance;
-                    let near = self.near;
-                    let boost = if d2 <= near * near { self.boost } else { 1.0 };
-                    boost / (1.0 + d2 / (r * r))
-                }
-                // Without a focus or a position, nearness cannot rank it: all alike.
-                _ => 1.0,
-            },
+            None => self.nearness(e.position),
+        }
+    }
+
+    /// The default relevance of something at `position`: nearness to the focus.
+    pub(super) fn nearness(&self, position: Option<[f32; 3]>) -> f32 {
+        match (self.focus, position) {
+            (Some(f), Some(p)) => {
+                let d2: f32 = (0..3).map(|i| (f[i] - p[i]).powi(2)).sum();
+                let r = self.distance;
+                let near = self.near;
+                let boost = if d2 <= near * near { self.boost } else { 1.0 };
+                boost / (1.0 + d2 / (r * r))
+            }
+            // Without a focus or a position, nearness cannot rank it: all alike.
+            _ => 1.0,
         }
     }
 

@@ -81,7 +81,7 @@ impl Scratch {
 /// The bits a snapshot may take.
 pub(super) struct Room {
     /// The most its entries may take; raised for the entities the client predicts.
-    cap: usize,
+    pub(super) cap: usize,
     /// The most any snapshot may take ([`ReplicationConfig::max_snapshot_bytes`]).
     limit: usize,
     /// The client's budget per snapshot, if it has one.

@@ -2,10 +2,9 @@
 //! despawned and respawned, scores count. Headless, over the emulated `mobile` link: a
 //! server and two clients, or a host playing in the server's app and two remote clients.
 //! `cargo run --release -p lagless-bevy --example arena`
-use bevy::prelude::*;
+use lagless_bevy::bevy::prelude::*;
 use lagless_bevy::*;
 use lagless_netem::{Duplex, profile};
-use lagless_replication::{Kind, NetConfig, StateReader, StateWriter};
 use std::{collections::BTreeMap, time::Duration};
 
 pub(crate) const HZ: u32 = 30;
@@ -21,28 +20,8 @@ pub(crate) struct Position(pub Vec2);
 #[derive(Component, Clone, Copy, Default, Debug)]
 pub(crate) struct Score(pub i32);
 
-impl NetComponent for Position {
-    fn declare(kind: Kind) -> Kind {
-        kind.vec2("position", 50.0, 0.01)
-    }
-    fn write(&self, w: &mut StateWriter) {
-        w.vec2(self.0.into());
-    }
-    fn read(r: &mut StateReader) -> Self {
-        Self(r.vec2().into())
-    }
-}
-impl NetComponent for Score {
-    fn declare(kind: Kind) -> Kind {
-        kind.int("score", 0, 10_000)
-    }
-    fn write(&self, w: &mut StateWriter) {
-        w.int(self.0);
-    }
-    fn read(r: &mut StateReader) -> Self {
-        Self(r.int())
-    }
-}
+net_component!(Position, vec2("position", 50.0, 0.01)); // ±50 m at 1 cm
+net_component!(Score, int("score", 0, 10_000));
 
 /// The game's rule, the same on both ends. The input is a bit set: right, left, up, down.
 pub(crate) fn step(p: Vec2, input: u8) -> Vec2 {
@@ -98,10 +77,8 @@ pub(crate) fn protocol() -> Protocol {
         .kind(NetKind::new::<Coin>("coin").with::<Position>())
         .simulation(|world, schedule| {
             world.init_resource::<CoinSpawner>();
-            let server_rules = (pick_up, respawn)
-                .chain()
-                .run_if(resource_exists::<Authority>);
-            schedule.add_systems((walk, server_rules).chain());
+            let server_only = resource_exists::<Authority>; // the coin is the server's
+            schedule.add_systems((walk, (pick_up, respawn).chain().run_if(server_only)).chain());
         })
         .build()
         .expect("a valid protocol")
@@ -121,12 +98,8 @@ pub(crate) fn bot(now: Duration, k: u64) -> u8 {
 #[derive(Resource)]
 struct Me(u64);
 
-fn drive_client(net: Res<NetClient<u8>>, me: Res<Me>, mut input: ResMut<LocalInput<u8>>) {
-    input.0 = bot(net.now(), me.0);
-}
-
-fn drive_host(net: Res<NetServer<u8>>, me: Res<Me>, mut input: ResMut<LocalInput<u8>>) {
-    input.0 = bot(net.now(), me.0);
+fn drive(clock: Res<NetClock>, me: Res<Me>, mut input: ResMut<LocalInput<u8>>) {
+    input.0 = bot(clock.0, me.0);
 }
 
 /// The server's app; with `host`, a local player with that client id plays in it.
@@ -136,7 +109,7 @@ pub(crate) fn server_app(net: &EmulatedNetwork, protocol: &Protocol, host: Optio
     let mut app = App::new();
     if let Some(id) = host {
         plugin = plugin.with_host_client(id);
-        app.insert_resource(Me(id)).add_systems(Update, drive_host);
+        app.insert_resource(Me(id)).add_systems(Update, drive);
     }
     app.add_plugins(plugin).add_systems(Update, join);
     app
@@ -149,7 +122,7 @@ pub(crate) fn client_app(net: &EmulatedNetwork, protocol: &Protocol, id: u64, li
     let mut app = App::new();
     app.add_plugins(ClientPlugin::new(protocol.clone(), client))
         .insert_resource(Me(id))
-        .add_systems(Update, drive_client);
+        .add_systems(Update, drive);
     app
 }
 
@@ -180,34 +153,44 @@ pub(crate) fn play(
 
 fn main() {
     for host in [false, true] {
-        let mut scores = BTreeMap::new();
+        let (mut truth, mut shown, mut rollbacks) = (BTreeMap::new(), Vec::new(), [0; 2]);
         play("mobile", 0, 20, host, |server, clients| {
-            let mut q = server.world_mut().query::<(&Owner, &Score)>();
-            scores.extend(q.iter(server.world()).map(|(o, s)| (o.0, s.0)));
+            let (tick, world) = (
+                server.world().resource::<ServerStatus>().tick,
+                server.world_mut(),
+            );
+            let mut q = world.query::<(&NetId, &Position)>();
+            truth.extend(q.iter(world).map(|(i, p)| ((tick, i.0), p.0)));
             for (k, c) in clients.iter().enumerate() {
-                let p = c.world().resource::<PredictionStatus>();
-                let owned = p
+                let (p, net) = (
+                    c.world().resource::<PredictionStatus>(),
+                    c.world().resource::<NetClient<u8>>(),
+                );
+                rollbacks[k] = p.stats.rollbacks;
+                let own = p
                     .owned
                     .first()
-                    .and_then(|id| c.world().resource::<NetClient<u8>>().entity(*id));
-                let shown = owned
-                    .and_then(|e| c.world().get::<Transform>(e))
-                    .map(|t| t.translation);
-                if c.world()
-                    .resource::<NetworkStatus>()
-                    .session
-                    .snapshots_received
-                    % 300
-                    == 1
-                {
-                    println!(
-                        "client {}: rollbacks {}, shown {shown:?}",
-                        k + 1,
-                        p.stats.rollbacks
-                    );
-                }
+                    .and_then(|i| Some((*i, c.world().get::<Transform>(net.entity(*i)?)?)));
+                shown.extend(
+                    p.predicted_tick
+                        .zip(own)
+                        .map(|(t, (i, at))| (k, (t, i), at.translation.truncate())),
+                );
             }
         });
-        println!("host {host}: scores {scores:?}");
+        for (k, rollbacks) in rollbacks.iter().enumerate() {
+            // The own player as shown against the server's at the same tick, cm, after 2 s.
+            let own = shown.iter().filter(|s| s.0 == k && s.1.0 > 2 * HZ);
+            let mut e: Vec<f32> = own
+                .filter_map(|(_, t, at)| Some(truth.get(t)?.distance(*at) * 100.0))
+                .collect();
+            e.sort_by(f32::total_cmp);
+            let (p50, p99) = (e[e.len() / 2], e[e.len() * 99 / 100]);
+            println!(
+                "host {host}, client {}: rollbacks {}, own-player error p50 {p50:.1} cm, p99 {p99:.1} cm",
+                k + 1,
+                rollbacks
+            );
+        }
     }
 }

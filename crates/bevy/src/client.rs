@@ -3,11 +3,11 @@
 //! interpolated; every entity's components and `Transform` show what the player should
 //! see, corrections smoothed.
 
+use crate::bevy::prelude::*;
 use crate::ownership;
 use crate::predict::PredictionWorld;
-use crate::protocol::{LocalInput, NetId, Protocol};
+use crate::protocol::{LocalInput, NetClock, NetId, Protocol};
 use crate::transport::ClientHost;
-use bevy::prelude::*;
 use lagless_core::interpolation::InterpolationStats;
 use lagless_replication::{ClientNetStats, EntityEvent, Input, Policy, Render};
 use lagless_transport::session::SessionError;
@@ -216,6 +216,7 @@ impl<I: Input + Sync> NetClient<I> {
 
 fn client_frame<I: Input + Sync>(world: &mut World) {
     world.resource_scope(|world, mut net: Mut<NetClient<I>>| {
+        world.insert_resource(NetClock(net.host.now()));
         net.frame(world);
         let (p, i, n) = net.statuses();
         world.insert_resource(p);
@@ -254,6 +255,7 @@ impl<I: Input + Sync> Plugin for ClientPlugin<I> {
         };
         app.init_resource::<LocalInput<I>>()
             .init_resource::<PredictionStatus>()
+            .init_resource::<NetClock>()
             .init_resource::<InterpolationStatus>()
             .init_resource::<NetworkStatus>()
             .insert_resource(NetClient {

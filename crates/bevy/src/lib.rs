@@ -26,6 +26,23 @@
 //! ```
 //! The arena example (`examples/arena.rs`) is a whole game.
 
+/// The parts of Bevy the adapter is built on, under the `bevy` crate's paths, for a game
+/// that depends on nothing else (the examples do).
+pub mod bevy {
+    pub use bevy_app as app;
+    pub use bevy_ecs as ecs;
+    pub use bevy_math as math;
+    pub use bevy_transform as transform;
+
+    /// Everything a game's systems usually name.
+    pub mod prelude {
+        pub use bevy_app::prelude::*;
+        pub use bevy_ecs::prelude::*;
+        pub use bevy_math::prelude::*;
+        pub use bevy_transform::prelude::*;
+    }
+}
+
 mod client;
 mod ownership;
 mod predict;
@@ -36,16 +53,39 @@ mod transport;
 pub use client::{ClientPlugin, InterpolationStatus, NetClient, NetworkStatus, PredictionStatus};
 pub use predict::{PredictionWorld, Saved};
 pub use protocol::{
-    Authority, LocalInput, NetComponent, NetId, NetInput, NetKind, NetTick, Owner, Protocol,
-    ProtocolBuilder, SimTick,
+    Authority, LocalInput, NetClock, NetComponent, NetId, NetInput, NetKind, NetTick, Owner,
+    Protocol, ProtocolBuilder, SimTick,
 };
 pub use server::{ClientConnected, ClientDisconnected, NetServer, ServerPlugin, ServerStatus};
 pub use transport::{
     ClientHost, Connection, EmulatedClient, EmulatedNetwork, EmulatedServer, ServerHost,
 };
 
-use bevy::math::{Quat, Vec3};
-use bevy::transform::components::Transform;
+/// Implements [`NetComponent`] for a one-field tuple struct whose field converts to and
+/// from one of the schema's field types: `net_component!(Position, vec2("position", 50.0,
+/// 0.01));` declares a 2D position of ±50 m at 1 cm; `net_component!(Score, int("score",
+/// 0, 999));` an integer.
+#[macro_export]
+macro_rules! net_component {
+    ($ty:ident, $field:ident($($arg:expr),* $(,)?)) => {
+        impl $crate::NetComponent for $ty {
+            fn declare(kind: $crate::Kind) -> $crate::Kind {
+                kind.$field($($arg),*)
+            }
+            fn write(&self, w: &mut $crate::StateWriter) {
+                w.$field(self.0.into());
+            }
+            fn read(r: &mut $crate::StateReader) -> Self {
+                Self(r.$field().into())
+            }
+        }
+    };
+}
+
+pub use lagless_replication::{Kind, NetConfig, StateReader, StateWriter};
+
+use bevy_math::{Quat, Vec3};
+use bevy_transform::components::Transform;
 use lagless_replication::Pose;
 
 /// The `Transform` a pose shows (2D kinds in the plane z = 0, turned about z).

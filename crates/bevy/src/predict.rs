@@ -2,9 +2,9 @@
 //! the client owns, stepped by the game's [`NetTick`] systems (partial simulation: the
 //! rest of the world is interpolated, never re-simulated).
 
+use crate::bevy::ecs::schedule::Schedule;
+use crate::bevy::prelude::{Entity, World};
 use crate::protocol::{NetInput, NetTick, Protocol, SimTick};
-use bevy::ecs::schedule::Schedule;
-use bevy::prelude::{Entity, World};
 use lagless_replication::{
     Input, KindId, Pose, PredictedWorld, ReplicationClient, Rollback, Tick, pose_of, values_of,
 };

@@ -1,8 +1,8 @@
 //! What a game declares once: its replicated components with their quantization, the
 //! kinds of entity that carry them, and the systems that are its simulation.
 
-use bevy::ecs::schedule::{Schedule, ScheduleLabel};
-use bevy::prelude::*;
+use crate::bevy::ecs::schedule::{Schedule, ScheduleLabel};
+use crate::bevy::prelude::*;
 use lagless_replication::{
     Client, Input, Kind, KindId, NetConfig, NetError, Schema, SchemaError, Server, StateReader,
     StateWriter,
@@ -13,7 +13,7 @@ use std::sync::Arc;
 /// resolution) and writes and reads them in that order.
 ///
 /// ```
-/// # use bevy::prelude::*;
+/// # use lagless_bevy::bevy::prelude::*;
 /// # use lagless_bevy::NetComponent;
 /// # use lagless_replication::{Kind, StateReader, StateWriter};
 /// #[derive(Component, Clone, Copy)]
@@ -24,7 +24,9 @@ use std::sync::Arc;
 ///     fn read(r: &mut StateReader) -> Self { Position(r.vec2().into()) }
 /// }
 /// ```
-pub trait NetComponent: Component<Mutability = bevy::ecs::component::Mutable> + Clone {
+pub trait NetComponent:
+    Component<Mutability = crate::bevy::ecs::component::Mutable> + Clone
+{
     /// Adds this component's fields to `kind`.
     fn declare(kind: Kind) -> Kind;
     /// Writes the fields, one call per declared field, in order.
@@ -49,6 +51,11 @@ pub struct NetInput<I: Input + Sync>(pub I);
 /// on a host, applies it) with every tick that comes due.
 #[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LocalInput<I: Input + Sync>(pub I);
+
+/// The transport's clock (virtual on the emulator), refreshed every frame by either
+/// plugin: what a game times its input or effects by.
+#[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NetClock(pub std::time::Duration);
 
 /// The tick being simulated, a resource while [`NetTick`] runs.
 #[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -3,11 +3,13 @@
 //! replicated entities hold goes out as delta snapshots. With a host client, one local
 //! player plays in the same app with no network and no prediction.
 
+use crate::bevy::ecs::schedule::Schedule;
+use crate::bevy::prelude::*;
 use crate::ownership;
-use crate::protocol::{Authority, LocalInput, NetId, NetInput, NetTick, Owner, Protocol, SimTick};
+use crate::protocol::{
+    Authority, LocalInput, NetClock, NetId, NetInput, NetTick, Owner, Protocol, SimTick,
+};
 use crate::transport::{Connection, ServerHost};
-use bevy::ecs::schedule::Schedule;
-use bevy::prelude::*;
 use lagless_replication::{ClientId, Delivery, Input, KindId, Server, pose_of, values_of};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -257,6 +259,7 @@ impl<I: Input + Sync> NetServer<I> {
 
 fn server_frame<I: Input + Sync>(world: &mut World) {
     world.resource_scope(|world, mut net: Mut<NetServer<I>>| {
+        world.insert_resource(NetClock(net.host.now()));
         net.frame(world);
         let status = net.status.clone();
         world.insert_resource(status);
@@ -311,6 +314,7 @@ impl<I: Input + Sync> Plugin for ServerPlugin<I> {
             .add_message::<ClientDisconnected>()
             .init_resource::<LocalInput<I>>()
             .init_resource::<ServerStatus>()
+            .init_resource::<NetClock>()
             .insert_resource(Authority)
             .insert_resource(NetServer {
                 host,

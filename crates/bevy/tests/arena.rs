@@ -6,7 +6,7 @@
 mod arena;
 
 use arena::{Coin, HZ, Player, Position, Score};
-use bevy::prelude::*;
+use lagless_bevy::bevy::prelude::*;
 use lagless_bevy::{
     InterpolationStatus, NetClient, NetId, NetServer, Owner, PredictionStatus, ServerStatus,
 };
@@ -145,7 +145,7 @@ fn bevy_run(network: &str, seed: u64, seconds: u64, host: bool) -> Samples {
 /// measured against): the same rules, bots, frames and links.
 mod plain {
     use super::{ClientSamples, HZ, Samples, arena};
-    use bevy::math::Vec2;
+    use lagless_bevy::bevy::math::Vec2;
     use lagless_netem::{Duplex, profile};
     use lagless_replication::*;
     use std::time::Duration;

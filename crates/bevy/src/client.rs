@@ -214,9 +214,13 @@ impl<I: Input + Sync> NetClient<I> {
     }
 }
 
+/// The transport's clock for the frame's `Update` (the game's input, say).
+fn read_clock<I: Input + Sync>(net: Res<NetClient<I>>, mut clock: ResMut<NetClock>) {
+    clock.0 = net.now();
+}
+
 fn client_frame<I: Input + Sync>(world: &mut World) {
     world.resource_scope(|world, mut net: Mut<NetClient<I>>| {
-        world.insert_resource(NetClock(net.host.now()));
         net.frame(world);
         let (p, i, n) = net.statuses();
         world.insert_resource(p);
@@ -266,6 +270,7 @@ impl<I: Input + Sync> Plugin for ClientPlugin<I> {
                 malformed: 0,
                 render: None,
             })
+            .add_systems(PreUpdate, read_clock::<I>)
             .add_systems(PostUpdate, client_frame::<I>);
     }
 }

@@ -257,9 +257,13 @@ impl<I: Input + Sync> NetServer<I> {
     }
 }
 
+/// The transport's clock for the frame's `Update` (the game's input, say).
+fn read_clock<I: Input + Sync>(net: Res<NetServer<I>>, mut clock: ResMut<NetClock>) {
+    clock.0 = net.now();
+}
+
 fn server_frame<I: Input + Sync>(world: &mut World) {
     world.resource_scope(|world, mut net: Mut<NetServer<I>>| {
-        world.insert_resource(NetClock(net.host.now()));
         net.frame(world);
         let status = net.status.clone();
         world.insert_resource(status);
@@ -325,6 +329,7 @@ impl<I: Input + Sync> Plugin for ServerPlugin<I> {
                 host_announced: false,
                 status: ServerStatus::default(),
             })
+            .add_systems(PreUpdate, read_clock::<I>)
             .add_systems(PostUpdate, server_frame::<I>);
     }
 }

@@ -24,6 +24,8 @@ pub mod net;
 pub mod playback;
 pub mod remote_view;
 pub mod replication;
+#[cfg(feature = "replicon")]
+pub mod replicon_peer;
 pub mod runner;
 pub mod scene;
 pub mod scenes;

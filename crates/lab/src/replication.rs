@@ -58,6 +58,8 @@ pub struct SenderStats {
     /// since that state was last true (the later of the tick that carried it and the last
     /// tick the server still had it).
     pub staleness_ms: Histogram,
+    /// CPU per snapshot tick of the delta codec's send, capture included, µs.
+    pub send_us: Histogram,
 }
 
 /// The lab's side of a game's server for scene `S`: it builds the public
@@ -81,6 +83,9 @@ pub struct SnapshotSender<S: LabScene> {
     departed: Departed,
     /// Counters.
     pub stats: SenderStats,
+    /// bevy_replicon replicating the same world (`--features replicon`).
+    #[cfg(feature = "replicon")]
+    pub replicon: Option<crate::replicon_peer::RepliconPeer>,
 }
 
 /// What the server counted of the clients that left a run.
@@ -183,6 +188,8 @@ impl<S: LabScene> SnapshotSender<S> {
             last_true: std::collections::BTreeMap::new(),
             departed: Departed::default(),
             stats: SenderStats::default(),
+            #[cfg(feature = "replicon")]
+            replicon: None,
         };
         Ok((sender, server))
     }
@@ -291,6 +298,7 @@ impl<S: LabScene> SnapshotSender<S> {
                 }
             }
             SnapshotCodecChoice::Delta => {
+                let send = CpuTimer::start();
                 let timer = CpuTimer::start();
                 scene.capture(server.replication_mut())?;
                 self.stats.capture_us.record(timer.ms() * 1000.0);
@@ -315,6 +323,7 @@ impl<S: LabScene> SnapshotSender<S> {
                         self.stats.budget_kbps.add(kbps);
                     }
                 }
+                self.stats.send_us.record(send.ms() * 1000.0);
             }
         }
         Ok(())
@@ -379,6 +388,10 @@ impl<S: LabScene> SnapshotSender<S> {
             bytes += e.floats.iter().map(postcard_len).sum::<usize>();
             bytes += e.flags.iter().map(postcard_len).sum::<usize>();
         }
+        #[cfg(feature = "replicon")]
+        self.replicon
+            .get_or_insert_with(|| crate::replicon_peer::RepliconPeer::new(clients))
+            .replicate(&raw);
         self.raw = raw;
         let packets = bytes.div_ceil(FRAGMENT_PAYLOAD_BYTES).max(1);
         self.stats.peer_bytes += ((bytes + packets * UDP_IP_HEADER_BYTES) * clients) as u64;
@@ -621,6 +634,12 @@ pub fn snapshot_metrics<S: LabScene>(
         "snapshot.peer_ratio",
         down_kbps_mean.filter(|d| *d > 0.0).map(|d| peer_kbps / d),
     );
+    r.number("snapshot.send_us_p50", s.send_us.percentile(50.0));
+    r.number("snapshot.send_us_p99", s.send_us.percentile(99.0));
+    #[cfg(feature = "replicon")]
+    if let Some(replicon) = &sender.replicon {
+        replicon.report(r, per_client_kbps, down_kbps_mean);
+    }
     r.number("snapshot.bytes_mean", per(t.bits, t.snapshots * 8));
     r.number(
         "snapshot.changed_entities_mean",

@@ -46,7 +46,10 @@ pub struct StateWriter<'a> {
 }
 
 impl<'a> StateWriter<'a> {
-    pub(crate) fn new(kind: &'a Kind) -> Self {
+    /// A writer of one entity of `kind`, for a game that quantizes state itself (an
+    /// engine adapter comparing its prediction with the server's codes); the server's
+    /// own writes go through [`crate::Server::update_entity`].
+    pub fn new(kind: &'a Kind) -> Self {
         Self {
             kind,
             codes: vec![0; kind.width()],
@@ -133,7 +136,10 @@ impl<'a> StateWriter<'a> {
         );
     }
 
-    pub(crate) fn finish(self) -> Result<Vec<i32>, StateError> {
+    /// The quantized codes written, as [`crate::ClientEntity::codes`] holds them
+    /// ([`crate::values_of`] turns them into values); an error if the writes did not
+    /// follow the kind's declaration.
+    pub fn finish(self) -> Result<Vec<i32>, StateError> {
         if let Some(e) = self.error {
             return Err(e);
         }

@@ -1,0 +1,96 @@
+//! Bevy plugins for lagless: a [`ServerPlugin`] (optionally with a host client playing
+//! in the same app) and a [`ClientPlugin`], over the public
+//! [`lagless_replication::Server`] and [`lagless_replication::Client`].
+//!
+//! The game declares its replicated components once ([`NetComponent`]: fields and
+//! quantization), the kinds of entity that carry them ([`NetKind`], by a marker
+//! component) and its simulation: systems in the [`NetTick`] schedule, which read each
+//! player's [`NetInput`]. Both ends run those systems: the server once per tick on the
+//! world, each client on a prediction world holding only the entities it owns (and again
+//! on every rollback). The rest is interpolated. Every replicated entity is a Bevy entity
+//! with a [`NetId`], its components and a `Transform` as the player should see it,
+//! corrections smoothed. The game writes its player's input to [`LocalInput`] each frame.
+//! [`PredictionStatus`], [`InterpolationStatus`], [`NetworkStatus`] and [`ServerStatus`]
+//! are resources.
+//!
+//! Transports: the seeded emulator ([`EmulatedNetwork`]) and real UDP with netcode.io
+//! (`lagless_transport::{GameServer, GameClient}`, both [`ServerHost`]/[`ClientHost`]).
+//!
+//! ```text
+//! let protocol = Protocol::builder(NetConfig::new(30))
+//!     .kind(NetKind::new::<Player>("player").with::<Position>())
+//!     .simulation(|_world, schedule| { schedule.add_systems(move_players); })
+//!     .build()?;
+//! server_app.add_plugins(ServerPlugin::<u8>::new(protocol.clone(), net.server(protocol.server()?)));
+//! client_app.add_plugins(ClientPlugin::<u8>::new(protocol.clone(), net.client(1, protocol.client()?)));
+//! ```
+//! The arena example (`examples/arena.rs`) is a whole game.
+
+/// The parts of Bevy the adapter is built on, under the `bevy` crate's paths, for a game
+/// that depends on nothing else (the examples do).
+pub mod bevy {
+    pub use bevy_app as app;
+    pub use bevy_ecs as ecs;
+    pub use bevy_math as math;
+    pub use bevy_transform as transform;
+
+    /// Everything a game's systems usually name.
+    pub mod prelude {
+        pub use bevy_app::prelude::*;
+        pub use bevy_ecs::prelude::*;
+        pub use bevy_math::prelude::*;
+        pub use bevy_transform::prelude::*;
+    }
+}
+
+mod client;
+mod ownership;
+mod predict;
+mod protocol;
+mod server;
+mod transport;
+
+pub use client::{ClientPlugin, InterpolationStatus, NetClient, NetworkStatus, PredictionStatus};
+pub use predict::{PredictionWorld, Saved};
+pub use protocol::{
+    Authority, LocalInput, NetClock, NetComponent, NetId, NetInput, NetKind, NetTick, Owner,
+    Protocol, ProtocolBuilder, SimTick,
+};
+pub use server::{ClientConnected, ClientDisconnected, NetServer, ServerPlugin, ServerStatus};
+pub use transport::{
+    ClientHost, Connection, EmulatedClient, EmulatedNetwork, EmulatedServer, ServerHost,
+};
+
+/// Implements [`NetComponent`] for a one-field tuple struct whose field converts to and
+/// from one of the schema's field types: `net_component!(Position, vec2("position", 50.0,
+/// 0.01));` declares a 2D position of ±50 m at 1 cm; `net_component!(Score, int("score",
+/// 0, 999));` an integer.
+#[macro_export]
+macro_rules! net_component {
+    ($ty:ident, $field:ident($($arg:expr),* $(,)?)) => {
+        impl $crate::NetComponent for $ty {
+            fn declare(kind: $crate::Kind) -> $crate::Kind {
+                kind.$field($($arg),*)
+            }
+            fn write(&self, w: &mut $crate::StateWriter) {
+                w.$field(self.0.into());
+            }
+            fn read(r: &mut $crate::StateReader) -> Self {
+                Self(r.$field().into())
+            }
+        }
+    };
+}
+
+pub use lagless_replication::{Kind, NetConfig, StateReader, StateWriter};
+
+use bevy_math::{Quat, Vec3};
+use bevy_transform::components::Transform;
+use lagless_replication::Pose;
+
+/// The `Transform` a pose shows (2D kinds in the plane z = 0, turned about z).
+pub fn transform_of(pose: &Pose) -> Transform {
+    let [x, y, z, w] = pose.rotation;
+    Transform::from_translation(Vec3::from(pose.position))
+        .with_rotation(Quat::from_xyzw(x, y, z, w))
+}

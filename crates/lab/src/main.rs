@@ -525,9 +525,9 @@ struct RunArgs {
     #[arg(long, value_enum, default_value = "arrive")]
     steering: SteeringArg,
     /// Walker scene: the most of each client's snapshot budget the dead-reckoning
-    /// messages may take, 0 to 1 (they wait by their own priority within it), or `off`:
-    /// sent beside the budget, uncounted.
-    #[arg(long, default_value = "0.75")]
+    /// messages may take, 0 to 1 (they wait by their own priority within it), or `off`
+    /// (the default): sent beside the budget, uncounted.
+    #[arg(long, default_value = "off")]
     dr_budget_share: String,
     /// Walker scene: arrive's steering time for moving messages, ms (default: each
     /// message's own sync interval, as the character-sync article steers).

@@ -254,7 +254,15 @@ fn a_first_message_waits_for_the_spawn_the_budget_held_back() {
 /// with: the messages wait by their own priority, and every character is still heard of.
 #[test]
 fn dead_reckoning_messages_stay_inside_the_budget() {
-    let mut server = Server::<u8>::new(schema(), &config()).unwrap();
+    // Budgeted messages are off by default; this is the game that turns them on.
+    let budgeted = NetConfig {
+        dead_reckoning: Some(DrConfig {
+            budget_share: Some(0.75),
+            ..DrConfig::default()
+        }),
+        ..config()
+    };
+    let mut server = Server::<u8>::new(schema(), &budgeted).unwrap();
     let characters: Vec<u32> = (0..600).collect();
     for &e in &characters {
         server

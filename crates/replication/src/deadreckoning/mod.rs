@@ -98,7 +98,7 @@ use thiserror::Error;
 
 /// Dead reckoning in the high-level API ([`crate::NetConfig::dead_reckoning`]): how the
 /// server sends and how clients show. Both ends must use the same codec.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct DrConfig {
     /// When the server sends.
     pub sender: SenderConfig,
@@ -118,17 +118,6 @@ pub struct DrConfig {
     /// a share of 0.75 took `deadreckoning.error_cm_mean` from 23.6 to 141 cm
     /// (`docs/dead-reckoning.md`). Turn it on where the budget is a hard limit.
     pub budget_share: Option<f32>,
-}
-
-impl Default for DrConfig {
-    fn default() -> Self {
-        Self {
-            sender: SenderConfig::default(),
-            receiver: ReceiverConfig::default(),
-            codec: DrCodec::default(),
-            budget_share: None,
-        }
-    }
 }
 
 /// Why a dead-reckoning message was refused. A receiver counts each by reason

@@ -103,7 +103,7 @@ pub use lagless_core::interpolation::Pose;
 pub use lagless_core::{ClientId, Delivery, Input, Reader, Rollback, Tick, WireError, Writer};
 pub use net::{
     CharacterRelevance, Client, ClientNetStats, DepartedClient, Latency, MAX_SNAPSHOT_EVENT_BYTES,
-    NetConfig, NetError, Policy, PredictedWorld, Render, Server, SnapshotCounters,
+    NetConfig, NetError, Policy, PredictedWorld, Render, Server, SnapshotCounters, Spectator,
 };
 pub use schema::{
     CODE_LIMIT, Field, FieldType, Kind, KindId, MAX_FIELDS, MAX_KINDS, Schema, SchemaError,

@@ -17,27 +17,6 @@ fn schema() -> Schema {
         .unwrap()
 }
 
-/// Nothing is predicted: every coin is interpolated.
-struct NoPrediction;
-
-impl Rollback for NoPrediction {
-    type Input = u8;
-    type Saved = ();
-    type Confirmed = ReplicationClient;
-    fn advance(&mut self, _: Tick, _: u8) {}
-    fn save(&self) {}
-    fn diverged(&self, _: &(), _: &ReplicationClient) -> bool {
-        false
-    }
-    fn load(&mut self, _: &ReplicationClient, _: Option<&()>) {}
-}
-
-impl PredictedWorld for NoPrediction {
-    fn pose(&self, _: u32) -> Option<Pose> {
-        None
-    }
-}
-
 /// Where the coin of generation `g` lies: far from the previous one's.
 fn spot(generation: u32) -> [f32; 2] {
     if generation % 2 == 0 {
@@ -56,7 +35,7 @@ fn play(network: &str, seed: u64) -> (Vec<u32>, Vec<(Vec<EntityEvent>, usize)>) 
     let mut clients = Vec::new();
     for k in 0..2u64 {
         server.connect(k + 1).unwrap();
-        let client = Client::new(schema(), NoPrediction, &config).unwrap();
+        let client = Client::new(schema(), Spectator::default(), &config).unwrap();
         let link = Duplex::symmetric(profile(network).unwrap(), seed * 2 + k).unwrap();
         clients.push((client, link, Vec::new(), 0));
     }
@@ -146,7 +125,7 @@ fn reliable_messages_arrive_once_and_in_order_both_ways_over_a_lossy_link() {
     let config = NetConfig::new(HZ);
     let mut server = Server::<u8>::new(schema(), &config).unwrap();
     server.connect(1).unwrap();
-    let mut client = Client::new(schema(), NoPrediction, &config).unwrap();
+    let mut client = Client::new(schema(), Spectator::default(), &config).unwrap();
     let mut link = Duplex::symmetric(profile("lossy").unwrap(), 5).unwrap();
     let (mut up, mut down) = (Vec::new(), Vec::new());
     let mut now = Duration::ZERO;

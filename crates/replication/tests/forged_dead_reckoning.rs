@@ -19,26 +19,6 @@ fn schema() -> Schema {
         .unwrap()
 }
 
-struct Nothing;
-
-impl Rollback for Nothing {
-    type Input = u8;
-    type Saved = ();
-    type Confirmed = ReplicationClient;
-    fn advance(&mut self, _: Tick, _: u8) {}
-    fn save(&self) {}
-    fn diverged(&self, _: &(), _: &ReplicationClient) -> bool {
-        false
-    }
-    fn load(&mut self, _: &ReplicationClient, _: Option<&()>) {}
-}
-
-impl PredictedWorld for Nothing {
-    fn pose(&self, _: u32) -> Option<Pose> {
-        None
-    }
-}
-
 fn moving(speed: f32, interval_ms: u64, lag_ms: u64) -> Motion {
     Motion::Moving {
         speed,
@@ -113,7 +93,7 @@ fn forged_dead_reckoning_messages_are_refused_by_reason_and_the_honest_one_shown
     replication
         .spawn_with_id(0, 0, |w| w.vec3([0.0; 3]))
         .unwrap();
-    let mut client = Client::new(schema(), Nothing, &config).unwrap();
+    let mut client = Client::new(schema(), Spectator::default(), &config).unwrap();
     client.set_policy(0, Policy::DeadReckoned);
 
     let (mut now, mut forged, mut late_pose) = (Duration::ZERO, 0u64, None);

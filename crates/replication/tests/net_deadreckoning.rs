@@ -18,27 +18,6 @@ fn schema() -> Schema {
         .unwrap()
 }
 
-/// Nothing predicted: every other entity is someone else's.
-struct Nothing;
-
-impl Rollback for Nothing {
-    type Input = u8;
-    type Saved = ();
-    type Confirmed = ReplicationClient;
-    fn advance(&mut self, _: Tick, _: u8) {}
-    fn save(&self) {}
-    fn diverged(&self, _: &(), _: &ReplicationClient) -> bool {
-        false
-    }
-    fn load(&mut self, _: &ReplicationClient, _: Option<&()>) {}
-}
-
-impl PredictedWorld for Nothing {
-    fn pose(&self, _: u32) -> Option<Pose> {
-        None
-    }
-}
-
 const TURN: f32 = 6.0;
 
 /// Walks along +Z, turns to +X after [`TURN`] seconds.
@@ -63,7 +42,7 @@ fn a_character_moved_only_by_dead_reckoning_is_shown_where_it_is_now() {
     let mut server = Server::<u8>::new(schema(), &config()).unwrap();
     server.connect(1).unwrap();
     server.spawn_with_id(5, 0, |w| w.vec3([0.0; 3])).unwrap();
-    let mut client = Client::new(schema(), Nothing, &config()).unwrap();
+    let mut client = Client::new(schema(), Spectator::default(), &config()).unwrap();
     client.set_policy(5, Policy::DeadReckoned);
     let mut link = Duplex::symmetric(profile("broadband").unwrap(), 9).unwrap();
     let mut errors = Vec::new();
@@ -166,12 +145,12 @@ fn run_clients(
     clients: &[ClientId],
     characters: &[u32],
     secs: u64,
-) -> Vec<Client<Nothing>> {
-    let mut cs: Vec<(Client<Nothing>, Duplex)> = clients
+) -> Vec<Client<Spectator<u8>>> {
+    let mut cs: Vec<(Client<Spectator<u8>>, Duplex)> = clients
         .iter()
         .map(|&id| {
             server.connect(id).unwrap();
-            let mut c = Client::new(schema(), Nothing, &config()).unwrap();
+            let mut c = Client::new(schema(), Spectator::default(), &config()).unwrap();
             for &e in characters {
                 c.set_policy(e, Policy::DeadReckoned);
             }
@@ -270,7 +249,7 @@ fn dead_reckoning_messages_stay_inside_the_budget() {
             .unwrap();
     }
     server.connect(1).unwrap();
-    let mut client = Client::new(schema(), Nothing, &config()).unwrap();
+    let mut client = Client::new(schema(), Spectator::default(), &config()).unwrap();
     for &e in &characters {
         client.set_policy(e, Policy::DeadReckoned);
     }

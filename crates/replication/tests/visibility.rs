@@ -20,27 +20,6 @@ fn schema() -> Schema {
         .unwrap()
 }
 
-/// Nothing predicted.
-struct Nothing;
-
-impl Rollback for Nothing {
-    type Input = u8;
-    type Saved = ();
-    type Confirmed = ReplicationClient;
-    fn advance(&mut self, _: Tick, _: u8) {}
-    fn save(&self) {}
-    fn diverged(&self, _: &(), _: &ReplicationClient) -> bool {
-        false
-    }
-    fn load(&mut self, _: &ReplicationClient, _: Option<&()>) {}
-}
-
-impl PredictedWorld for Nothing {
-    fn pose(&self, _: u32) -> Option<Pose> {
-        None
-    }
-}
-
 /// Entity 5 is hidden from client 1 throughout.
 const SECRET: u32 = 5;
 /// Entity 7 leaves client 1's set at [`HIDE`] and comes back at [`SHOW`].
@@ -74,11 +53,11 @@ fn hidden_entities_never_arrive_and_leaving_and_reentering_the_set_despawns_and_
             .unwrap();
     }
     let ids: [ClientId; 2] = [1, 2];
-    let mut clients: Vec<(Client<Nothing>, Duplex)> = ids
+    let mut clients: Vec<(Client<Spectator<u8>>, Duplex)> = ids
         .iter()
         .map(|&id| {
             server.connect(id).unwrap();
-            let c = Client::new(schema(), Nothing, &config).unwrap();
+            let c = Client::new(schema(), Spectator::default(), &config).unwrap();
             (c, Duplex::symmetric(profile("lossy").unwrap(), id).unwrap())
         })
         .collect();
@@ -246,11 +225,11 @@ fn a_hidden_character_gets_no_dead_reckoning_messages() {
             .unwrap();
     }
     let ids: [ClientId; 2] = [1, 2];
-    let mut clients: Vec<(Client<Nothing>, Duplex)> = ids
+    let mut clients: Vec<(Client<Spectator<u8>>, Duplex)> = ids
         .iter()
         .map(|&id| {
             server.connect(id).unwrap();
-            let mut c = Client::new(schema(), Nothing, &config).unwrap();
+            let mut c = Client::new(schema(), Spectator::default(), &config).unwrap();
             c.set_policy(5, Policy::DeadReckoned);
             c.set_policy(6, Policy::DeadReckoned);
             (c, Duplex::symmetric(profile("lan").unwrap(), id).unwrap())

@@ -6,10 +6,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use lagless_core::{ClientConfig, ClientSession};
-use lagless_replication::{
-    Client, Kind, NetConfig, Pose, PredictedWorld, ReplicationClient, Rollback, Schema, Server,
-    Tick,
-};
+use lagless_replication::{Client, Kind, NetConfig, Schema, Server, Spectator};
 use lagless_transport::session::{
     Control, GameClient, GameServer, LeaveReason, Mismatch, SessionError, SessionEvent,
     SessionState,
@@ -17,27 +14,6 @@ use lagless_transport::session::{
 use lagless_transport::{ServerSettings, UdpClient, keys};
 
 const PROTOCOL_ID: u64 = 0x5e55_1011;
-
-/// A game with nothing to predict.
-struct Nothing;
-
-impl Rollback for Nothing {
-    type Input = u8;
-    type Saved = ();
-    type Confirmed = ReplicationClient;
-    fn advance(&mut self, _: Tick, _: u8) {}
-    fn save(&self) {}
-    fn diverged(&self, _: &(), _: &ReplicationClient) -> bool {
-        false
-    }
-    fn load(&mut self, _: &ReplicationClient, _: Option<&()>) {}
-}
-
-impl PredictedWorld for Nothing {
-    fn pose(&self, _: u32) -> Option<Pose> {
-        None
-    }
-}
 
 fn schema() -> Schema {
     Schema::new()
@@ -57,9 +33,9 @@ fn token(key: &[u8; 32], id: u64, addr: SocketAddr, timeout: i32) -> Vec<u8> {
     token.expect("token").write().expect("write").to_vec()
 }
 
-fn game_client(token: &[u8], hz: u32) -> GameClient<Nothing> {
+fn game_client(token: &[u8], hz: u32) -> GameClient<Spectator<u8>> {
     let config = NetConfig::new(hz);
-    let client = Client::new(schema(), Nothing, &config).expect("client");
+    let client = Client::new(schema(), Spectator::default(), &config).expect("client");
     GameClient::connect(token, client, &config).expect("connect")
 }
 
@@ -212,7 +188,7 @@ fn a_client_whose_game_runs_another_rate_than_it_says_is_refused_by_name() {
     let addr = host.local_addr().expect("addr");
     let mut events = Vec::new();
     // The host checks 64 Hz against the hello, but the hosted client runs at 30 Hz.
-    let client = Client::new(schema(), Nothing, &NetConfig::new(30)).expect("client");
+    let client = Client::new(schema(), Spectator::default(), &NetConfig::new(30)).expect("client");
     let token = token(&key, 10, addr, 5);
     let mut c = GameClient::connect(&token, client, &NetConfig::new(64)).expect("connect");
     until(5, "the refusal", || {

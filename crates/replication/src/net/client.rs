@@ -33,6 +33,36 @@ pub enum Policy {
     DeadReckoned,
 }
 
+/// A predicted world with nothing to predict: a client that only watches (a spectator, a
+/// replay viewer, a bot loading a server), whose entities are all interpolated or dead
+/// reckoned. Its inputs still go to the server as the game gives them.
+#[derive(Debug)]
+pub struct Spectator<I>(std::marker::PhantomData<fn() -> I>);
+
+impl<I> Default for Spectator<I> {
+    fn default() -> Self {
+        Self(std::marker::PhantomData)
+    }
+}
+
+impl<I: lagless_core::Input> Rollback for Spectator<I> {
+    type Input = I;
+    type Saved = ();
+    type Confirmed = ReplicationClient;
+    fn advance(&mut self, _: Tick, _: I) {}
+    fn save(&self) {}
+    fn diverged(&self, _: &(), _: &ReplicationClient) -> bool {
+        false
+    }
+    fn load(&mut self, _: &ReplicationClient, _: Option<&()>) {}
+}
+
+impl<I: lagless_core::Input> PredictedWorld for Spectator<I> {
+    fn pose(&self, _: u32) -> Option<Pose> {
+        None
+    }
+}
+
 /// The game's predicted world, as the [`Client`] drives it: the core's [`Rollback`]
 /// (step, save, compare, load) over the replicated state, plus where its entities are.
 ///

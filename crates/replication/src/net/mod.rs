@@ -14,7 +14,7 @@
 mod client;
 mod server;
 
-pub use client::{Client, ClientNetStats, Policy, PredictedWorld, Render};
+pub use client::{Client, ClientNetStats, Policy, PredictedWorld, Render, Spectator};
 pub use server::{CharacterRelevance, DepartedClient, Latency, Server, SnapshotCounters};
 
 use crate::budget::BudgetConfig;

@@ -219,12 +219,12 @@ fn answer(mut stream: TcpStream, state: &SharedState) -> std::io::Result<()> {
     // Take the head off the socket (the body of a GET is empty).
     let mut buf = vec![0; head.len];
     stream.read_exact(&mut buf)?;
-    let (s, written) = match state.lock() {
-        Ok(guard) => (guard.0.clone(), guard.1),
-        Err(poisoned) => {
-            let guard = poisoned.into_inner();
-            (guard.0.clone(), guard.1)
-        }
+    let (s, written) = {
+        // A poisoned lock still holds the last state written.
+        let guard = state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (guard.0.clone(), guard.1)
     };
     let text = "text/plain; charset=utf-8";
     if head.method != "GET" {

@@ -97,6 +97,13 @@ pub struct ClientStats {
     /// Packets refused because their message section was malformed
     /// ([`ProtocolError::Channel`]); also counted in `packets_rejected`.
     pub message_sections_rejected: u64,
+    /// Ticks the server reported it simulated without our input (it came too late, or
+    /// was lost with every redundant copy), each counted once.
+    pub ticks_starved: u64,
+    /// Of those, ticks whose input the server applied (its guess, or none) differed from
+    /// ours: the late inputs that cost a misprediction. Our input history holds what the
+    /// server applied for them, so a replay through them matches the server.
+    pub guesses_wrong: u64,
 }
 
 /// How far, in seconds of server ticks, a packet's tick may lie from where the client
@@ -172,12 +179,31 @@ pub struct ClientSession<I: Input> {
     channel: MessageChannel,
     /// Ask the server for a snapshot against nothing, in every input message.
     resync_flag: bool,
+    /// What the server's starved-tick reports have told so far.
+    starved: StarvedTicks<I>,
     stats: ClientStats,
+}
+
+/// The client's replay of the server's missing-input rule over the ticks reported.
+#[derive(Debug, Clone)]
+struct StarvedTicks<I> {
+    /// The newest tick whose starved bit has been read.
+    through: Option<Tick>,
+    /// The newest ticks whose input the server applied differently from ours, oldest
+    /// first (at most [`WRONG_TICKS`]).
+    wrong: VecDeque<Tick>,
+    /// Our input for the newest tick the server had it for (what it guesses from).
+    last_delivered: Option<I>,
+    /// Starved ticks in a row up to `through`.
+    run: u32,
 }
 
 /// A jump forward of at most this many ticks is made by producing the ticks between at
 /// once (a burst of simulation, as after a hitch); a longer one skips them.
 pub const FAST_FORWARD_TICKS: f64 = 64.0;
+
+/// Wrong-guessed ticks remembered for [`ClientSession::guesses_wrong_between`].
+const WRONG_TICKS: usize = 256;
 
 /// Most ticks one slack report stands for.
 const MAX_TICKS_PER_REPORT: usize = 16;
@@ -221,6 +247,12 @@ impl<I: Input> ClientSession<I> {
             report_lost: false,
             channel: MessageChannel::new(config.channel.clone()),
             resync_flag: false,
+            starved: StarvedTicks {
+                through: None,
+                wrong: VecDeque::new(),
+                last_delivered: None,
+                run: 0,
+            },
             stats: ClientStats::default(),
             config,
         }
@@ -453,6 +485,7 @@ impl<I: Input> ClientSession<I> {
         if let Some(t) = acked {
             self.acked_through = Some(self.acked_through.map_or(t, |a| a.max(t)));
         }
+        self.take_starved(tick, ack);
         // Every fragment of a snapshot repeats the report: use it once.
         if self.last_slack_tick.is_none_or(|t| tick > t) {
             self.last_slack_tick = Some(tick);
@@ -464,6 +497,80 @@ impl<I: Input> ClientSession<I> {
             self.sync.on_input_slack(now, slack, position, &self.rtt);
         }
         self.take_lead_report(ack, new_echo);
+    }
+
+    /// Reads which of the ticks before `tick` the server simulated without our input,
+    /// each once, oldest first, and puts what it applied for them into our input history
+    /// (its guess from our last input it had, or none), counting the ticks where that
+    /// differs from ours.
+    fn take_starved(&mut self, tick: Tick, ack: InputAck) {
+        let first = tick.saturating_sub(32);
+        let from = match self.starved.through {
+            Some(t) if t >= first => t.next(),
+            // A gap longer than the report spans (or the first report): the run and the
+            // last input the server had are unknown; start afresh.
+            _ => {
+                self.starved.run = 0;
+                self.starved.last_delivered = None;
+                first
+            }
+        };
+        let mut t = from;
+        while t < tick {
+            let bit = (tick.diff(t) - 1) as u32;
+            let own = self.inputs.get(t).copied();
+            if ack.starved >> bit & 1 == 0 {
+                self.starved.run = 0;
+                if own.is_some() {
+                    self.starved.last_delivered = own;
+                }
+            } else {
+                self.starved.run = self.starved.run.saturating_add(1);
+                self.stats.ticks_starved += 1;
+                let applied = if ack.guessed {
+                    let run = self.starved.run;
+                    self.starved.last_delivered.map(|i| i.guess(run))
+                } else {
+                    None
+                }
+                .unwrap_or_default();
+                if let Some(slot) = self.inputs.get_mut(t).filter(|i| **i != applied) {
+                    *slot = applied;
+                    self.stats.guesses_wrong += 1;
+                    if self.starved.wrong.len() >= WRONG_TICKS {
+                        self.starved.wrong.pop_front();
+                    }
+                    self.starved.wrong.push_back(t);
+                }
+            }
+            self.starved.through = Some(t);
+            t = t.next();
+        }
+    }
+
+    /// How many ticks after `after` and through `through` the server applied another
+    /// input than ours for ([`ClientStats::guesses_wrong`]), among the newest
+    /// [`WRONG_TICKS`]: a reconciliation across them corrects a late input, not the
+    /// prediction's horizon.
+    pub fn guesses_wrong_between(&self, after: Tick, through: Tick) -> u32 {
+        self.starved
+            .wrong
+            .iter()
+            .filter(|t| **t > after && **t <= through)
+            .count() as u32
+    }
+
+    /// Tells the felt lead policy ([`crate::LeadPolicy::Felt`]) what a tick of lead and a
+    /// late input cost the player, in one unit per tick of play: `per_lead_tick`, what a
+    /// tick more of prediction adds to its error; `per_wrong_tick`, what one tick whose
+    /// input the server got wrong costs. A starved tick costs the second times the share
+    /// of starved ticks the server got wrong so far (with one wrong and one right
+    /// counted in before any are seen). Other policies ignore it.
+    pub fn set_lead_costs(&mut self, per_lead_tick: f64, per_wrong_tick: f64) {
+        let wrong =
+            (self.stats.guesses_wrong as f64 + 1.0) / (self.stats.ticks_starved as f64 + 2.0);
+        self.sync
+            .set_lead_costs(per_lead_tick, per_wrong_tick * wrong);
     }
 
     /// Tells the clock sync what lead the inputs the report covers needed.

@@ -76,6 +76,13 @@ const REPORT_WINDOW: usize = 512;
 #[derive(Debug, Clone)]
 pub struct AdaptiveLead {
     target: f64,
+    /// The starvation share in force: the target, or with felt costs
+    /// ([`AdaptiveLead::set_costs`]) the share of least felt cost.
+    chosen: f64,
+    /// With [`AdaptiveLead::felt`]: the range the chosen share may take.
+    felt: Option<(f64, f64)>,
+    /// Felt cost of a tick of lead and of a starved tick, per tick of play.
+    costs: Option<(f64, f64)>,
     /// Each report's need, as many times as the ticks it stands for: what starvation
     /// counts.
     needs: SortedWindow<f64>,
@@ -97,8 +104,12 @@ impl AdaptiveLead {
     /// 1e-5..=0.5).
     pub fn new(target: f64) -> Self {
         let target = if target.is_finite() { target } else { 0.005 };
+        let target = target.clamp(1e-5, 0.5);
         Self {
-            target: target.clamp(1e-5, 0.5),
+            target,
+            chosen: target,
+            felt: None,
+            costs: None,
             needs: SortedWindow::new(NEED_WINDOW, NEED_WINDOW),
             reports: SortedWindow::new(REPORT_WINDOW, REPORT_WINDOW),
             weights: VecDeque::with_capacity(REPORT_WINDOW),
@@ -108,6 +119,80 @@ impl AdaptiveLead {
             outliers: 0,
             margin: 0.0,
         }
+    }
+
+    /// A policy that chooses its starvation share by what the player feels: the share,
+    /// within `min..=max`, whose lead costs least in a tick of lead's cost and a starved
+    /// tick's ([`AdaptiveLead::set_costs`]); `target` until costs are given.
+    pub fn felt(target: f64, min: f64, max: f64) -> Self {
+        let mut a = Self::new(target);
+        let min = if min.is_finite() {
+            min.clamp(1e-5, 0.5)
+        } else {
+            1e-5
+        };
+        let max = if max.is_finite() {
+            max.clamp(min, 0.5)
+        } else {
+            min
+        };
+        a.felt = Some((min, max));
+        a
+    }
+
+    /// What a tick of lead and a starved tick cost the player, per tick of play and in one
+    /// unit (the game's: centimetres of correction, say). A tick of lead lengthens every
+    /// prediction by a tick; a starved tick costs what the server's wrong guesses cost,
+    /// times how often it guesses wrong. With [`AdaptiveLead::felt`], the lead is chosen
+    /// from the window by the least `lead * per_lead_tick + share_starved(lead) *
+    /// per_starved_tick`; other policies ignore them. Non-finite or negative costs are
+    /// ignored.
+    pub fn set_costs(&mut self, per_lead_tick: f64, per_starved_tick: f64) {
+        let valid = |c: f64| c.is_finite() && c >= 0.0;
+        if valid(per_lead_tick) && valid(per_starved_tick) {
+            self.costs = Some((per_lead_tick, per_starved_tick));
+            self.choose();
+        }
+    }
+
+    /// The share of the chosen starvation the window's tail is held to: [`TAIL_SAFETY`]
+    /// for a target, all of it for a felt choice, which was made on the window itself
+    /// (a lead of least cost there, not a share to be met).
+    fn safety(&self) -> f64 {
+        if self.felt.is_some() && self.costs.is_some() {
+            1.0
+        } else {
+            TAIL_SAFETY
+        }
+    }
+
+    /// The starvation share the lead is held to now: the target, or the felt choice.
+    pub fn chosen_share(&self) -> f64 {
+        self.chosen
+    }
+
+    /// Chooses the share of least felt cost over the window, when felt costs are in use.
+    fn choose(&mut self) {
+        let (Some((min, max)), Some((per_lead, per_starved))) = (self.felt, self.costs) else {
+            return;
+        };
+        let sorted = self.needs.sorted();
+        let n = sorted.len();
+        if n < MIN_NEEDS {
+            return;
+        }
+        // Candidates are the window's needs from the top down, as far as the largest
+        // share allowed: leading by need `j` starves the needs above it.
+        let mut best = (f64::INFINITY, min);
+        let lowest = n - 1 - ((max * n as f64).floor() as usize).min(n - 1);
+        for j in (lowest..n).rev() {
+            let share = (n - 1 - j) as f64 / n as f64;
+            let cost = sorted[j] * per_lead + share * per_starved;
+            if cost < best.0 {
+                best = (cost, share);
+            }
+        }
+        self.chosen = best.1.clamp(min, max);
     }
 
     /// Ticks added to the window's tail: the closed loop on starvation itself. Every late
@@ -144,7 +229,7 @@ impl AdaptiveLead {
     /// 64 Hz): its largest need stands for the tail, and grows as needs come.
     pub fn is_young(&self) -> bool {
         let n = self.needs.len();
-        n >= MIN_NEEDS && (n as f64) * self.target * TAIL_SAFETY < 1.0
+        n >= MIN_NEEDS && (n as f64) * self.chosen * self.safety() < 1.0
     }
 
     /// Times the window was cut because the link changed.
@@ -191,7 +276,7 @@ impl AdaptiveLead {
         } else {
             0
         };
-        let margin_step = MARGIN_STEP * (late as f64 - self.target * ticks as f64);
+        let margin_step = MARGIN_STEP * (late as f64 - self.chosen * ticks as f64);
         if let Some(bound) = self.outlier_bound() {
             if need > bound {
                 self.pending.push((need, ticks));
@@ -204,6 +289,7 @@ impl AdaptiveLead {
                     self.push(n, t);
                 }
                 self.check_shift();
+                self.choose();
                 return;
             }
             self.outliers += self.pending.len() as u64;
@@ -218,6 +304,7 @@ impl AdaptiveLead {
         }
         self.push(need, ticks);
         self.check_shift();
+        self.choose();
     }
 
     fn push(&mut self, need: f64, ticks: usize) {
@@ -300,7 +387,7 @@ impl AdaptiveLead {
         }
         // At most floor(target * TAIL_SAFETY * n) needs may lie above the answer.
         let n = sorted.len();
-        let allowed = (self.target * TAIL_SAFETY * n as f64).floor() as usize;
+        let allowed = (self.chosen * self.safety() * n as f64).floor() as usize;
         let tail = sorted.get(n - 1 - allowed.min(n - 1))?;
         Some(tail + self.margin)
     }
@@ -438,5 +525,43 @@ mod tests {
         }
         let lied = a.lead().unwrap();
         assert!(lied.abs() <= MAX_NEED_TICKS, "{lied}");
+    }
+
+    #[test]
+    fn the_felt_lead_trades_a_tick_of_lead_against_starved_ticks() {
+        // Needs of 3 to 13 ticks, evenly spread: each tick of lead starves 10% less.
+        let fill = |a: &mut AdaptiveLead| {
+            for i in 0..4000 {
+                a.add_need_once(3.0 + (i % 100) as f64 / 10.0);
+            }
+        };
+        let mut a = AdaptiveLead::felt(0.005, 0.001, 0.1);
+        fill(&mut a);
+        // No costs yet: the target holds.
+        assert_eq!(a.chosen_share(), 0.005);
+        // Starving is dear (a starved tick costs 100 ticks of lead): a tick of lead that
+        // saves 10% of ticks starved is worth it down to the least share.
+        a.set_costs(1.0, 100.0);
+        assert_eq!(a.chosen_share(), 0.001);
+        let dear = a.lead().unwrap();
+        // Starving is cheap (5 ticks of lead): a tick of lead saves only half a tick's
+        // worth, so it leads as little as the range allows.
+        a.set_costs(1.0, 5.0);
+        assert!(
+            (a.chosen_share() - 0.1).abs() < 0.002,
+            "{}",
+            a.chosen_share()
+        );
+        let cheap = a.lead().unwrap();
+        assert!(cheap < dear - 0.5, "{cheap} {dear}");
+        // Garbage costs change nothing.
+        a.set_costs(f64::NAN, -1.0);
+        assert!((a.chosen_share() - 0.1).abs() < 0.002);
+        // A target policy ignores costs.
+        let mut t = AdaptiveLead::new(0.005);
+        fill(&mut t);
+        let before = t.lead();
+        t.set_costs(1.0, 5.0);
+        assert_eq!(t.lead(), before);
     }
 }

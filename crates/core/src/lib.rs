@@ -94,7 +94,7 @@ pub mod limits {
     pub use crate::client::{FAST_FORWARD_TICKS, RESYNC_AFTER_PACKETS, TICK_TRUST_SECS};
 }
 pub use error::ProtocolError;
-pub use input::Input;
+pub use input::{GUESS_REPEAT_TICKS, Input};
 /// The wire types an [`Input`] implementation reads and writes, so a game needs no direct
 /// dependency on `lagless-wire`.
 pub use lagless_wire::{Reader, WireError, Writer};

@@ -255,6 +255,15 @@ pub struct InputAck {
     /// message's newest tick's). Negative means too late. The client steers its lead by this, which
     /// measures the uplink directly instead of assuming a symmetric route.
     pub input_slack: i32,
+    /// The ticks the server simulated without the client's input (it came too late or not
+    /// at all), among the 32 before the packet's tick: bit `i` is tick `tick - 1 - i`.
+    /// Repeated in every packet while in range, so one lost packet loses none of it.
+    pub starved: u32,
+    /// True when the server stood in a guess for those ticks' inputs
+    /// ([`crate::MissingInput::Guess`] or [`crate::MissingInput::RepeatLast`]), false when
+    /// it applied none ([`crate::MissingInput::Hold`]): with the client's own inputs this
+    /// tells it exactly what the server applied.
+    pub guessed: bool,
 }
 
 /// Server -> client: one fragment of the snapshot for `tick`, plus control data that every
@@ -299,7 +308,9 @@ impl SnapshotFragment {
             | (u8::from(self.essential) << 2)
             | (u8::from(self.tick_hz.is_some()) << 3)
             | (u8::from(self.is_whole()) << 4)
-            | (u8::from(self.messages.is_some()) << 5);
+            | (u8::from(self.messages.is_some()) << 5)
+            | (u8::from(self.input_ack.is_some_and(|a| a.starved != 0)) << 6)
+            | (u8::from(self.input_ack.is_some_and(|a| a.starved != 0 && a.guessed)) << 7);
         w.write_u8(flags);
         if let Some(hz) = self.tick_hz {
             w.write_varint_u32(u32::from(hz));
@@ -311,6 +322,9 @@ impl SnapshotFragment {
         if let Some(a) = self.input_ack {
             w.write_u16(a.acked_through.0);
             w.write_varint_i32(a.input_slack);
+            if a.starved != 0 {
+                w.write_varint_u32(a.starved);
+            }
         }
         // Most snapshots fit one packet: a flag says so instead of two bytes.
         if !self.is_whole() {
@@ -333,7 +347,8 @@ impl SnapshotFragment {
         let (mut r, seq) = open_packet(bytes, KIND_SNAPSHOT)?;
         let tick = r.read_u32()?;
         let flags = r.read_u8()?;
-        if flags & !63 != 0 {
+        // Starved ticks ride an input ack, and a guess needs starved ticks.
+        if (flags & 64 != 0 && flags & 2 == 0) || (flags & 128 != 0 && flags & 64 == 0) {
             return Err(WireError::Invalid {
                 what: "snapshot flags",
             }
@@ -353,9 +368,26 @@ impl SnapshotFragment {
             None
         };
         let input_ack = if flags & 2 != 0 {
+            let acked_through = Seq16(r.read_u16()?);
+            let input_slack = r.read_varint_i32()?;
+            let starved = if flags & 64 != 0 {
+                match r.read_varint_u32()? {
+                    0 => {
+                        return Err(WireError::Invalid {
+                            what: "empty starved ticks",
+                        }
+                        .into());
+                    }
+                    m => m,
+                }
+            } else {
+                0
+            };
             Some(InputAck {
-                acked_through: Seq16(r.read_u16()?),
-                input_slack: r.read_varint_i32()?,
+                acked_through,
+                input_slack,
+                starved,
+                guessed: flags & 128 != 0,
             })
         } else {
             None
@@ -687,7 +719,7 @@ mod tests {
         }
 
         #[test]
-        fn fragment_round_trip(seq: u16, tick: u32, echo: Option<(u32, u32)>, ack: Option<(u16, i32)>,
+        fn fragment_round_trip(seq: u16, tick: u32, echo: Option<(u32, u32)>, ack: Option<(u16, i32, u32, bool)>,
                                count in 1u8..=255, idx: u8, payload in proptest::collection::vec(any::<u8>(), 0..FRAGMENT_PAYLOAD_BYTES),
                                tick_hz in proptest::option::of(1u16..=1000),
                                messages in proptest::option::of(proptest::collection::vec(any::<u8>(), 1..=MAX_CHANNEL_PACKET_BYTES))) {
@@ -707,7 +739,7 @@ mod tests {
             let f = SnapshotFragment {
                 seq: Seq16(seq), tick,
                 echo: echo.map(|(c, h)| PingEcho { client_time_us: c, hold_us: h }),
-                input_ack: ack.map(|(a, l)| InputAck { acked_through: Seq16(a), input_slack: l }),
+                input_ack: ack.map(|(a, l, starved, g)| InputAck { acked_through: Seq16(a), input_slack: l, starved, guessed: g && starved != 0 }),
                 index: idx % count, count, payload, essential: false, tick_hz, messages,
             };
             let mut w = Writer::new();

@@ -8,6 +8,7 @@ use crate::interpolation::DelayPolicy;
 use crate::sync::LeadPolicy;
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 use thiserror::Error;
 
 /// Why a policy's text did not parse; the message says what was expected.
@@ -18,7 +19,8 @@ pub struct PolicyParseError(pub String);
 impl FromStr for LeadPolicy {
     type Err = PolicyParseError;
 
-    /// `adaptive` (0.5% starvation target), `adaptive:P%` (or `adaptive:P`), `fixed:N` (N
+    /// `felt` (the starvation share of least felt cost, 0.1-10%), `felt:MAX%` (at most
+    /// MAX), `adaptive` (0.5% starvation target), `adaptive:P%` (or `adaptive:P`), `fixed:N` (N
     /// ticks beyond RTT/2, no jitter margin), and the peers' rules `lightyear` and
     /// `unity`.
     fn from_str(text: &str) -> Result<Self, Self::Err> {
@@ -27,10 +29,11 @@ impl FromStr for LeadPolicy {
         match text.split_once(':') {
             None => match text {
                 "adaptive" => Ok(LeadPolicy::ADAPTIVE),
+                "felt" => Ok(LeadPolicy::FELT),
                 "lightyear" => Ok(LeadPolicy::LIGHTYEAR),
                 "unity" => Ok(LeadPolicy::CommandAge),
                 _ => Err(bad(
-                    "expected adaptive, adaptive:P%, fixed:N, lightyear or unity",
+                    "expected felt, felt:MAX%, adaptive, adaptive:P%, fixed:N, lightyear or unity",
                 )),
             },
             Some(("adaptive", pct)) => {
@@ -46,6 +49,20 @@ impl FromStr for LeadPolicy {
                     starvation: pct / 100.0,
                 })
             }
+            Some(("felt", pct)) => {
+                let pct: f64 = pct
+                    .trim()
+                    .trim_end_matches('%')
+                    .parse()
+                    .map_err(|_| bad("the largest share is a percentage, e.g. felt:5%"))?;
+                if !(pct >= 0.1 && pct <= 50.0) {
+                    return Err(bad("the largest share must be in [0.1, 50] percent"));
+                }
+                Ok(LeadPolicy::Felt {
+                    min_starvation: 0.001,
+                    max_starvation: pct / 100.0,
+                })
+            }
             Some(("fixed", n)) => {
                 let n: f64 = n
                     .trim()
@@ -57,7 +74,7 @@ impl FromStr for LeadPolicy {
                 Ok(LeadPolicy::fixed(n))
             }
             Some(_) => Err(bad(
-                "expected adaptive, adaptive:P%, fixed:N, lightyear or unity",
+                "expected felt, felt:MAX%, adaptive, adaptive:P%, fixed:N, lightyear or unity",
             )),
         }
     }
@@ -68,6 +85,16 @@ impl fmt::Display for LeadPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             LeadPolicy::Adaptive { starvation } => write!(f, "adaptive:{}%", starvation * 100.0),
+            LeadPolicy::FELT => f.write_str("felt"),
+            LeadPolicy::Felt {
+                min_starvation,
+                max_starvation,
+            } => write!(
+                f,
+                "felt:{}-{}%",
+                min_starvation * 100.0,
+                max_starvation * 100.0
+            ),
             LeadPolicy::Fixed {
                 buffer_ticks,
                 jitter_factor: 0.0,
@@ -122,6 +149,19 @@ impl FromStr for DelayPolicy {
             }
             ("fixed", None) => Ok(DelayPolicy::CLASSIC),
             ("adaptive", None) => Ok(DelayPolicy::adaptive()),
+            ("felt", None) => Ok(DelayPolicy::felt()),
+            ("felt", Some(a)) => {
+                let pct = number(a, "the largest underrun share")?;
+                if pct > 100.0 {
+                    return Err(PolicyParseError(format!(
+                        "{text:?}: the largest underrun share is a percentage"
+                    )));
+                }
+                Ok(DelayPolicy::Felt {
+                    max_underrun: pct / 100.0,
+                    max_delay: Duration::from_millis(500),
+                })
+            }
             ("adaptive", Some(a)) => {
                 let pct = number(a, "the underrun target")?;
                 if pct > 100.0 {
@@ -132,7 +172,7 @@ impl FromStr for DelayPolicy {
                 Ok(DelayPolicy::adaptive_with_target(pct / 100.0))
             }
             _ => Err(PolicyParseError(format!(
-                "unknown interpolation policy {text:?} (expected fixed:N, adaptive or adaptive:P%)"
+                "unknown interpolation policy {text:?} (expected fixed:N, felt, felt:MAX%, adaptive or adaptive:P%)"
             ))),
         }
     }
@@ -149,6 +189,10 @@ impl fmt::Display for DelayPolicy {
                 // Through f64 and rounded, so 0.05% prints as typed, not as 0.049999997%.
                 let pct = (f64::from(target_underrun) * 1e6).round() / 1e4;
                 write!(f, "adaptive:{pct}%")
+            }
+            DelayPolicy::Felt { max_underrun, .. } => {
+                let pct = (f64::from(max_underrun) * 1e6).round() / 1e4;
+                write!(f, "felt:{pct}%")
             }
         }
     }

@@ -15,10 +15,18 @@ pub type ClientId = u64;
 pub enum MissingInput {
     /// Apply no input: the player waits for its connection to recover (the Unity physics
     /// prediction article's default).
-    #[default]
     Hold,
-    /// Apply the client's last known input again (smoother for held keys, wrong on releases).
+    /// Apply the client's last known input again, however long it is missing (smoother
+    /// for held keys, wrong on releases; kept as a baseline).
     RepeatLast,
+    /// Apply the game's guess from the client's last known input
+    /// ([`Input::guess`]: by default the last input for a few ticks, then none), and tell
+    /// the client which ticks were guessed, so its reconciliation replays what was
+    /// applied. A late input costs a misprediction only when the guess was wrong. The
+    /// default (Rocket League's rule: inputs repeated when missing, what was guessed
+    /// corrected on the client).
+    #[default]
+    Guess,
 }
 
 /// Server settings.
@@ -53,7 +61,7 @@ impl Default for ServerConfig {
             max_input_lead_ticks: 128,
             max_inputs_per_message: 64,
             max_snapshot_bytes: 64 * 1024,
-            missing_input: MissingInput::Hold,
+            missing_input: MissingInput::Guess,
             max_backlog_ticks: 8,
             channel: ChannelConfig::default(),
         }
@@ -111,6 +119,17 @@ pub struct TickInputs<I> {
     /// Each client's input, or `None` when it has none for this tick (per
     /// [`MissingInput`]), in client-id order.
     pub inputs: Vec<(ClientId, Option<I>)>,
+    /// The clients, in id order, whose input in `inputs` is the server's stand-in for one
+    /// that had not arrived ([`MissingInput::Guess`] or [`MissingInput::RepeatLast`]).
+    pub guessed: Vec<ClientId>,
+}
+
+impl<I> TickInputs<I> {
+    /// True when client `id` had its own input for this tick: not missing, not a guess.
+    pub fn is_fed(&self, id: ClientId) -> bool {
+        self.guessed.binary_search(&id).is_err()
+            && self.inputs.iter().any(|(c, i)| *c == id && i.is_some())
+    }
 }
 
 /// How far behind the newest sequence number a packet may be before the newest is
@@ -123,7 +142,13 @@ const INPUT_HISTORY: u32 = 64;
 
 struct ClientSlot<I> {
     inputs: TickBuffer<I>,
+    /// The newest input received and applied (never a guess).
     last_applied: Option<I>,
+    /// Ticks in a row simulated without an input, up to now.
+    missing_run: u32,
+    /// Which of the last 32 ticks simulated were starved: bit `i` is the tick `i` before
+    /// the newest one simulated (the form [`InputAck::starved`] carries).
+    starved_bits: u32,
     newest_input: Option<Tick>,
     /// Slack of the newest input message, in ticks.
     slack: Option<f64>,
@@ -236,6 +261,8 @@ impl<I: Input> ServerSession<I> {
             ClientSlot {
                 inputs: TickBuffer::new(cap, floor),
                 last_applied: None,
+                missing_run: 0,
+                starved_bits: 0,
                 newest_input: None,
                 slack: None,
                 worst_slack: None,
@@ -469,25 +496,35 @@ impl<I: Input> ServerSession<I> {
     pub fn next_tick(&mut self) -> Option<TickInputs<I>> {
         let tick = self.timestep.pop_tick()?;
         let policy = self.config.missing_input;
+        let mut guessed = Vec::new();
         let inputs = self
             .clients
             .iter_mut()
             .map(|(&id, c)| {
                 let got = c.inputs.get(tick).copied();
+                let started = c.first_input.is_some_and(|f| tick >= f);
+                c.starved_bits = (c.starved_bits << 1) | u32::from(got.is_none() && started);
                 let applied = match got {
                     Some(i) => {
                         c.stats.ticks_with_input += 1;
                         c.last_applied = Some(i);
+                        c.missing_run = 0;
                         Some(i)
                     }
                     None => {
-                        if c.first_input.is_some_and(|f| tick >= f) {
+                        if started {
                             c.stats.ticks_starved += 1;
                         }
-                        match policy {
+                        c.missing_run = c.missing_run.saturating_add(1);
+                        let guess = match policy {
                             MissingInput::Hold => None,
                             MissingInput::RepeatLast => c.last_applied,
+                            MissingInput::Guess => c.last_applied.map(|i| i.guess(c.missing_run)),
+                        };
+                        if guess.is_some() {
+                            guessed.push(id);
                         }
+                        guess
                     }
                 };
                 // Keep a window of applied ticks so late duplicates are recognised.
@@ -496,7 +533,11 @@ impl<I: Input> ServerSession<I> {
                 (id, applied)
             })
             .collect();
-        Some(TickInputs { tick, inputs })
+        Some(TickInputs {
+            tick,
+            inputs,
+            guessed,
+        })
     }
 
     /// Sends a snapshot every `interval` ticks from now on (a live snapshot-rate change:
@@ -579,6 +620,7 @@ impl<I: Input> ServerSession<I> {
             return Err(ProtocolError::SnapshotAlreadySent(current));
         }
         client.snapshot_sent = Some(current);
+        let policy = self.config.missing_input;
         let echo = client.echo.map(|(t, at)| PingEcho {
             client_time_us: t,
             hold_us: u32::try_from(now.saturating_sub(at).as_micros()).unwrap_or(u32::MAX),
@@ -601,6 +643,9 @@ impl<I: Input> ServerSession<I> {
                 // expand: it takes it as no acknowledgement.
                 acked_through: through.map_or(Seq16(u16::MAX), Tick::to_wire),
                 input_slack: (slack * 256.0).round().clamp(-1e9, 1e9) as i32,
+                // The ticks before the current one: bit 0 is the newest simulated.
+                starved: client.starved_bits,
+                guessed: policy != MissingInput::Hold,
             }
         });
         // The message section rides fragment 0, out of its room, within the fragments the

@@ -7,7 +7,7 @@ use std::time::Duration;
 ///
 /// The client must simulate tick `n` early enough that its input for `n` reaches the
 /// server before the server steps `n`: lead = one-way delay + a jitter margin + an input
-/// buffer. [`LeadPolicy::Adaptive`] (the default) sizes all of it from the server's
+/// buffer. [`LeadPolicy::Felt`] (the default) and [`LeadPolicy::Adaptive`] size all of it from the server's
 /// reports of how early inputs arrive; the other variants are fixed buffers and the
 /// rules of two peers, kept so that `lagless sweep-input` can compare them on one link.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -28,6 +28,18 @@ pub enum LeadPolicy {
     Adaptive {
         /// Target share of server ticks without our input.
         starvation: f64,
+    },
+    /// [`LeadPolicy::Adaptive`] with the starvation share chosen by what the player
+    /// feels: the share within `min_starvation..=max_starvation` whose lead costs least,
+    /// a tick of lead costing what it adds to every prediction's error and a starved tick
+    /// what the server's wrong guesses cost ([`crate::ClientSession::set_lead_costs`],
+    /// which the replication layer's client measures from its own corrections). Until
+    /// costs are given it holds 0.5%.
+    Felt {
+        /// The least share of server ticks it may choose to starve.
+        min_starvation: f64,
+        /// The largest.
+        max_starvation: f64,
     },
     /// lightyear's rule (0.29): `RTT/2 + jitter_factor * jitter + buffer_ticks`, from the
     /// client's own pings alone (the RTT mean deviation as jitter), with no feedback from
@@ -57,6 +69,13 @@ impl LeadPolicy {
     /// The default adaptive policy: 0.5% starvation.
     pub const ADAPTIVE: LeadPolicy = LeadPolicy::Adaptive { starvation: 0.005 };
 
+    /// The felt policy with its default range: 0.1% to 10% of ticks starved (the runs
+    /// that chose the top: docs/lead.md, "The felt lead").
+    pub const FELT: LeadPolicy = LeadPolicy::Felt {
+        min_starvation: 0.001,
+        max_starvation: 0.1,
+    };
+
     /// lightyear's rule with its constants (4 jitters + 1 tick).
     pub const LIGHTYEAR: LeadPolicy = LeadPolicy::PingOnly {
         buffer_ticks: 1.0,
@@ -66,7 +85,7 @@ impl LeadPolicy {
 
 impl Default for LeadPolicy {
     fn default() -> Self {
-        LeadPolicy::ADAPTIVE
+        LeadPolicy::FELT
     }
 }
 
@@ -188,6 +207,10 @@ impl ClockSync {
             last_slack_at: None,
             adaptive: match config.lead {
                 LeadPolicy::Adaptive { starvation } => Some(AdaptiveLead::new(starvation)),
+                LeadPolicy::Felt {
+                    min_starvation,
+                    max_starvation,
+                } => Some(AdaptiveLead::felt(0.005, min_starvation, max_starvation)),
                 _ => None,
             },
             command_age: None,
@@ -245,14 +268,21 @@ impl ClockSync {
     /// Feeds one *need* (in ticks): the lead the inputs whose slack the server just
     /// reported would have needed to arrive just in time (our lead when we sent the
     /// message it echoes, minus the `slack`), standing for `ticks` ticks (the messages
-    /// since the previous report's). Only [`LeadPolicy::Adaptive`] uses it.
+    /// since the previous report's). Only [`LeadPolicy::Adaptive`] and [`LeadPolicy::Felt`] use it.
     pub fn on_need(&mut self, need: f64, slack: f64, ticks: usize) {
         if let Some(a) = &mut self.adaptive {
             a.add_report(need, slack, ticks);
         }
     }
 
-    /// The adaptive policy's state, with [`LeadPolicy::Adaptive`].
+    /// Gives the felt policy its costs ([`AdaptiveLead::set_costs`]); others ignore them.
+    pub fn set_lead_costs(&mut self, per_lead_tick: f64, per_starved_tick: f64) {
+        if let Some(a) = &mut self.adaptive {
+            a.set_costs(per_lead_tick, per_starved_tick);
+        }
+    }
+
+    /// The adaptive policy's state, with [`LeadPolicy::Adaptive`] or [`LeadPolicy::Felt`].
     pub fn adaptive(&self) -> Option<&AdaptiveLead> {
         self.adaptive.as_ref()
     }
@@ -389,7 +419,7 @@ impl ClockSync {
                 buffer_ticks,
                 jitter_factor,
             } => one_way + jitter_factor * deviation / 2.0 + buffer_ticks + self.correction,
-            LeadPolicy::Adaptive { .. } => {
+            LeadPolicy::Adaptive { .. } | LeadPolicy::Felt { .. } => {
                 // Until the server's reports tell, a generous buffer on top of the RTT
                 // (four deviations and four ticks): catching up later costs starved
                 // ticks, coming down costs nothing.

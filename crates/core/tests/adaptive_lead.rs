@@ -39,11 +39,8 @@ fn client(lead: LeadPolicy) -> ClientConfig {
 }
 
 #[test]
-fn the_default_is_adaptive_at_half_a_percent() {
-    assert_eq!(
-        ClientConfig::default().sync.lead,
-        LeadPolicy::Adaptive { starvation: 0.005 }
-    );
+fn the_default_is_the_felt_lead() {
+    assert_eq!(ClientConfig::default().sync.lead, LeadPolicy::FELT);
 }
 
 #[test]

@@ -446,6 +446,8 @@ fn control_packet(h: &Harness, echo: Option<PingEcho>, acked_through: Option<Seq
         input_ack: acked_through.map(|a| InputAck {
             acked_through: a,
             input_slack: 0,
+            starved: 0,
+            guessed: false,
         }),
         index: 0,
         count: 1,

@@ -469,7 +469,7 @@ impl Default for RunConfig {
             prediction_limits: PredictionConfig::default(),
             smoothing: SmoothingConfig::default(),
             naive_sample: 8,
-            interpolation: DelayPolicy::adaptive(),
+            interpolation: DelayPolicy::felt(),
             playback: crate::playback::PlaybackSettings::default(),
             interpolation_shadows: vec![DelayPolicy::CLASSIC],
             rocket: lagless_scenes::rocket::predict::PredictPolicy::default(),

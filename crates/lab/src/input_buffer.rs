@@ -2,7 +2,7 @@
 //! forms of a lead policy and of an outage, and the measurements a run reports on them
 //! (`sync.lead_ms_mean`, `input.delay_ms_mean`, `sync.recover_ms_max`; see docs/metrics.md).
 
-use crate::metrics::Report;
+use crate::metrics::{Metric, Report};
 use lagless_core::{LeadPolicy, Tick};
 use lagless_netem::{Direction, Outage, OutageMode};
 use std::collections::{BTreeMap, VecDeque};
@@ -101,6 +101,10 @@ const IN_STEP_TICKS: f64 = 1.0;
 /// ... and no tick starved, for this long.
 const QUIET: Duration = Duration::from_millis(500);
 
+/// The span at the end of a link's time whose mean lead is its level, for
+/// `sync.settle_ms`.
+const SETTLE_LEVEL: Duration = Duration::from_secs(10);
+
 /// Lead samples are taken this often.
 const LEAD_SAMPLE: Duration = Duration::from_millis(10);
 
@@ -120,6 +124,9 @@ struct ClientProbe {
     /// the lead its policy asks for) and starved tick times around the events.
     tracking: VecDeque<(Duration, f64)>,
     starved: Vec<Duration>,
+    /// The lead over the server's true position beyond RTT/2 (time, ms), every sample,
+    /// with events to measure [`SyncProbe::settle_ms`] against.
+    leads: Vec<(Duration, f64)>,
 }
 
 /// Measures the clients' lead and input delay during a run, and how long they take to
@@ -188,6 +195,9 @@ impl SyncProbe {
         let beyond_ms = lead_ticks / hz * 1000.0 - rtt.as_secs_f64() * 500.0;
         c.lead_sum_ms += beyond_ms;
         c.lead_samples += 1;
+        if !self.events.is_empty() {
+            c.leads.push((now, beyond_ms));
+        }
         if let (true, Some(err)) = (watched, tracking) {
             c.tracking.push_back((now, err));
         }
@@ -264,8 +274,45 @@ impl SyncProbe {
         seen.then(|| RECOVERY_WATCH.as_secs_f64() * 1000.0)
     }
 
+    /// How long after event `e` client `c`'s lead (beyond RTT/2) settled on the level it
+    /// held before the next event (or the run's end): the mean over the last
+    /// [`SETTLE_LEVEL`] of that span. Settled is within 10% of the level (at least a
+    /// tick's worth) for [`QUIET`]; `None` without samples.
+    fn settle_ms(&self, c: &ClientProbe, e: Duration) -> Option<f64> {
+        let end = self
+            .events
+            .iter()
+            .find(|n| **n > e)
+            .copied()
+            .unwrap_or(Duration::MAX);
+        let span: Vec<(Duration, f64)> = c
+            .leads
+            .iter()
+            .filter(|(t, _)| *t >= e && *t < end)
+            .copied()
+            .collect();
+        let last = span.last()?.0;
+        let tail: Vec<f64> = span
+            .iter()
+            .filter(|(t, _)| *t + SETTLE_LEVEL >= last)
+            .map(|(_, l)| *l)
+            .collect();
+        let level = tail.iter().sum::<f64>() / tail.len() as f64;
+        let band = (level.abs() * 0.1).max(1000.0 / self.tick_hz);
+        let within = |l: f64| (l - level).abs() <= band;
+        span.iter()
+            .enumerate()
+            .find(|(i, (t, _))| {
+                span[*i..]
+                    .iter()
+                    .take_while(|(u, _)| *u <= *t + QUIET)
+                    .all(|(_, l)| within(*l))
+            })
+            .map(|(_, (t, _))| t.saturating_sub(e).as_secs_f64() * 1000.0)
+    }
+
     /// Writes `sync.lead_ms_mean`, `input.delay_ms_mean` and (with events)
-    /// `sync.recover_ms_max` into `r`.
+    /// `sync.recover_ms_max` and `sync.settle_ms` into `r`.
     pub fn fill(&self, r: &mut Report) {
         let (mut lead, mut leads, mut delay, mut delays) = (0.0, 0u64, 0.0, 0u64);
         for c in &self.clients {
@@ -289,6 +336,22 @@ impl SyncProbe {
                 .flat_map(|e| self.clients.iter().filter_map(|c| Self::recovery_ms(c, *e)))
                 .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
             r.number("sync.recover_ms_max", worst);
+            // Per event, the slowest client: `60s: 420 ms, 120s: 730 ms`.
+            let settle: Vec<String> = self
+                .events
+                .iter()
+                .filter_map(|e| {
+                    let worst = self
+                        .clients
+                        .iter()
+                        .filter_map(|c| self.settle_ms(c, *e))
+                        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))?;
+                    Some(format!("{}s: {worst:.0} ms", e.as_secs_f64()))
+                })
+                .collect();
+            if !settle.is_empty() {
+                r.set("sync.settle_ms", Metric::Text(settle.join(", ")));
+            }
         }
     }
 }
@@ -365,5 +428,35 @@ mod tests {
         assert!((recover - 510.0).abs() < 1e-6, "{recover}");
         let lead = r.get_f64("sync.lead_ms_mean").expect("measured");
         assert!((lead - 2.0 / 64.0 * 1000.0).abs() < 1e-6, "{lead}");
+    }
+
+    #[test]
+    fn settling_is_the_time_until_the_lead_holds_its_new_level() {
+        let ms = Duration::from_millis;
+        let mut p = SyncProbe::new(1, 64, vec![ms(1000)]);
+        for k in 0..3000u64 {
+            let now = ms(k * 10);
+            // 20 ticks ahead until 1 s, then down by a tick every 100 ms to 4 ticks
+            // (2.6 s), where it stays.
+            let ahead = if now < ms(1000) {
+                20.0
+            } else {
+                (20.0 - (k as f64 - 100.0) / 10.0).max(4.0)
+            };
+            let position = now.as_secs_f64() * 64.0 + ahead;
+            p.client_ticks(
+                0,
+                now,
+                (Tick(0), Tick(0)),
+                (Some(position), Some(ms(0)), None),
+            );
+        }
+        let mut r = Report::default();
+        p.fill(&mut r);
+        let Some(Metric::Text(settle)) = r.get("sync.settle_ms") else {
+            panic!("no settle time");
+        };
+        // Within a tick of 4 from 5 ticks ahead: 1.5 s after the change.
+        assert_eq!(settle, "1s: 1500 ms");
     }
 }

@@ -365,8 +365,11 @@ impl NetArgs {
 enum MissingInputArg {
     /// Apply no input (the player waits).
     Hold,
-    /// Repeat the last input.
+    /// Repeat the last input, however long it is missing.
     Repeat,
+    /// The game's guess from the last input (repeated a few ticks, then let go), told to
+    /// the client so its replay matches.
+    Guess,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -427,10 +430,12 @@ struct RunArgs {
     #[arg(long)]
     tick_hz: Option<u32>,
     /// How far ahead of the server the client runs (its input buffer at the server):
+    /// `felt` (the lead of least felt cost: a tick of lead against a late input's
+    /// misprediction, as the client measures them; 0.1-10% of ticks starved), `felt:MAX%`,
     /// `adaptive` (the least lead that keeps `server.input_starved_pct` at 0.5%),
     /// `adaptive:P%`, `fixed:N` (N ticks beyond RTT/2), or the peers' rules `lightyear`
     /// (RTT/2 + 4 jitter + 1 tick, from pings) and `unity` (command age fed back).
-    #[arg(long, default_value = "adaptive", value_parser = lagless_lab::input_buffer::parse_lead_policy)]
+    #[arg(long, default_value = "felt", value_parser = lagless_lab::input_buffer::parse_lead_policy)]
     input_buffer: LeadPolicy,
     /// The older fixed form: N ticks of input buffered at the server beyond the one-way
     /// delay, plus one RTT deviation (overrides `--input-buffer`).
@@ -441,7 +446,7 @@ struct RunArgs {
     #[arg(long = "outage", value_name = "START:SECS[:DIR][:MODE]", value_parser = lagless_lab::input_buffer::OutageSpec::parse)]
     outages: Vec<lagless_lab::input_buffer::OutageSpec>,
     /// What the server does when a client's input is missing.
-    #[arg(long, value_enum, default_value = "hold")]
+    #[arg(long, value_enum, default_value = "guess")]
     missing_input: MissingInputArg,
     #[command(flatten)]
     net: NetArgs,
@@ -486,9 +491,12 @@ struct RunArgs {
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
-    /// Delay policy for showing the other players (with two or more clients):
-    /// `adaptive` (1% underrun target), `adaptive:P%`, or `fixed:N` send intervals.
-    #[arg(long, default_value = "adaptive", value_parser = lagless_lab::playback::parse_policy)]
+    /// Delay policy for showing the other players (with two or more clients): `felt`
+    /// (the underrun target of least felt cost, a tick of delay against the others'
+    /// jump when an underrun ends, as the client measures them; at most 8%),
+    /// `felt:MAX%`, `adaptive` (1% underrun target), `adaptive:P%`, or `fixed:N` send
+    /// intervals.
+    #[arg(long, default_value = "felt", value_parser = lagless_lab::playback::parse_policy)]
     interpolation: DelayPolicy,
     #[command(flatten)]
     playback: PlaybackArgs,

@@ -93,6 +93,7 @@ fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
     config.server.missing_input = match a.missing_input {
         MissingInputArg::Hold => MissingInput::Hold,
         MissingInputArg::Repeat => MissingInput::RepeatLast,
+        MissingInputArg::Guess => MissingInput::Guess,
     };
     config.prediction = !a.no_prediction;
     config.predict.mode = match a.prediction_mode {

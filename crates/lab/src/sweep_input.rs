@@ -217,7 +217,11 @@ fn replay_one(
         }
         server.update(now);
         while let Some(t) = server.next_tick() {
-            let input = t.inputs.first().and_then(|(_, i)| *i);
+            let input = t
+                .inputs
+                .first()
+                .and_then(|(_, i)| *i)
+                .filter(|_| t.is_fed(1));
             let started = server
                 .client_stats(1)
                 .is_some_and(|s| s.ticks_with_input + s.ticks_starved > 0);

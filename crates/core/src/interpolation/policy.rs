@@ -60,9 +60,29 @@ pub enum DelayPolicy {
         /// statistics, so they cost underruns beyond the target rather than delay.
         max_delay: Duration,
     },
+    /// [`DelayPolicy::Adaptive`] with its underrun target chosen by what the player
+    /// feels: among targets up to `max_underrun`, the one whose delay costs least, a tick
+    /// of delay priced as what the game says a tick of felt latency costs, an underrun
+    /// tick as what it says an underrun costs (the jump when real snapshots return), both
+    /// given by [`InterpolationBuffer::set_costs`](super::InterpolationBuffer::set_costs);
+    /// the replication layer's client measures them. 1% until costs are given.
+    Felt {
+        /// The largest underrun share it may choose.
+        max_underrun: f32,
+        /// As for [`DelayPolicy::Adaptive`].
+        max_delay: Duration,
+    },
 }
 
 impl DelayPolicy {
+    /// The felt policy with its defaults: at most 8% underrun, at most 500 ms.
+    pub fn felt() -> Self {
+        DelayPolicy::Felt {
+            max_underrun: 0.08,
+            max_delay: Duration::from_millis(500),
+        }
+    }
+
     /// Source 003's rule of thumb: three send intervals.
     pub const CLASSIC: DelayPolicy = DelayPolicy::Fixed { intervals: 3.0 };
 
@@ -82,8 +102,10 @@ impl DelayPolicy {
 }
 
 impl Default for DelayPolicy {
+    /// [`DelayPolicy::felt`]: [`DelayPolicy::adaptive`] until the game (or the replication
+    /// layer's client) gives it costs.
     fn default() -> Self {
-        Self::adaptive()
+        Self::felt()
     }
 }
 
@@ -144,6 +166,27 @@ impl Delay {
                 config,
                 period,
             ))),
+            DelayPolicy::Felt {
+                max_underrun,
+                max_delay,
+            } => Delay::Adaptive(Box::new(
+                AdaptiveDelay::new(0.01, max_delay, config, period).felt(max_underrun),
+            )),
+        }
+    }
+
+    /// Gives the felt policy its costs; the others ignore them.
+    pub(crate) fn set_costs(&mut self, per_delay_tick: f64, per_underrun_tick: f64) {
+        if let Delay::Adaptive(adaptive) = self {
+            adaptive.set_costs(per_delay_tick, per_underrun_tick);
+        }
+    }
+
+    /// The underrun share the adaptive policies aim at now; `None` for a fixed one.
+    pub(crate) fn target_underrun(&self) -> Option<f64> {
+        match self {
+            Delay::Fixed(_) => None,
+            Delay::Adaptive(adaptive) => Some(adaptive.target_underrun()),
         }
     }
 

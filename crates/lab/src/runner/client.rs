@@ -288,6 +288,18 @@ impl<S: LabScene> ClientSim<S> {
         }
     }
 
+    /// The underrun share the interpolation policy aims at now (the felt one's choice),
+    /// and what an underrun tick was measured to cost (metres); the delta pipeline only.
+    pub(crate) fn underrun_choice(&self) -> (Option<f64>, Option<f64>) {
+        match &self.game {
+            Some(g) => (
+                g.client.interpolation().target_underrun(),
+                g.client.underrun_costs().per_underrun_tick(),
+            ),
+            None => (None, None),
+        }
+    }
+
     /// How far behind the newest snapshot the others are shown.
     pub(crate) fn interpolation_delay(&self) -> Option<Duration> {
         match &self.game {
@@ -297,6 +309,12 @@ impl<S: LabScene> ClientSim<S> {
     }
 
     /// Packets and snapshots refused.
+    /// What a tick of lead and a late input cost this player, as the library's client
+    /// measured them (the delta pipeline only).
+    pub(crate) fn felt_costs(&self) -> Option<&lagless_replication::FeltCosts> {
+        self.game.as_ref().map(|g| g.client.felt_costs())
+    }
+
     pub(crate) fn refused(&self) -> u64 {
         match &self.game {
             Some(g) => g.packet_errors,

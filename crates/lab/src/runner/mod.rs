@@ -185,9 +185,11 @@ pub(crate) fn fed<I: lagless_core::Input>(
 ) -> Vec<Option<bool>> {
     step.inputs
         .iter()
-        .map(|(id, input)| {
+        .map(|(id, _)| {
+            // A guessed input is not the client's: its own arrived too late or never.
+            let fed = step.is_fed(*id);
             let started = server.client_stats(*id)?.ticks_with_input > 0;
-            (started || input.is_some()).then_some(input.is_some())
+            (started || fed).then_some(fed)
         })
         .collect()
 }

@@ -231,6 +231,26 @@ pub(crate) fn interpolation_buffers<S: LabScene>(
         "interpolation.underrun_pct",
         per_client(|s| s.underrun_ratio() * 100.0),
     );
+    let chosen: Vec<(Option<f64>, Option<f64>)> =
+        clients.iter().map(ClientSim::underrun_choice).collect();
+    r.number(
+        "interpolation.underrun_target_pct",
+        mean(
+            &chosen
+                .iter()
+                .filter_map(|c| Some(c.0? * 100.0))
+                .collect::<Vec<_>>(),
+        ),
+    );
+    r.number(
+        "feel.underrun_tick_cost_cm",
+        mean(
+            &chosen
+                .iter()
+                .filter_map(|c| Some(c.1? * 100.0))
+                .collect::<Vec<_>>(),
+        ),
+    );
     r.number(
         "interpolation.stretched_pct",
         per_client(|s| s.stretched_ratio() * 100.0),
@@ -376,8 +396,28 @@ pub(crate) fn sync<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) {
                 .sum(),
         ),
     );
+    r.number(
+        "sync.lead_starvation_chosen_pct",
+        per_client(&|c| Some(adaptive(c)?.chosen_share() * 100.0)),
+    );
+    r.number(
+        "feel.lead_tick_cost_cm",
+        per_client(&|c| Some(c.felt_costs()?.per_lead_tick()? * 100.0)),
+    );
+    r.number(
+        "feel.wrong_tick_cost_cm",
+        per_client(&|c| Some(c.felt_costs()?.per_wrong_tick()? * 100.0)),
+    );
     let stats: Vec<ClientStats> = clients.iter().map(|c| c.session().stats()).collect();
     let sum = |f: fn(&ClientStats) -> u64| Metric::Count(stats.iter().map(f).sum());
+    let (starved, wrong) = (
+        stats.iter().map(|s| s.ticks_starved).sum::<u64>(),
+        stats.iter().map(|s| s.guesses_wrong).sum::<u64>(),
+    );
+    r.number(
+        "input.guesses_wrong_pct",
+        (starved > 0).then(|| wrong as f64 * 100.0 / starved as f64),
+    );
     r.set("sync.clock_jumps", sum(|s| s.clock_jumps));
     r.set("client.snapshots_received", sum(|s| s.snapshots_received));
     r.set("client.snapshots_abandoned", sum(|s| s.snapshots_abandoned));

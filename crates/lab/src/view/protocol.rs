@@ -170,10 +170,13 @@ pub fn parse_knob(name: &str, value: &Value, tick_hz: u32) -> Result<Knob, Strin
     })
 }
 
-/// `adaptive`, or `fixedN` (N send intervals, 0 to [`MAX_FIXED_INTERVALS`]).
+/// `adaptive`, `felt`, or `fixedN` (N send intervals, 0 to [`MAX_FIXED_INTERVALS`]).
 pub fn parse_policy(name: &str) -> Result<DelayPolicy, String> {
     if name == "adaptive" {
         return Ok(DelayPolicy::adaptive());
+    }
+    if name == "felt" {
+        return Ok(DelayPolicy::felt());
     }
     let intervals = name
         .strip_prefix("fixed")
@@ -192,6 +195,7 @@ pub fn policy_name(policy: &DelayPolicy) -> String {
     match policy {
         DelayPolicy::Fixed { intervals } => format!("fixed{intervals}"),
         DelayPolicy::Adaptive { .. } => "adaptive".into(),
+        DelayPolicy::Felt { .. } => "felt".into(),
     }
 }
 

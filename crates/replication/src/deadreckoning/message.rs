@@ -522,9 +522,10 @@ mod tests {
         (
             any::<u32>(),
             0u32..1_000_000,
-            -2048.0f32..2048.0,
-            -256.0f32..256.0,
-            -2048.0f32..2048.0,
+            // Within the codec's range, whose top is one step below the bound.
+            -2048.0f32..2048.0 - POS_RES,
+            -256.0f32..256.0 - POS_RES,
+            -2048.0f32..2048.0 - POS_RES,
             -10.0f32..10.0,
             prop::option::of((0.0f32..=limits.max_speed, 50u64..10_000, 0u64..1000)),
         )

@@ -1,5 +1,6 @@
 //! The game client's side of the high-level API.
 
+use super::felt::{FeltCosts, UNDERRUN_SAMPLE, UnderrunCosts};
 use super::{NetConfig, NetError};
 use crate::client::{ClientConfig, EntityEvent, ReplicationClient};
 use crate::deadreckoning::{DrCodec, DrMessage, DrReceiver};
@@ -189,6 +190,12 @@ pub struct Client<W: PredictedWorld> {
     pending_essential: Option<(Tick, ReplicationClient)>,
     /// The render tick of the newest [`Client::render`].
     render_tick: Option<f64>,
+    /// What a tick of lead and a late input cost, from the corrections seen.
+    felt: FeltCosts,
+    /// What an underrun of the interpolation buffer costs, from the jumps seen.
+    underruns: UnderrunCosts,
+    /// The newest tick reconciled with, for the wrong ticks each reconciliation covers.
+    reconciled: Option<Tick>,
     stats: ClientNetStats,
 }
 
@@ -234,6 +241,9 @@ impl<W: PredictedWorld> Client<W> {
             snapshot_events: config.snapshot_events,
             pending_essential: None,
             render_tick: None,
+            felt: FeltCosts::default(),
+            underruns: UnderrunCosts::default(),
+            reconciled: None,
             stats: ClientNetStats::default(),
         })
     }
@@ -434,15 +444,18 @@ impl<W: PredictedWorld> Client<W> {
         let session = &self.session;
         let inputs = |t: Tick| session.input(t);
         let confirmed = essential.unwrap_or(&self.replication);
+        let present = self.predictor.present();
         let outcome = self
             .predictor
             .reconcile(&mut self.world, tick, confirmed, &inputs);
+        let mut moved = 0.0f32;
         if matches!(
             outcome,
             Reconciled::RolledBack { .. } | Reconciled::Resynced { .. }
         ) {
             for (id, old) in predicted.into_iter().zip(before) {
                 if let (Some(old), Some(new)) = (old, self.world.pose(id)) {
+                    moved = moved.max(distance(old.position, new.position));
                     self.smoother(id).correct(
                         old.position,
                         old.rotation,
@@ -452,6 +465,54 @@ impl<W: PredictedWorld> Client<W> {
                 }
             }
         }
+        if matches!(
+            outcome,
+            Reconciled::Confirmed | Reconciled::RolledBack { .. }
+        ) {
+            self.take_felt_cost(tick, present, moved);
+        }
+    }
+
+    /// Counts one reconciliation's correction toward the felt costs, and gives the session
+    /// the costs as they now stand.
+    fn take_felt_cost(&mut self, tick: Tick, present: Option<Tick>, moved: f32) {
+        let after = self.reconciled.replace(tick);
+        let (Some(after), Some(present)) = (after, present) else {
+            return;
+        };
+        let wrong = self.session.guesses_wrong_between(after, tick);
+        let horizon = present.diff(tick).max(0) as f64;
+        self.felt.record(f64::from(moved), horizon, wrong);
+        if let (Some(lead), Some(wrong)) = (self.felt.per_lead_tick(), self.felt.per_wrong_tick()) {
+            self.session.set_lead_costs(lead, wrong);
+        }
+    }
+
+    /// Counts one frame toward what an underrun costs, and gives the interpolation buffer
+    /// its costs as they now stand: a tick of delay priced as a tick of lead (each is a
+    /// tick of the felt latency), an underrun tick by its jump.
+    fn take_underrun_cost(&mut self, shown: &[(u32, [f32; 3])], underrun: bool, elapsed: Duration) {
+        let ticks = elapsed.as_secs_f64() * f64::from(self.session.config().tick_hz);
+        self.underruns.frame(shown, underrun, ticks);
+        if let (Some(delay), Some(jump)) = (
+            self.felt.per_lead_tick(),
+            self.underruns.per_underrun_tick(),
+        ) {
+            self.interpolation.set_costs(delay, jump);
+        }
+    }
+
+    /// What an underrun of the interpolation buffer costs this client's player, as
+    /// measured from the jumps of the others on screen
+    /// ([`lagless_core::interpolation::DelayPolicy::Felt`] chooses its delay by it).
+    pub fn underrun_costs(&self) -> &UnderrunCosts {
+        &self.underruns
+    }
+
+    /// What a tick of lead and a late input cost this client's player, as measured from
+    /// its corrections ([`lagless_core::LeadPolicy::Felt`] chooses its lead by them).
+    pub fn felt_costs(&self) -> &FeltCosts {
+        &self.felt
     }
 
     fn predicted_ids(&self) -> impl Iterator<Item = u32> + '_ {
@@ -533,6 +594,7 @@ impl<W: PredictedWorld> Client<W> {
             .collect();
         // The interpolated entities and the latest ones, in id order.
         let ids: BTreeSet<u32> = interpolated.ids().chain(latest.iter().copied()).collect();
+        let mut watched = Vec::with_capacity(UNDERRUN_SAMPLE);
         for id in ids {
             if latest.contains(&id) {
                 if let Some(e) = self.replication.get(id) {
@@ -546,11 +608,15 @@ impl<W: PredictedWorld> Client<W> {
                     // The buffer's blend is handed on, not copied again.
                     frame.push_generation(id, generation, kind, values);
                     if let Some(p) = interpolated.pose(id) {
+                        if watched.len() < UNDERRUN_SAMPLE {
+                            watched.push((id, p.position));
+                        }
                         raw.insert(id, p);
                     }
                 }
             }
         }
+        self.take_underrun_cost(&watched, underrun, elapsed);
         let predicted: Vec<u32> = self.predicted_ids().collect();
         for id in predicted {
             if let Some(p) = self.world.pose(id) {
@@ -715,4 +781,13 @@ impl<W: PredictedWorld> Client<W> {
     pub fn stats(&self) -> &ClientNetStats {
         &self.stats
     }
+}
+
+/// The straight-line distance between two positions.
+fn distance(a: [f32; 3], b: [f32; 3]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y) * (x - y))
+        .sum::<f32>()
+        .sqrt()
 }

@@ -12,9 +12,11 @@
 //! [`lagless_core::ProtocolError::TickRateMismatch`] on both ends.
 
 mod client;
+mod felt;
 mod server;
 
 pub use client::{Client, ClientNetStats, Policy, PredictedWorld, Render, Spectator};
+pub use felt::{FeltCosts, PRIOR_WRONG_TICK_IN_LEAD_TICKS, UNDERRUN_SAMPLE, UnderrunCosts};
 pub use server::{CharacterRelevance, DepartedClient, Latency, Server, SnapshotCounters};
 
 use crate::budget::BudgetConfig;

@@ -81,6 +81,22 @@ impl ShooterInput {
 }
 
 impl Input for ShooterInput {
+    /// Movement and aim are held (a player keeps running and aiming for a few ticks), a
+    /// trigger never is: a repeated shot would be one the player did not fire. After
+    /// [`lagless_core::GUESS_REPEAT_TICKS`] the player stops.
+    fn guess(&self, missing: u32) -> Self {
+        if missing <= lagless_core::GUESS_REPEAT_TICKS {
+            Self {
+                fire: 0,
+                shot: 0,
+                spawn_id: 0,
+                ..*self
+            }
+        } else {
+            Self::default()
+        }
+    }
+
     fn encode(&self, w: &mut Writer) {
         w.write_u8(self.keys | (self.fire << 4));
         w.write_u32(self.aim[0]);

@@ -60,7 +60,21 @@ pub(crate) struct AdaptiveDelay {
     /// window holds: the delay is at least what they alone call for.
     since_worse: Option<ArrivalWindow>,
     lag: Option<f64>,
+    /// With [`DelayPolicy::Felt`](super::DelayPolicy::Felt): the largest underrun share
+    /// it may choose.
+    felt: Option<f64>,
+    /// The felt cost of a tick of delay and of an underrun tick.
+    costs: Option<(f64, f64)>,
+    /// Arrivals since the felt target was last chosen.
+    since_choice: usize,
 }
+
+/// The underrun targets the felt policy chooses among.
+const FELT_TARGETS: [f64; 8] = [0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12];
+
+/// Arrivals between two choices of the felt target (each choice costs a search per
+/// candidate; the window moves little in half a second).
+const FELT_CHOICE_ARRIVALS: usize = 32;
 
 impl AdaptiveDelay {
     /// The policy `DelayPolicy::Adaptive { target_underrun, max_delay }` with the rest of
@@ -89,6 +103,65 @@ impl AdaptiveDelay {
             window: ArrivalWindow::new(config.history),
             since_worse: None,
             lag: None,
+            felt: None,
+            costs: None,
+            since_choice: 0,
+        }
+    }
+
+    /// The felt policy: the target chosen by cost, up to `max_underrun`.
+    pub(crate) fn felt(mut self, max_underrun: f32) -> Self {
+        let max = if max_underrun.is_finite() {
+            f64::from(max_underrun).clamp(FELT_TARGETS[0], 1.0)
+        } else {
+            0.08
+        };
+        self.felt = Some(max);
+        self
+    }
+
+    /// The felt costs (ignored unless felt; non-finite or negative ones ignored).
+    pub(crate) fn set_costs(&mut self, per_delay_tick: f64, per_underrun_tick: f64) {
+        let valid = |c: f64| c.is_finite() && c >= 0.0;
+        if self.felt.is_some() && valid(per_delay_tick) && valid(per_underrun_tick) {
+            if self.costs.is_none() {
+                self.since_choice = FELT_CHOICE_ARRIVALS;
+            }
+            self.costs = Some((per_delay_tick, per_underrun_tick));
+        }
+    }
+
+    /// The underrun share aimed at now.
+    pub(crate) fn target_underrun(&self) -> f64 {
+        self.target.underrun
+    }
+
+    /// Chooses the felt target: the candidate whose lag over the window, in ticks, times
+    /// a delay tick's cost, plus its underrun share times an underrun tick's, is least.
+    fn choose(&mut self, min_miss: f64, stretch: Option<Stretch>) {
+        let (Some(max), Some((per_delay, per_underrun))) = (self.felt, self.costs) else {
+            return;
+        };
+        if self.since_choice < FELT_CHOICE_ARRIVALS || self.warming_up() {
+            return;
+        }
+        self.since_choice = 0;
+        let mut best: Option<(f64, f64)> = None;
+        for underrun in FELT_TARGETS.into_iter().filter(|u| *u <= max) {
+            let target = Target {
+                underrun,
+                ..self.target
+            };
+            let Some(lag) = self.window.lag(&target, min_miss, stretch) else {
+                return;
+            };
+            let cost = lag / self.target.period * per_delay + underrun * per_underrun;
+            if best.is_none_or(|(c, _)| cost < c) {
+                best = Some((cost, underrun));
+            }
+        }
+        if let Some((_, underrun)) = best {
+            self.target.underrun = underrun;
         }
     }
 
@@ -107,6 +180,8 @@ impl AdaptiveDelay {
         }
         let shift = self.follow_shifts();
         let stretch = self.stretch();
+        self.since_choice += 1;
+        self.choose(min_miss, stretch);
         self.lag = self.window.lag(&self.target, min_miss, stretch);
         if let Some(since) = &mut self.since_worse {
             if let Some(lag) = since.lag(&self.target, min_miss, stretch) {

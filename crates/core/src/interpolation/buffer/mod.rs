@@ -203,6 +203,19 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         self.delay.clock().interval()
     }
 
+    /// What a tick of delay and an underrun tick cost the player, per tick of play, in one
+    /// unit: [`DelayPolicy::Felt`](super::DelayPolicy::Felt) chooses its underrun target
+    /// by them; other policies ignore them. Non-finite or negative costs are ignored.
+    pub fn set_costs(&mut self, per_delay_tick: f64, per_underrun_tick: f64) {
+        self.delay.set_costs(per_delay_tick, per_underrun_tick);
+    }
+
+    /// The underrun share the adaptive policies aim at now (the felt one's choice);
+    /// `None` for a fixed delay.
+    pub fn target_underrun(&self) -> Option<f64> {
+        self.delay.target_underrun()
+    }
+
     /// The delay the policy currently targets, beyond the earliest arrival of snapshots
     /// (so it excludes the network's minimum one-way delay).
     pub fn target_delay(&self) -> Option<Duration> {

@@ -64,6 +64,15 @@ enum Command {
         /// With `--clients`: threads the encodes are spread over (default: every core).
         #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
         threads: Option<u16>,
+        /// With `--clients`: run the server with spatial cells of this size (m) as well,
+        /// and compare it with no cells, measured in the same process (entities visited
+        /// and encode time per client per tick).
+        #[arg(long, value_name = "SIZE")]
+        cells: Option<f32>,
+        /// With `--cells`: each client's interest, the cells within this distance (m) of
+        /// its player (default: the cell size).
+        #[arg(long, value_name = "M")]
+        interest_m: Option<f32>,
     },
     /// Benchmark the interpolation buffer's cost per snapshot arrival and per frame, for
     /// each delay policy, on a recorded link, with the fixed classic buffer as the
@@ -631,15 +640,33 @@ fn main() -> ExitCode {
             ticks,
             cold,
             threads,
+            cells,
+            interest_m,
             ..
         }) => {
-            let b = lagless_lab::bench_snapshot::bench_encode_clients(
-                clients.max(1),
-                ticks.max(1),
-                cold,
-                threads.map_or_else(lagless_replication::available_threads, usize::from),
-            );
+            let threads = threads.map_or_else(lagless_replication::available_threads, usize::from);
+            let bench = |cells| {
+                lagless_lab::bench_snapshot::bench_encode_clients(
+                    clients.max(1),
+                    ticks.max(1),
+                    cold,
+                    threads,
+                    cells,
+                )
+            };
+            let b = bench(None);
             print!("{}", lagless_lab::bench_snapshot::format_many_clients(&b));
+            if let Some(size) = cells {
+                let cells = lagless_replication::CellConfig {
+                    size,
+                    radius: interest_m.unwrap_or(size),
+                };
+                let on = bench(Some(cells));
+                println!();
+                print!("{}", lagless_lab::bench_snapshot::format_many_clients(&on));
+                println!();
+                print!("{}", lagless_lab::bench_snapshot::format_cells(&b, &on));
+            }
             Ok(())
         }
         Some(Command::BenchSnapshot { reps, .. }) => {

@@ -12,7 +12,7 @@ use crate::bench::{busy_input, median};
 use crate::cpu::CpuTimer;
 use lagless_core::Tick;
 use lagless_replication::{
-    BudgetConfig, ClientConfig, ReplicationClient, ReplicationConfig, ReplicationServer,
+    BudgetConfig, CellConfig, ClientConfig, ReplicationClient, ReplicationConfig, ReplicationServer,
 };
 use lagless_scenes::cubes::replicate;
 use lagless_scenes::cubes::snapshot::{CubeSnapshot, SnapshotLimits};
@@ -159,6 +159,11 @@ pub struct ManyClientsBench {
     pub entries_mean: f64,
     /// Mean snapshot bytes.
     pub bytes_mean: f64,
+    /// Mean entities an encode looked at per client
+    /// ([`lagless_replication::EncodedSnapshot::visited`]).
+    pub visited_mean: f64,
+    /// The spatial cells the server ran with, if any.
+    pub cells: Option<CellConfig>,
 }
 
 /// Bytes written between two clients' encodes with `cold` (more than this machine's
@@ -178,12 +183,14 @@ const MANY_WARM_UP: u32 = 256;
 /// the caches cold, as in a run, where the clients' simulations run in between (the
 /// encodes then run one after the other). Otherwise the encodes are spread over
 /// `threads` threads ([`ReplicationServer::encode_many`]); with more than one, CPU
-/// figures are the process's, every thread's.
+/// figures are the process's, every thread's. With `cells`, the server runs spatial
+/// cells (each client's interest around its player).
 pub fn bench_encode_clients(
     clients: usize,
     ticks: u32,
     cold: bool,
     threads: usize,
+    cells: Option<CellConfig>,
 ) -> ManyClientsBench {
     let threads = if cold { 1 } else { threads.max(1) };
     let config = CubeSceneConfig::default();
@@ -200,6 +207,7 @@ pub fn bench_encode_clients(
             ..ReplicationConfig::default()
         },
     );
+    server.set_cells(cells);
     let ids: Vec<u64> = players.iter().map(|&p| u64::from(p)).collect();
     for &p in &players {
         server.add_client(u64::from(p));
@@ -210,7 +218,7 @@ pub fn bench_encode_clients(
     let mut per_tick = Vec::new();
     let (mut encode_wall, mut tick_wall, mut per_client) = (Vec::new(), Vec::new(), Vec::new());
     let (mut candidates, mut entries, mut bytes, mut snapshots) = (0usize, 0usize, 0usize, 0usize);
-    let mut resent = 0usize;
+    let (mut resent, mut visited) = (0usize, 0usize);
     for t in 0..MANY_WARM_UP + ticks {
         let inputs: Vec<_> = players
             .iter()
@@ -264,6 +272,7 @@ pub fn bench_encode_clients(
             for e in encoded.into_iter().flatten() {
                 candidates += e.candidates;
                 resent += e.resent;
+                visited += e.visited;
                 entries += e.entries;
                 bytes += e.bytes.len();
                 snapshots += 1;
@@ -298,6 +307,8 @@ pub fn bench_encode_clients(
         resent_mean: per(resent),
         entries_mean: per(entries),
         bytes_mean: per(bytes),
+        visited_mean: per(visited),
+        cells,
     }
 }
 
@@ -330,10 +341,49 @@ pub fn format_many_clients(b: &ManyClientsBench) -> String {
         b.encode_us_per_client, b.ticks_per_s
     ));
     out.push_str(&format!(
-        "per snapshot: {:.0} changed entities weighed, {:.1} sent ({:.1} of them again, \
-         unacknowledged), {:.0} bytes\n",
-        b.candidates_mean, b.entries_mean, b.resent_mean, b.bytes_mean
+        "per snapshot: {:.0} entities visited, {:.0} changed entities weighed, {:.1} sent \
+         ({:.1} of them again, unacknowledged), {:.0} bytes\n",
+        b.visited_mean, b.candidates_mean, b.entries_mean, b.resent_mean, b.bytes_mean
     ));
+    out
+}
+
+/// The same server without cells (`off`) and with them (`on`), measured in one process:
+/// per client and tick, what an encode visits and costs, and the ratio of the two.
+pub fn format_cells(off: &ManyClientsBench, on: &ManyClientsBench) -> String {
+    let cells = on.cells.map_or(String::from("none"), |c| {
+        format!(
+            "{} m cells, interest {} m around the player",
+            c.size, c.radius
+        )
+    });
+    let mut out = format!(
+        "{} clients, 900 cubes; cells: {cells}\n{:<40} {:>10} {:>10} {:>8}\n",
+        on.clients, "per client per tick (medians)", "no cells", "cells", "ratio"
+    );
+    let mut row = |name: &str, a: f64, b: f64| {
+        out.push_str(&format!("{name:<40} {a:>10.2} {b:>10.2} {:>8.3}\n", b / a));
+    };
+    row("entities visited (mean)", off.visited_mean, on.visited_mean);
+    row(
+        "changed entities weighed (mean)",
+        off.candidates_mean,
+        on.candidates_mean,
+    );
+    row(
+        &format!("encode CPU µs ({}t)", on.threads),
+        off.encode_us_per_client,
+        on.encode_us_per_client,
+    );
+    let per = |ms: f64, b: &ManyClientsBench| ms * 1000.0 / b.clients.max(1) as f64;
+    row(
+        "encode wall µs (tick's encodes / clients)",
+        per(off.encode_wall_ms.0, off),
+        per(on.encode_wall_ms.0, on),
+    );
+    row("snapshot bytes (mean)", off.bytes_mean, on.bytes_mean);
+    row("tick wall ms p50", off.tick_wall_ms.0, on.tick_wall_ms.0);
+    row("tick wall ms p99", off.tick_wall_ms.1, on.tick_wall_ms.1);
     out
 }
 
@@ -390,7 +440,7 @@ mod tests {
 
     #[test]
     fn many_clients_share_the_budget_and_weigh_the_stirred_grid() {
-        let b = bench_encode_clients(4, 8, false, 2);
+        let b = bench_encode_clients(4, 8, false, 2, None);
         // Every client got a snapshot every tick, within the default budget's bytes
         // (256 kbit/s at 64 snapshots/s is 500 bytes, less the packet overhead).
         assert!(b.bytes_mean > 0.0 && b.bytes_mean <= 500.0, "{b:?}");
@@ -402,5 +452,19 @@ mod tests {
         assert!(b.encode_ms.0 > 0.0 && b.physics_ms.0 > 0.0);
         assert!(b.tick_wall_ms.0 > 0.0 && b.encode_us_per_client > 0.0 && b.ticks_per_s > 0.0);
         assert!(format_many_clients(&b).contains("vs physics"));
+    }
+
+    #[test]
+    fn cells_cut_what_each_client_visits() {
+        let cells = CellConfig {
+            size: 4.0,
+            radius: 4.0,
+        };
+        let off = bench_encode_clients(8, 8, false, 1, None);
+        let on = bench_encode_clients(8, 8, false, 1, Some(cells));
+        // The same world, stirred the same way: each client looks only at its cells.
+        assert!(on.visited_mean * 2.0 < off.visited_mean, "{on:?} {off:?}");
+        assert!(on.visited_mean > 0.0 && on.entries_mean > 1.0, "{on:?}");
+        assert!(format_cells(&off, &on).contains("entities visited"));
     }
 }

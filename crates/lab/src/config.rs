@@ -350,6 +350,11 @@ pub struct ShooterSettings {
     /// (`--lagcomp-window relative`, the default) rather than from its present
     /// (`absolute`).
     pub relative_window: bool,
+    /// The arena is this many standard arenas on a side (`--arena-tiles`).
+    pub arena_tiles: u32,
+    /// Spatial cells: each client is sent only what lies in the cells near its player
+    /// (`--cells-m`, `--interest-m`); `None`: everything.
+    pub cells: Option<lagless_replication::CellConfig>,
 }
 
 impl Default for ShooterSettings {
@@ -359,6 +364,8 @@ impl Default for ShooterSettings {
             lie_rewind: Duration::ZERO,
             window: Duration::from_millis(250),
             relative_window: true,
+            arena_tiles: 1,
+            cells: None,
         }
     }
 }

@@ -64,6 +64,15 @@ enum Command {
         /// With `--clients`: threads the encodes are spread over (default: every core).
         #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
         threads: Option<u16>,
+        /// With `--clients`: run the server with spatial cells of this size (m) as well,
+        /// and compare it with no cells, measured in the same process (entities visited
+        /// and encode time per client per tick).
+        #[arg(long, value_name = "SIZE")]
+        cells: Option<f32>,
+        /// With `--cells`: each client's interest, the cells within this distance (m) of
+        /// its player (default: the cell size).
+        #[arg(long, value_name = "M")]
+        interest_m: Option<f32>,
     },
     /// Benchmark the interpolation buffer's cost per snapshot arrival and per frame, for
     /// each delay policy, on a recorded link, with the fixed classic buffer as the
@@ -559,6 +568,17 @@ struct RunArgs {
     /// (`relative`: round trip, input lead, two snapshot intervals, capped at 1 s).
     #[arg(long, value_enum, default_value_t = LagcompWindowArg::Relative)]
     lagcomp_window: LagcompWindowArg,
+    /// Shooter scene: the arena is N × N standard 32 m arenas (room for a large match).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    arena_tiles: u32,
+    /// Shooter scene: spatial cells of this size, m: each client is sent only what lies
+    /// in the cells within `--interest-m` of its player (default: no cells, everything).
+    #[arg(long, value_name = "M")]
+    cells_m: Option<f32>,
+    /// Shooter scene, with `--cells-m`: how far around its player a client's interest
+    /// reaches, m (default 24: the bots' firing range).
+    #[arg(long, value_name = "M", default_value_t = 24.0)]
+    interest_m: f32,
 }
 
 /// `--lagcomp-window`.
@@ -639,15 +659,33 @@ fn main() -> ExitCode {
             ticks,
             cold,
             threads,
+            cells,
+            interest_m,
             ..
         }) => {
-            let b = lagless_lab::bench_snapshot::bench_encode_clients(
-                clients.max(1),
-                ticks.max(1),
-                cold,
-                threads.map_or_else(lagless_replication::available_threads, usize::from),
-            );
+            let threads = threads.map_or_else(lagless_replication::available_threads, usize::from);
+            let bench = |cells| {
+                lagless_lab::bench_snapshot::bench_encode_clients(
+                    clients.max(1),
+                    ticks.max(1),
+                    cold,
+                    threads,
+                    cells,
+                )
+            };
+            let b = bench(None);
             print!("{}", lagless_lab::bench_snapshot::format_many_clients(&b));
+            if let Some(size) = cells {
+                let cells = lagless_replication::CellConfig {
+                    size,
+                    radius: interest_m.unwrap_or(size),
+                };
+                let on = bench(Some(cells));
+                println!();
+                print!("{}", lagless_lab::bench_snapshot::format_many_clients(&on));
+                println!();
+                print!("{}", lagless_lab::bench_snapshot::format_cells(&b, &on));
+            }
             Ok(())
         }
         Some(Command::BenchSnapshot { reps, .. }) => {

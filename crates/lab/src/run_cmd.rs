@@ -90,6 +90,17 @@ fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
     config.shooter.lag_compensation = !a.no_lag_compensation;
     config.shooter.relative_window = a.lagcomp_window == LagcompWindowArg::Relative;
     config.shooter.lie_rewind = std::time::Duration::from_secs_f64(a.lie_rewind_ms / 1000.0);
+    config.shooter.arena_tiles = a.arena_tiles;
+    config.shooter.cells = match a.cells_m {
+        Some(size) if size.is_finite() && size > 0.0 && a.interest_m.is_finite() => {
+            Some(lagless_replication::CellConfig {
+                size,
+                radius: a.interest_m.max(0.0),
+            })
+        }
+        Some(_) => return Err("--cells-m must be positive, --interest-m finite".into()),
+        None => None,
+    };
     config.server.missing_input = match a.missing_input {
         MissingInputArg::Hold => MissingInput::Hold,
         MissingInputArg::Repeat => MissingInput::RepeatLast,

@@ -110,8 +110,8 @@ pub use schema::{
     CODE_LIMIT, Field, FieldType, Kind, KindId, MAX_FIELDS, MAX_KINDS, Schema, SchemaError,
 };
 pub use server::{
-    ClientReplicationStats, EncodedSnapshot, RelevanceFn, ReplicationConfig, ReplicationServer,
-    available_threads,
+    Cell, CellConfig, ClientReplicationStats, EncodedSnapshot, Interest, RelevanceFn,
+    ReplicationConfig, ReplicationServer, available_threads,
 };
 pub use snapshot::{Change, Decoded, Limits};
 pub use state::{StateError, StateReader, StateWriter};

@@ -39,7 +39,9 @@ use lagless_core::interpolation::Pose;
 use lagless_core::{Tick, TickRate};
 use lagless_replication::hits::HitStats;
 use lagless_replication::spawns::SpawnStats;
-use lagless_replication::{ReplicationClient, ReplicationError, ReplicationServer, Schema};
+use lagless_replication::{
+    CellConfig, ReplicationClient, ReplicationError, ReplicationServer, Schema,
+};
 use lagless_scenes::shooter::bot::Bot;
 use lagless_scenes::shooter::replicate;
 use lagless_scenes::shooter::{
@@ -71,6 +73,8 @@ pub fn allowance(l: &ServerLatency) -> Duration {
 pub struct Shooter {
     /// The server's world.
     pub scene: ShooterScene,
+    /// The spatial cells the server runs with (`--cells-m`), if any.
+    pub cells: Option<CellConfig>,
 }
 
 /// What both ends know before the run: the arena and the settings, and client 1's lie.
@@ -137,6 +141,7 @@ impl LabScene for Shooter {
             lag_compensation: s.lag_compensation,
             window: s.window,
             relative_window: s.relative_window,
+            arena_tiles: s.arena_tiles,
             ..ShooterConfig::default()
         };
         let scene = ShooterScene::new(scene_config);
@@ -145,7 +150,8 @@ impl LabScene for Shooter {
             arena: Arc::clone(scene.arena()),
             lie: s.lie_rewind,
         };
-        Ok((Self { scene }, setup))
+        let cells = s.cells;
+        Ok((Self { scene, cells }, setup))
     }
 
     fn add_player(&mut self, player: PlayerId) {
@@ -166,11 +172,13 @@ impl LabScene for Shooter {
         self.scene.step(tick, inputs);
     }
 
-    fn schema(_: &ShooterSetup) -> Schema {
-        replicate::schema()
+    fn schema(setup: &ShooterSetup) -> Schema {
+        replicate::schema_for(setup.arena.half_size())
     }
 
     fn capture(&self, server: &mut ReplicationServer) -> Result<(), ReplicationError> {
+        // Each client's interest follows its player (the lab sets the focus).
+        server.set_cells(self.cells);
         replicate::capture(&self.scene, server)
     }
 

@@ -4,7 +4,9 @@ use super::{MAX_SNAPSHOT_EVENT_BYTES, NetConfig, NetError};
 use crate::ReplicationError;
 use crate::deadreckoning::{CharacterState, DrCodec, DrMessage, DrServer, Motion, PollRoom};
 use crate::schema::{KindId, Schema};
-use crate::server::{ClientReplicationStats, ReplicationConfig, ReplicationServer};
+use crate::server::{
+    CellConfig, ClientReplicationStats, Interest, ReplicationConfig, ReplicationServer,
+};
 use crate::state::StateWriter;
 use lagless_core::message::FRAGMENT_PAYLOAD_BYTES;
 use lagless_core::{ClientId, Delivery, Input, ServerClientStats, ServerSession, Tick, TickInputs};
@@ -369,6 +371,30 @@ impl<I: Input> Server<I> {
         self.replication.is_visible(id, entity)
     }
 
+    /// Turns spatial cells on (`Some`) or off (`None`, the default: every entity is in
+    /// every client's interest). With cells on, each client sees only the entities in
+    /// the cells of its interest ([`Server::set_interest`]; by default those within
+    /// [`CellConfig::radius`] of its focus, [`Server::set_focus`]) and those without a
+    /// position: what lies elsewhere is treated as not visible ([`Server::set_visible`])
+    /// and costs that client nothing. See [`ReplicationServer::set_cells`].
+    pub fn set_cells(&mut self, cells: Option<CellConfig>) {
+        self.replication.set_cells(cells);
+    }
+
+    /// Sets the cells client `id` is interested in while cells are on (`None`: the
+    /// default, [`Interest::Around`] the grid's radius around its focus). Entities of
+    /// cells leaving its interest are despawned on it; those of cells entering it are
+    /// sent with their whole state. See [`ReplicationServer::set_interest`].
+    pub fn set_interest(&mut self, id: ClientId, interest: Option<Interest>) {
+        self.replication.set_interest(id, interest);
+    }
+
+    /// True if `entity` is in client `id`'s interest ([`Server::set_cells`]; always, for
+    /// a live entity, with cells off).
+    pub fn in_interest(&self, id: ClientId, entity: u32) -> bool {
+        self.replication.in_interest(id, entity)
+    }
+
     /// Entities client `id` predicts (its own player, say): when they change they are sent
     /// in every snapshot, ahead of the budget's priorities, so its prediction is never
     /// compared with a state the budget held back.
@@ -473,6 +499,7 @@ impl<I: Input> Server<I> {
             let hold = |c| {
                 relevant.as_ref().is_none_or(|f| f(id, c))
                     && replication.is_visible(id, c)
+                    && replication.in_interest(id, c)
                     && replication.client_holds(id, c)
             };
             let room = self

@@ -41,6 +41,14 @@
 //! it again it is sent afresh as a spawn with its current state. A change of visibility
 //! marks only that entity for that client, so it costs nothing until the next encode.
 //!
+//! # Spatial cells
+//! With cells on ([`ReplicationServer::set_cells`]; off by default) entities are placed
+//! on a uniform grid by their position, and each client sees only the cells of its
+//! interest ([`ReplicationServer::set_interest`]; by default those around its focus) and
+//! the entities without a position. Outside its interest an entity is treated as one the
+//! client may not see, and its changes are not even marked for that client: a client's
+//! work follows the cells near it, not the world (`cells.rs`).
+//!
 //! # Shared work
 //! The same entity's delta against the same baseline state at the same age is encoded
 //! once per tick and copied into every snapshot that needs it.
@@ -49,11 +57,12 @@
 //! Under a budget most changed entities wait many snapshots. The work per client per
 //! tick follows what changes, not the world: only entities marked since they last
 //! matched what the client holds are visited (in id order, so each client's arrays are
-//! read front to back), and the acknowledged view changes in place.
+//! read front to back), and the acknowledged view changes in place. With cells on, only
+//! those in the cells of its interest ([`ClientReplicationStats::visited`] counts them).
 //!
 //! # Where things are
 //! One file per job: the entity store (`store.rs`); acknowledgement and view tracking
-//! (`views.rs`); relevance and focus (`relevance.rs`); what each client shows and how
+//! (`views.rs`); relevance and focus (`relevance.rs`); spatial cells (`cells.rs`); what each client shows and how
 //! wrong (`shown.rs`); priority and selection under the budget (`select.rs`); the
 //! per-tick body cache (`cache.rs`); writing a snapshot (`write.rs`). [`ReplicationServer`]
 //! and its public surface are here, and [`ReplicationServer::encode`] is their pipeline:
@@ -66,6 +75,7 @@
 //! `docs/replication-server.md`.
 
 mod cache;
+mod cells;
 mod relevance;
 mod select;
 mod shown;
@@ -80,6 +90,8 @@ use crate::snapshot::Limits;
 use crate::state::StateWriter;
 use crate::view::{Entry, View};
 use cache::BodyCache;
+use cells::{Area, Grid};
+pub use cells::{Cell, CellConfig, Interest};
 use lagless_core::Tick;
 use lagless_wire::BitWriter;
 use relevance::{Relevance, Visibility};
@@ -186,6 +198,10 @@ pub struct ClientReplicationStats {
     /// Times every snapshot in flight went unacknowledged (a long outage, or a client
     /// that lost its baselines): the server started again from nothing.
     pub resyncs: u64,
+    /// Entities looked at (whether they differ from what the client holds), summed over
+    /// snapshots: the encode's work, which spatial cells
+    /// ([`ReplicationServer::set_cells`]) bound to the entities near the client.
+    pub visited: u64,
     /// Budget counters.
     pub budget: BudgetStats,
 }
@@ -216,6 +232,10 @@ struct ClientState {
     owned: Vec<u32>,
     /// What it may see at all.
     visibility: Visibility,
+    /// Its interest with cells on (`None`: the default, around its focus).
+    interest: Option<Interest>,
+    /// The cells its interest holds now ([`Area::Everything`] with cells off).
+    area: Area,
     /// Emptied change lists of acknowledged snapshots, for the next ones: memory the
     /// cache still holds, which a fresh allocation per snapshot would not be.
     spare: Vec<Vec<(u32, Option<Entry>)>>,
@@ -239,6 +259,8 @@ impl ClientState {
             scan_countdown: 1,
             owned: Vec::new(),
             visibility: Visibility::default(),
+            interest: None,
+            area: Area::Everything,
             spare: Vec::new(),
             charged: 0,
             stats: ClientReplicationStats::default(),
@@ -288,6 +310,7 @@ impl ClientState {
         s.full += u64::from(base.is_none());
         s.bits += bits as u64;
         s.candidates += picked.candidates as u64;
+        s.visited += picked.visited as u64;
         s.deferred += picked.deferred as u64;
         s.sent += entries as u64;
         s.baseline_age_ticks += u64::from(age);
@@ -299,6 +322,7 @@ impl ClientState {
             candidates: picked.candidates,
             deferred: picked.deferred,
             resent: picked.resent,
+            visited: picked.visited,
             budget_bits: room.budget_bits,
         }
     }
@@ -365,6 +389,9 @@ pub struct EncodedSnapshot {
     /// Entries sent again only because no acknowledgement has said an earlier send of
     /// the same state arrived (each snapshot decodes against the acknowledged view).
     pub resent: usize,
+    /// Entities looked at: those that may have differed from what the client held
+    /// (see [`ClientReplicationStats::visited`]).
+    pub visited: usize,
     /// The budget, bits, if any.
     pub budget_bits: Option<usize>,
 }
@@ -382,6 +409,8 @@ pub struct ReplicationServer {
     /// One per thread that encodes (the first for [`Self::encode`]), at least one.
     workers: Vec<Worker>,
     relevance: Option<Box<RelevanceFn>>,
+    /// Spatial cells, if on ([`Self::set_cells`]).
+    grid: Option<Grid>,
 }
 
 /// What one thread encodes with besides the client's own state: the tick's body cache
@@ -401,6 +430,7 @@ struct Shared<'a> {
     config: &'a ReplicationConfig,
     store: &'a Store,
     relevance: Option<&'a RelevanceFn>,
+    grid: Option<&'a Grid>,
 }
 
 /// One client's encode in [`ReplicationServer::encode_many`]: where its result goes, the
@@ -446,6 +476,7 @@ impl ReplicationServer {
             clients: BTreeMap::new(),
             workers: vec![Worker::default()],
             relevance: None,
+            grid: None,
         }
     }
 
@@ -571,20 +602,34 @@ impl ReplicationServer {
             return;
         }
         let budget = BudgetController::new(self.config.budget);
-        let live: Vec<u32> = self.ids().collect();
-        let c = self
-            .clients
-            .entry(client)
-            .or_insert_with(|| ClientState::new(budget));
-        for id in live {
-            c.pending.mark(id);
+        let mut c = ClientState::new(budget);
+        match &self.grid {
+            Some(grid) => {
+                c.area = cells::area_of(grid, &c);
+                grid.mark_area(&c.area, &mut c.pending);
+            }
+            None => self.store.ids().for_each(|id| c.pending.mark(id)),
         }
+        self.clients.insert(client, c);
     }
 
-    /// Marks `id` as possibly differing from what every client holds.
+    /// Marks `id` (just spawned, changed or despawned) as possibly differing from what
+    /// every client holds: with cells on, only for the clients whose interest holds its
+    /// cell, before or after.
     fn touch(&mut self, id: u32) {
+        let Some(grid) = &mut self.grid else {
+            for c in self.clients.values_mut() {
+                c.pending.mark(id);
+            }
+            return;
+        };
+        let e = self.store.get(id);
+        let old = grid.place(id, e.is_some(), e.and_then(|e| e.position));
+        let new = grid.slot(id);
         for c in self.clients.values_mut() {
-            c.pending.mark(id);
+            if c.area.holds(old) || c.area.holds(new) {
+                c.pending.mark(id);
+            }
         }
     }
 
@@ -601,10 +646,14 @@ impl ReplicationServer {
         self.clients.remove(&client);
     }
 
-    /// Where the client's player is: the default relevance favours what is near it.
+    /// Where the client's player is: the default relevance favours what is near it,
+    /// and with cells on ([`Self::set_cells`]) its interest follows it.
     pub fn set_focus(&mut self, client: ClientId, focus: Option<[f32; 3]>) {
         if let Some(c) = self.clients.get_mut(&client) {
             c.focus = focus;
+            if let Some(grid) = &self.grid {
+                cells::follow(grid, c);
+            }
         }
     }
 
@@ -730,6 +779,7 @@ impl ReplicationServer {
             config: &self.config,
             store: &self.store,
             relevance: self.relevance.as_deref(),
+            grid: self.grid.as_ref(),
         };
         let c = self
             .clients
@@ -785,6 +835,7 @@ impl ReplicationServer {
             config: &self.config,
             store: &self.store,
             relevance: self.relevance.as_deref(),
+            grid: self.grid.as_ref(),
         };
         // Clients are taken a few at a time from a shared queue, so a thread that drew
         // cheap ones takes more: four batches per thread.
@@ -837,11 +888,17 @@ fn encode_client(
         config,
         store,
         relevance,
+        grid,
     } = shared;
     worker.bodies.start(tick);
     let elapsed = c.begin(tick, now, config, store);
-    if relevance.is_some() {
-        relevance::rescan(&mut c.scan_countdown, &mut c.pending, store);
+    if relevance.is_some() && relevance::rescan_due(&mut c.scan_countdown) {
+        // A game's relevance can change while the entity does not: every entity the
+        // client's interest holds is looked at again.
+        match grid {
+            Some(grid) => grid.mark_area(&c.area, &mut c.pending),
+            None => store.ids().for_each(|id| c.pending.mark(id)),
+        }
     }
     let lists = &mut worker.scratch;
     lists.clear();
@@ -859,7 +916,8 @@ fn encode_client(
         base,
         base_tick,
         owned: &c.owned,
-        relevance: Relevance::new(relevance, Some(&c.visibility), client, c.focus, config),
+        relevance: Relevance::new(relevance, Some(&c.visibility), client, c.focus, config)
+            .within(grid.map(|g| (g, &c.area))),
         scale: ErrorScale::new(config),
     };
     select::rank(

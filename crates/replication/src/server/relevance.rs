@@ -5,6 +5,7 @@
 //! ([`super::ReplicationServer::set_focus`]); a game can replace that with its own rule
 //! ([`super::ReplicationServer::set_relevance`]).
 
+use super::cells::{Area, Grid};
 use super::store::{Live, Store};
 use super::{ClientId, Pending, RelevanceFn, ReplicationConfig};
 
@@ -56,6 +57,8 @@ pub(super) struct Relevance<'a> {
     game: Option<&'a RelevanceFn>,
     /// What the client may see at all (`None`: everything).
     visibility: Option<&'a Visibility>,
+    /// With cells on, the grid and the client's interest: what lies outside is not seen.
+    cells: Option<(&'a Grid, &'a Area)>,
     client: ClientId,
     focus: Option<[f32; 3]>,
     /// [`ReplicationConfig::relevance_distance`], kept off zero.
@@ -84,6 +87,7 @@ impl<'a> Relevance<'a> {
         Self {
             game,
             visibility,
+            cells: None,
             client,
             focus,
             distance: config.relevance_distance.max(1e-3),
@@ -92,10 +96,18 @@ impl<'a> Relevance<'a> {
         }
     }
 
+    /// The same, limited to the cells of the client's interest (`None`: cells off).
+    pub(super) fn within(self, cells: Option<(&'a Grid, &'a Area)>) -> Self {
+        Self { cells, ..self }
+    }
+
     /// How much entity `id` matters to the client (0 or NaN: not at all; 0 for an entity
-    /// it may not see).
+    /// it may not see, or outside its interest).
     pub(super) fn weight(&self, id: u32, e: &Live) -> f32 {
         if self.visibility.is_some_and(|v| !v.visible(id)) {
+            return 0.0;
+        }
+        if self.cells.is_some_and(|(g, a)| !a.holds(g.slot(id))) {
             return 0.0;
         }
         match self.game {
@@ -129,15 +141,15 @@ impl<'a> Relevance<'a> {
     }
 }
 
-/// With a game's relevance rule, marks every live entity to be looked at again once
-/// every [`RESCAN_EVERY`] encodes (`countdown` counts them): only changed entities are
-/// looked at otherwise, and a game's relevance can change without the entity changing.
-pub(super) fn rescan(countdown: &mut u32, pending: &mut Pending, store: &Store) {
+/// With a game's relevance rule, every entity the client may see is to be looked at
+/// again once every [`RESCAN_EVERY`] encodes (`countdown` counts them): true when that
+/// is now. Only changed entities are looked at otherwise, and a game's relevance can
+/// change without the entity changing.
+pub(super) fn rescan_due(countdown: &mut u32) -> bool {
     *countdown = countdown.saturating_sub(1);
     if *countdown == 0 {
         *countdown = RESCAN_EVERY;
-        for id in store.ids() {
-            pending.mark(id);
-        }
+        return true;
     }
+    false
 }

@@ -122,6 +122,8 @@ pub(super) struct Picked {
     pub(super) candidates: usize,
     /// Resends chosen.
     pub(super) resent: usize,
+    /// Entities looked at by [`rank`].
+    pub(super) visited: usize,
 }
 
 /// Looks at every entity that may differ from what the client holds: the despawns it is
@@ -210,6 +212,7 @@ pub(super) fn select(
         deferred,
         candidates,
         resent,
+        visited: lists.ids.len(),
     }
 }
 

@@ -46,7 +46,17 @@ impl Arena {
     /// symmetrically (a centre block, four L-ish pairs, two long low walls), so every
     /// spawn has some cover and some open ground.
     pub fn new() -> Self {
-        let h = 16.0;
+        Self::tiled(1)
+    }
+
+    /// `n` × `n` standard arenas side by side in one walled square `32 n` m across,
+    /// without the walls between them (each tile keeps its cover and its eight spawn
+    /// points): room for a large match, where the players are spread out. `tiled(1)` is
+    /// [`Arena::new`]; 0 counts as 1.
+    pub fn tiled(n: u32) -> Self {
+        let n = n.max(1);
+        let tile = 32.0;
+        let h = tile * 0.5 * n as f32;
         let t = 0.5;
         let mut blocks = vec![
             // Outer walls, inside faces at ±h.
@@ -66,12 +76,35 @@ impl Arena {
                 centre: [-h - t, 0.0],
                 half: [t, h + 2.0 * t],
             },
-            // Centre block.
-            Block {
-                centre: [0.0, 0.0],
-                half: [1.5, 1.5],
-            },
         ];
+        let offsets: Vec<[f32; 2]> = (0..n * n)
+            .map(|k| {
+                let at = |i: u32| (i as f32 + 0.5) * tile - h;
+                [at(k % n), at(k / n)]
+            })
+            .collect();
+        let mut spawns = Vec::new();
+        for o in &offsets {
+            let tile = Self::tile(*o);
+            blocks.extend(tile.0);
+            spawns.extend(tile.1);
+        }
+        // Each tile's spawn points in turn, so consecutive players start in different
+        // tiles.
+        let per = spawns.len() / offsets.len();
+        let spawns = (0..spawns.len())
+            .map(|k| spawns[(k % offsets.len()) * per + k / offsets.len()])
+            .collect();
+        Self::build(h, blocks, spawns)
+    }
+
+    /// One standard arena's cover and spawn points, centred on `o`.
+    fn tile(o: [f32; 2]) -> (Vec<Block>, Vec<[f32; 2]>) {
+        // Centre block.
+        let mut blocks = vec![Block {
+            centre: [0.0, 0.0],
+            half: [1.5, 1.5],
+        }];
         for (sx, sy) in [(1.0, 1.0), (-1.0, 1.0), (1.0, -1.0), (-1.0, -1.0)] {
             blocks.push(Block {
                 centre: [sx * 7.0, sy * 6.0],
@@ -88,7 +121,7 @@ impl Arena {
                 half: [3.0, 0.5],
             });
         }
-        let spawns = vec![
+        let spawns = [
             [-13.0, -13.0],
             [13.0, 13.0],
             [-13.0, 13.0],
@@ -98,6 +131,15 @@ impl Arena {
             [-13.5, 0.0],
             [13.5, 0.0],
         ];
+        let shift = |p: [f32; 2]| [p[0] + o[0], p[1] + o[1]];
+        for b in &mut blocks {
+            b.centre = shift(b.centre);
+        }
+        (blocks, spawns.into_iter().map(shift).collect())
+    }
+
+    /// The arena of half side `h` with `blocks` and `spawns`.
+    fn build(h: f32, blocks: Vec<Block>, spawns: Vec<[f32; 2]>) -> Self {
         let mut world = PhysicsWorld {
             gravity: Vector::ZERO,
             ..PhysicsWorld::default()
@@ -233,5 +275,25 @@ mod tests {
         for i in 0..8 {
             assert!(!a.blocked(a.spawn_point(i, 0)));
         }
+    }
+
+    #[test]
+    fn tiles_repeat_the_standard_arena() {
+        let one = Arena::tiled(1);
+        assert_eq!(one.blocks(), Arena::new().blocks());
+        let a = Arena::tiled(4);
+        assert_eq!(a.half_size(), 64.0);
+        // Four outer walls and sixteen tiles' cover.
+        assert_eq!(a.blocks().len(), 4 + 16 * (one.blocks().len() - 4));
+        // 128 spawn points, none blocked, the first 16 in 16 different tiles.
+        let points: Vec<[f32; 2]> = (0..128).map(|p| a.spawn_point(p, 0)).collect();
+        assert!(points.iter().all(|&p| !a.blocked(p)));
+        let tile = |p: [f32; 2]| ((p[0] + 64.0) / 32.0) as u32 + 4 * ((p[1] + 64.0) / 32.0) as u32;
+        let mut first: Vec<u32> = points[..16].iter().map(|&p| tile(p)).collect();
+        first.sort_unstable();
+        first.dedup();
+        assert_eq!(first.len(), 16);
+        // A wall between two tiles is gone: the middle of the arena is open.
+        assert!(a.line_of_sight([-1.0, 20.0], [1.0, 20.0]));
     }
 }

@@ -131,6 +131,9 @@ pub struct ShooterConfig {
     pub relative_window: bool,
     /// Client slots, for the [`IdSpace`] of predicted projectiles.
     pub slots: u32,
+    /// The arena is this many standard arenas on a side ([`Arena::tiled`]): 1, the
+    /// standard 32 m square, unless a large match needs the room.
+    pub arena_tiles: u32,
 }
 
 impl Default for ShooterConfig {
@@ -141,6 +144,7 @@ impl Default for ShooterConfig {
             window: Duration::from_millis(250),
             relative_window: true,
             slots: 256,
+            arena_tiles: 1,
         }
     }
 }

@@ -24,12 +24,19 @@ pub const MAX_CARRY_SECS: f32 = 0.25;
 
 /// The schema: players (position, velocity, aim, health, alive; four times a
 /// projectile's priority) and projectiles (position, velocity, owner slot, spawn tick:
-/// what a client matches its predicted ones by).
+/// what a client matches its predicted ones by), for the standard arena.
 pub fn schema() -> Schema {
+    schema_for(16.0)
+}
+
+/// [`schema`] for an arena of half side `half_size` (m, [`super::Arena::half_size`]):
+/// positions range over the arena and the standard one's ±32 m, whichever is more.
+pub fn schema_for(half_size: f32) -> Schema {
+    let range = (2.0 * half_size).max(32.0);
     let built = Schema::new()
         .kind(
             Kind::new("player")
-                .vec2("position", 32.0, PLAYER_RESOLUTION)
+                .vec2("position", range, PLAYER_RESOLUTION)
                 .vec2("velocity", 8.0, 1.0 / 256.0)
                 .velocity_of("position")
                 .angle("aim", 10)
@@ -41,7 +48,7 @@ pub fn schema() -> Schema {
         )
         .kind(
             Kind::new("projectile")
-                .vec2("position", 32.0, 1.0 / 256.0)
+                .vec2("position", range, 1.0 / 256.0)
                 .vec2("velocity", 16.0, 1.0 / 128.0)
                 .velocity_of("position")
                 .int("owner", 0, 255)

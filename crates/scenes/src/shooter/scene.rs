@@ -79,7 +79,7 @@ impl ShooterScene {
         }
         Self {
             config,
-            arena: Arc::new(Arena::new()),
+            arena: Arc::new(Arena::tiled(config.arena_tiles)),
             world: hecs::World::new(),
             players: BTreeMap::new(),
             lagcomp: LagCompensator::new(LagCompConfig {

@@ -1,0 +1,372 @@
+//! Spatial cells (`set_cells`, `set_interest`): an entity outside a client's interest is
+//! never decoded by it, leaving the interest despawns it on the client and coming back
+//! sends it whole, over a lossy link; a far entity's changes cost the client no visit;
+//! and cells that cover the whole world give the bytes of cells off.
+#![allow(clippy::unwrap_used)]
+
+use lagless_netem::{Duplex, profile};
+use lagless_replication::*;
+use std::time::Duration;
+
+const HZ: u32 = 64;
+
+fn schema() -> Schema {
+    Schema::new()
+        .kind(
+            Kind::new("dot")
+                .vec2("position", 200.0, 0.01)
+                .int("value", 0, 1_000_000),
+        )
+        .build()
+        .unwrap()
+}
+
+/// 4 m cells; a client sees what lies within 6 m of its focus (cells from -8 to 8 m).
+const CELLS: CellConfig = CellConfig {
+    size: 4.0,
+    radius: 6.0,
+};
+
+/// Entity 15 stays 60 m away from client 1 throughout.
+const FAR: u32 = 15;
+/// Entity 7 leaves client 1's interest at [`OUT`] and comes back at [`BACK`].
+const ROAMER: u32 = 7;
+const OUT: Duration = Duration::from_secs(2);
+const BACK: Duration = Duration::from_secs(5);
+/// The entities stop changing here, so the end state can be compared.
+const STILL: Duration = Duration::from_secs(7);
+const END: Duration = Duration::from_secs(9);
+
+/// Where entity `e` is at `now` on tick `t`.
+fn place(e: u32, now: Duration, t: u32) -> [f32; 2] {
+    let wobble = (t % 100) as f32 * 0.01;
+    match e {
+        FAR => [60.0, wobble],
+        ROAMER if now >= OUT && now < BACK => [40.0, wobble],
+        _ => [e as f32 * 0.3, wobble],
+    }
+}
+
+/// What client 1 saw of the roamer and the far entity over the run.
+#[derive(Default)]
+struct Seen {
+    far_ever: bool,
+    roamer_despawned: bool,
+    roamer_respawned: bool,
+    /// Steps of the stretch out of interest (well after [`OUT`]) where client 1 held it.
+    roamer_held_while_out: u32,
+}
+
+/// One step of the server at `now`: inputs in, ticks stepped (entities moved until
+/// [`STILL`]), packets out onto the links.
+fn step_server(
+    server: &mut Server<u8>,
+    clients: &mut [(Client<Spectator<u8>>, Duplex)],
+    now: Duration,
+) {
+    for (k, (_, link)) in clients.iter_mut().enumerate() {
+        while let Some(p) = link.up.poll(now) {
+            let _ = server.receive(k as ClientId + 1, now, &p);
+        }
+    }
+    server.update(now);
+    while server.next_tick().is_some() {
+        let t = server.current_tick().0;
+        if now < STILL {
+            for e in 0..20u32 {
+                server
+                    .update_entity(e, |w| {
+                        w.vec2(place(e, now, t));
+                        w.int(1000 + e as i32 + t as i32);
+                    })
+                    .unwrap();
+            }
+        }
+        server.send_snapshots(now).unwrap();
+    }
+    while let Some((to, p)) = server.poll_transmit() {
+        clients[to as usize - 1].1.down.send(now, p);
+    }
+}
+
+#[test]
+fn leaving_the_interest_despawns_and_coming_back_sends_the_whole_entity() {
+    let config = NetConfig::new(HZ);
+    let mut server = Server::<u8>::new(schema(), &config).unwrap();
+    server.set_cells(Some(CELLS));
+    for e in 0..20u32 {
+        server
+            .spawn_with_id(e, 0, |w| {
+                w.vec2(place(e, Duration::ZERO, 0));
+                w.int(1000 + e as i32);
+            })
+            .unwrap();
+    }
+    let mut clients: Vec<(Client<Spectator<u8>>, Duplex)> = (1..=2)
+        .map(|id| {
+            server.connect(id).unwrap();
+            let c = Client::new(schema(), Spectator::default(), &config).unwrap();
+            (c, Duplex::symmetric(profile("lossy").unwrap(), id).unwrap())
+        })
+        .collect();
+    // Client 1 stands at the origin; client 2 sees every cell.
+    server.set_focus(1, Some([0.0; 3]));
+    server.set_interest(2, Some(Interest::Everything));
+    assert!(!server.in_interest(1, FAR) && server.in_interest(2, FAR));
+    let mut seen = Seen::default();
+    let mut now = Duration::ZERO;
+    while now < END {
+        step_server(&mut server, &mut clients, now);
+        for (k, (client, link)) in clients.iter_mut().enumerate() {
+            while let Some(p) = link.down.poll(now) {
+                let _ = client.receive(now, &p);
+            }
+            client.update(now);
+            while let Some(t) = client.next_tick() {
+                client.tick(t, 0);
+            }
+            while let Some(p) = client.poll_transmit(now) {
+                link.up.send(now, p);
+            }
+            let out = now >= OUT && now < BACK;
+            while let Some(event) = client.poll_event() {
+                match event {
+                    EntityEvent::Spawned { id, .. } if id == FAR && k == 0 => seen.far_ever = true,
+                    EntityEvent::Despawned { id, .. } if id == ROAMER && k == 0 && out => {
+                        seen.roamer_despawned = true
+                    }
+                    EntityEvent::Spawned { id, .. } if id == ROAMER && k == 0 && now >= BACK => {
+                        seen.roamer_respawned = true
+                    }
+                    _ => {}
+                }
+            }
+            if k == 0 {
+                seen.far_ever |= client.replication().get(FAR).is_some();
+                let settled = OUT + Duration::from_millis(1500);
+                if now >= settled && out && client.replication().get(ROAMER).is_some() {
+                    seen.roamer_held_while_out += 1;
+                }
+            }
+        }
+        now += Duration::from_millis(5);
+    }
+    let one = clients[0].0.replication();
+    let two = clients[1].0.replication();
+    assert!(!seen.far_ever, "client 1 decoded the far entity");
+    assert!(seen.roamer_despawned, "no despawn when the roamer left");
+    assert_eq!(seen.roamer_held_while_out, 0);
+    assert!(seen.roamer_respawned, "no spawn when the roamer came back");
+    // Back in the interest, every near entity (the roamer too) holds the server's
+    // state on client 1; client 2 holds every entity.
+    for e in 0..20u32 {
+        let (_, codes) = server.replication().codes(e).unwrap();
+        if e != FAR {
+            assert_eq!(
+                &one.get(e).unwrap().codes[..],
+                codes,
+                "entity {e}, client 1"
+            );
+        }
+        assert_eq!(
+            &two.get(e).unwrap().codes[..],
+            codes,
+            "entity {e}, client 2"
+        );
+    }
+    assert!(clients[0].1.down.stats().lost_packets > 10);
+}
+
+/// A server with 10 entities near the origin and 200 around (80, 0), every one changing
+/// every tick, and two clients: 1 at the origin, 2 at (80, 0). Returns each client's
+/// entities visited per snapshot over the last 64 ticks, each acknowledging every
+/// snapshot at once.
+fn visits(cells: Option<CellConfig>) -> [f64; 2] {
+    let mut server = ReplicationServer::new(schema(), ReplicationConfig::default());
+    server.set_cells(cells);
+    let at = |e: u32, t: u32| {
+        let wobble = (t % 50) as f32 * 0.02;
+        if e < 10 {
+            [e as f32 * 0.5, wobble]
+        } else {
+            [80.0 + (e % 20) as f32 * 0.2, (e / 20) as f32 * 0.2 + wobble]
+        }
+    };
+    for e in 0..210u32 {
+        server
+            .spawn_with_id(e, 0, |w| {
+                w.vec2(at(e, 0));
+                w.int(0);
+            })
+            .unwrap();
+    }
+    for (c, focus) in [(1, [0.0, 0.0, 0.0]), (2, [80.0, 0.0, 0.0])] {
+        server.add_client(c);
+        server.set_focus(c, Some(focus));
+    }
+    let mut before = [0u64; 2];
+    for t in 1..=128u32 {
+        for e in 0..210u32 {
+            server
+                .update(e, |w| {
+                    w.vec2(at(e, t));
+                    w.int(t as i32);
+                })
+                .unwrap();
+        }
+        let now = Duration::from_millis(u64::from(t) * 1000 / 64);
+        for c in [1, 2] {
+            server.encode(c, Tick(t), now).unwrap();
+            server.acknowledge(c, Tick(t), now);
+        }
+        if t == 64 {
+            before = [1, 2].map(|c| server.client_stats(c).unwrap().visited);
+        }
+    }
+    let after = [1, 2].map(|c| server.client_stats(c).unwrap().visited);
+    [0, 1].map(|k| (after[k] - before[k]) as f64 / 64.0)
+}
+
+#[test]
+fn far_changes_cost_a_client_nothing() {
+    let [near, far] = visits(Some(CELLS));
+    // Client 1 looks at its 10 neighbours alone, client 2 at its 200.
+    assert!(near <= 10.0, "client 1 visited {near} a snapshot");
+    assert!((200.0..=210.0).contains(&far), "client 2 visited {far}");
+    // With cells off, both look at every changed entity.
+    let [near_off, far_off] = visits(None);
+    assert!(
+        near_off >= 210.0 && far_off >= 210.0,
+        "{near_off} {far_off}"
+    );
+}
+
+#[test]
+fn named_cells_and_the_default_interest() {
+    let mut server = ReplicationServer::new(schema(), ReplicationConfig::default());
+    server.set_cells(Some(CELLS));
+    for e in 0..4u32 {
+        // One entity in each of four cells 20 m apart.
+        server
+            .spawn_with_id(e, 0, |w| {
+                w.vec2([e as f32 * 20.0, 1.0]);
+                w.int(0);
+            })
+            .unwrap();
+    }
+    server.add_client(1);
+    let mut client = ReplicationClient::new(schema(), ClientConfig::default());
+    let mut tick = 0;
+    let mut held = |server: &mut ReplicationServer| {
+        tick += 1;
+        let now = Duration::from_millis(tick * 20);
+        let snap = server.encode(1, Tick(tick as u32), now).unwrap();
+        client.receive(Tick(tick as u32), &snap.bytes).unwrap();
+        server.acknowledge(1, Tick(tick as u32), now);
+        client.entities().map(|(id, _)| id).collect::<Vec<_>>()
+    };
+    // No focus: no cell.
+    assert_eq!(held(&mut server), Vec::<u32>::new());
+    server.set_focus(1, Some([41.0, 0.0, 0.0]));
+    assert_eq!(held(&mut server), vec![2]);
+    let cells = [[20.0, 1.0, 0.0], [60.0, 1.0, 0.0]].map(|p| server.cell_of(p).unwrap());
+    server.set_interest(1, Some(Interest::Cells(cells.to_vec())));
+    assert_eq!(held(&mut server), vec![1, 3]);
+    server.set_interest(1, Some(Interest::Everything));
+    assert_eq!(held(&mut server), vec![0, 1, 2, 3]);
+    // Back to the default, around the focus; then cells off: everything.
+    server.set_interest(1, None);
+    assert_eq!(held(&mut server), vec![2]);
+    server.set_cells(None);
+    assert_eq!(held(&mut server), vec![0, 1, 2, 3]);
+    assert!(server.cell_of([0.0; 3]).is_none() && server.in_interest(1, 0));
+}
+
+/// A busy world (spawns, despawns, moving entities, four clients moving, acknowledgements
+/// lost now and then, the default budget) on `threads` threads, `setup` applied once the
+/// clients are added: every client's snapshot bytes, tick by tick.
+fn busy_world(setup: impl Fn(&mut ReplicationServer), threads: usize) -> Vec<Vec<u8>> {
+    let config = ReplicationConfig {
+        threads,
+        ..ReplicationConfig::default()
+    };
+    let mut server = ReplicationServer::new(schema(), config);
+    let clients: Vec<ClientId> = (1..=4).collect();
+    for &c in &clients {
+        server.add_client(c);
+    }
+    setup(&mut server);
+    let at = |e: u32, t: u32| {
+        let phase = e as f32 * 0.7 + t as f32 * 0.02;
+        let r = 5.0 + (e % 7) as f32 * 4.0;
+        [r * phase.cos(), r * phase.sin()]
+    };
+    let mut out = Vec::new();
+    for t in 1..=300u32 {
+        for e in 0..120u32 {
+            let live = server.codes(e).is_some();
+            // Entities come and go: each is away for 20 ticks of every 97.
+            let away = (t + e * 13) % 97 < 20;
+            match (live, away) {
+                (true, true) => server.despawn(e).unwrap(),
+                (false, false) => server
+                    .spawn_with_id(e, 0, |w| {
+                        w.vec2(at(e, t));
+                        w.int(0);
+                    })
+                    .unwrap(),
+                (true, false) if (t + e) % 3 != 0 => {
+                    server
+                        .update(e, |w| {
+                            w.vec2(at(e, t));
+                            w.int(t as i32);
+                        })
+                        .unwrap();
+                }
+                _ => {}
+            }
+        }
+        let now = Duration::from_millis(u64::from(t) * 1000 / 64);
+        for &c in &clients {
+            let a = at(c as u32 * 31, t);
+            server.set_focus(c, Some([a[0], a[1], 0.0]));
+            let age = 2 + (t + c as u32) % 4;
+            if t > age && (t * c as u32) % 11 != 0 {
+                server.acknowledge(c, Tick(t - age), now);
+            }
+        }
+        for s in server.encode_many(&clients, Tick(t), now) {
+            out.push(s.unwrap().bytes);
+        }
+    }
+    out
+}
+
+#[test]
+fn cells_covering_the_world_give_the_bytes_of_cells_off() {
+    let off = busy_world(|_| {}, 1);
+    let whole = |s: &mut ReplicationServer| {
+        s.set_cells(Some(CellConfig {
+            size: 5.0,
+            radius: 1000.0,
+        }))
+    };
+    assert!(off == busy_world(whole, 1), "a radius covering the world");
+    assert!(off == busy_world(whole, 2), "the same on two threads");
+    let everything = |s: &mut ReplicationServer| {
+        s.set_cells(Some(CELLS));
+        for c in 1..=4 {
+            s.set_interest(c, Some(Interest::Everything));
+        }
+    };
+    assert!(off == busy_world(everything, 2), "Interest::Everything");
+    // A 6 m interest in a world 60 m across does leave things out.
+    let near = busy_world(|s| s.set_cells(Some(CELLS)), 1);
+    let bytes = |v: &[Vec<u8>]| v.iter().map(Vec::len).sum::<usize>();
+    assert!(
+        bytes(&near) * 2 < bytes(&off),
+        "{} {}",
+        bytes(&near),
+        bytes(&off)
+    );
+}

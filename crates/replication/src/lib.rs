@@ -102,7 +102,7 @@ pub use lagless_core::interpolation::Pose;
 /// The core types a game using [`Server`] and [`Client`] needs, so one import serves.
 pub use lagless_core::{ClientId, Delivery, Input, Reader, Rollback, Tick, WireError, Writer};
 pub use net::{
-    CharacterRelevance, Client, ClientNetStats, DepartedClient, FeltCosts, Latency,
+    CharacterRelevance, Client, ClientNetStats, DepartedClient, FeltCosts, Latency, MAX_DEFER,
     MAX_SNAPSHOT_EVENT_BYTES, NetConfig, NetError, PRIOR_WRONG_TICK_IN_LEAD_TICKS, Policy,
     PredictedWorld, Render, Server, SnapshotCounters, Spectator, UNDERRUN_SAMPLE, UnderrunCosts,
 };

@@ -326,6 +326,14 @@ impl<S: LabScene> ClientSim<S> {
     /// the CPU time per decode.
     /// Essential parts the client reconciled with because the rest of their snapshot
     /// came too late (the public `Client`'s count; none with the plain baseline).
+    /// Server states prediction left for a newer one after an outage (the library's
+    /// client only).
+    pub(crate) fn states_deferred(&self) -> u64 {
+        self.game
+            .as_ref()
+            .map_or(0, |g| g.client.stats().states_deferred)
+    }
+
     pub(crate) fn essential_used(&self) -> u64 {
         self.game
             .as_ref()

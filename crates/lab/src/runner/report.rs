@@ -38,6 +38,8 @@ pub(super) fn build<S: LabScene>(
     snapshot_metrics(&mut r, &ran, &sim.sender, &sim.server, &decoders, down_kbps);
     let used = sim.clients.iter().map(ClientSim::essential_used).sum();
     r.set("snapshot.essential_used", Metric::Count(used));
+    let deferred = sim.clients.iter().map(ClientSim::states_deferred).sum();
+    r.set("prediction.states_deferred", Metric::Count(deferred));
 
     dead_reckoning(&mut r, &sim.clients, &sim.sender, &sim.server, sim.seconds);
     scene_metrics(&mut r, &sim.scene, &sim.clients);

@@ -115,6 +115,10 @@ pub struct ClientNetStats {
     /// Essential parts (the predicted entities alone, sent before a fragmented snapshot)
     /// reconciled with because the full snapshot had not completed by the next tick.
     pub essential_used: u64,
+    /// Server states too old to replay through (a queue of them draining after an
+    /// outage) that prediction left for a newer one, rather than reload the world from
+    /// each ([`MAX_DEFER`]).
+    pub states_deferred: u64,
 }
 
 /// What to draw this frame: every entity's pose, and the interpolated state of the
@@ -196,8 +200,19 @@ pub struct Client<W: PredictedWorld> {
     underruns: UnderrunCosts,
     /// The newest tick reconciled with, for the wrong ticks each reconciliation covers.
     reconciled: Option<Tick>,
+    /// The newest time the game gave ([`Client::receive`], [`Client::update`]).
+    now: Duration,
+    /// Since when server states too old to replay through have been left for a newer one
+    /// (a queue draining after an outage).
+    deferred_since: Option<Duration>,
+    /// Replay settings, for telling such states.
+    max_replay_ticks: u32,
     stats: ClientNetStats,
 }
+
+/// The longest a client leaves server states too old to replay through for a newer one
+/// ([`ClientNetStats::states_deferred`]) before it reloads from the newest anyway.
+pub const MAX_DEFER: Duration = Duration::from_millis(500);
 
 /// Events kept for the game until polled; older ones are dropped (and counted in
 /// [`ClientNetStats::events_dropped`]).
@@ -244,6 +259,9 @@ impl<W: PredictedWorld> Client<W> {
             felt: FeltCosts::default(),
             underruns: UnderrunCosts::default(),
             reconciled: None,
+            now: Duration::ZERO,
+            deferred_since: None,
+            max_replay_ticks: config.prediction.max_replay_ticks,
             stats: ClientNetStats::default(),
         })
     }
@@ -271,6 +289,7 @@ impl<W: PredictedWorld> Client<W> {
     /// disagrees) and to the interpolation buffer. Errors mean a packet or snapshot was
     /// dropped (and counted).
     pub fn receive(&mut self, now: Duration, bytes: &[u8]) -> Result<(), NetError> {
+        self.now = self.now.max(now);
         self.session.handle_packet(now, bytes)?;
         let mut first_error = None;
         while let Some(snapshot) = self.session.poll_snapshot() {
@@ -439,6 +458,9 @@ impl<W: PredictedWorld> Client<W> {
     /// Reconciles the predicted world with the server's state of `tick` (the registry,
     /// or the registry with an essential part laid over it), smoothing what moved.
     fn reconcile(&mut self, tick: Tick, essential: Option<&ReplicationClient>) {
+        if self.defer(tick) {
+            return;
+        }
         let predicted: Vec<u32> = self.predicted_ids().collect();
         let before: Vec<Option<Pose>> = predicted.iter().map(|&id| self.world.pose(id)).collect();
         let session = &self.session;
@@ -471,6 +493,32 @@ impl<W: PredictedWorld> Client<W> {
         ) {
             self.take_felt_cost(tick, present, moved);
         }
+    }
+
+    /// True when the state of `tick` is too old to replay through (further behind the
+    /// prediction than [`PredictionConfig::max_replay_ticks`](lagless_core::PredictionConfig))
+    /// and is left for a newer one: after an outage a link delivers its queue of old
+    /// snapshots one after another, and reloading the world from each (a resync, the
+    /// player thrown back seconds each time) would keep the player jumping until the queue
+    /// drained. Such states wait for one that can be replayed through, up to
+    /// [`MAX_DEFER`] after the first; then the newest is taken. The registry and the
+    /// interpolation buffer take every state regardless.
+    fn defer(&mut self, tick: Tick) -> bool {
+        let depth = self
+            .predictor
+            .present()
+            .map_or(0, |p| p.diff(tick).max(0) as u64);
+        if depth <= u64::from(self.max_replay_ticks) {
+            self.deferred_since = None;
+            return false;
+        }
+        let since = *self.deferred_since.get_or_insert(self.now);
+        if self.now.saturating_sub(since) >= MAX_DEFER {
+            self.deferred_since = None;
+            return false;
+        }
+        self.stats.states_deferred += 1;
+        true
     }
 
     /// Counts one reconciliation's correction toward the felt costs, and gives the session
@@ -532,6 +580,7 @@ impl<W: PredictedWorld> Client<W> {
     /// Advances the clock to `now`; then run [`Client::next_tick`] until it returns
     /// `None`.
     pub fn update(&mut self, now: Duration) {
+        self.now = self.now.max(now);
         self.session.update(now);
     }
 

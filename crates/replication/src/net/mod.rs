@@ -15,7 +15,7 @@ mod client;
 mod felt;
 mod server;
 
-pub use client::{Client, ClientNetStats, Policy, PredictedWorld, Render, Spectator};
+pub use client::{Client, ClientNetStats, MAX_DEFER, Policy, PredictedWorld, Render, Spectator};
 pub use felt::{FeltCosts, PRIOR_WRONG_TICK_IN_LEAD_TICKS, UNDERRUN_SAMPLE, UnderrunCosts};
 pub use server::{CharacterRelevance, DepartedClient, Latency, Server, SnapshotCounters};
 

@@ -97,6 +97,9 @@ pub struct ClientStats {
     /// Packets refused because their message section was malformed
     /// ([`ProtocolError::Channel`]); also counted in `packets_rejected`.
     pub message_sections_rejected: u64,
+    /// Times half a second of our input messages or more reached the server at once (an
+    /// outage of the uplink, the queue let go): left out of the lead's statistics.
+    pub uplink_outages: u64,
     /// Ticks the server reported it simulated without our input (it came too late, or
     /// was lost with every redundant copy), each counted once.
     pub ticks_starved: u64,
@@ -600,11 +603,26 @@ impl<I: Input> ClientSession<I> {
                 _ if late_ticks >= 1.0 => (late_ticks.min(MAX_TICKS_PER_REPORT as f64)) as usize,
                 _ => 1,
             };
-            Some((self.sent_leads[at].1, ticks, stamp))
+            // Half a second of messages or more reached the server between two of its
+            // reports, which it sends every tick: the uplink held them and let them go
+            // at once. That is an outage, which no input buffer rides out; as a need it
+            // would have the lead chase it (a cellular trace's outages of seconds set
+            // leads of a second). It is left out of the lead, and counted.
+            let outage = previous.is_some_and(|p| at - p >= (self.rate.hz() as usize / 2).max(4));
+            Some((
+                self.sent_leads[at].1,
+                ticks,
+                stamp,
+                outage && !self.report_lost,
+            ))
         });
-        if let Some((lead, ticks, stamp)) = sent_with {
+        if let Some((lead, ticks, stamp, outage)) = sent_with {
             self.echoed_lead = Some(stamp);
             self.report_lost = false;
+            if outage {
+                self.stats.uplink_outages += 1;
+                return;
+            }
             let slack = f64::from(ack.input_slack) / 256.0;
             self.sync.on_need(lead - slack, slack, ticks);
         }

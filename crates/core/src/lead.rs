@@ -44,6 +44,13 @@ pub const NEED_WINDOW: usize = 8192;
 /// The recent needs the link-change test compares with the rest of the window.
 const SHIFT_RECENT: usize = 32;
 
+/// The recent needs that, all below the rest of the window's median, tell a better link
+/// (the shift test's significance allows 20 and more; 2^-24 is far under its one in a
+/// million): fewer than the 32 a worse link is judged on, so the lead it no longer needs
+/// comes down within a second of the change (`sync.settle_ms`, docs/lead.md); with 20,
+/// quiet spells on `broadband` cut the window and raised the mean lead.
+const BETTER_RECENT: usize = 24;
+
 /// Needs before the window's answer is used (the open-loop lead holds until then).
 pub const MIN_NEEDS: usize = 16;
 
@@ -346,11 +353,11 @@ impl AdaptiveLead {
             Some(since) => since,
             None => {
                 self.scratch.clear();
-                self.scratch.extend(self.reports.recent(SHIFT_RECENT));
+                self.scratch.extend(self.reports.recent(BETTER_RECENT));
                 if !shift::better(self.reports.sorted(), &mut self.scratch) {
                     return;
                 }
-                SHIFT_RECENT
+                BETTER_RECENT
             }
         };
         // Keep the reports since the change, and the ticks they stand for.

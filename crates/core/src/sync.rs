@@ -97,6 +97,12 @@ pub struct SyncConfig {
     /// Largest speed-up or slow-down of the client clock while converging, as a fraction
     /// (0.1 = run between 90% and 110% of real time). Small values hide the correction.
     pub max_dilation: f64,
+    /// Largest slow-down while the clock is further ahead than its target (after the
+    /// link got better), as a fraction: larger than [`SyncConfig::max_dilation`], so a
+    /// lead the link no longer needs is given back within about a second (ten ticks at
+    /// 40% take 25 ticks), while small corrections stay within `max_dilation`. More than
+    /// a tick ahead, the clock also slows at twice [`SyncConfig::gain`].
+    pub max_slowdown: f64,
     /// Dilation per tick of error: how quickly small errors are corrected.
     pub gain: f64,
     /// An error larger than this many ticks is corrected at once: forward by jumping
@@ -140,6 +146,7 @@ impl Default for SyncConfig {
         Self {
             lead: LeadPolicy::default(),
             max_dilation: 0.1,
+            max_slowdown: 0.4,
             gain: 0.05,
             resync_ticks: 8.0,
             catch_up_ticks: 4.0,
@@ -483,8 +490,18 @@ impl ClockSync {
             // Never run backwards (that would repeat ticks whose inputs were sent): stand still.
             ClockAdjust::Run(0.0)
         } else {
-            let d = (error * self.config.gain)
-                .clamp(-self.config.max_dilation, self.config.max_dilation);
+            // Ahead of the target by more than a tick (the link got better), the lead it
+            // no longer needs is given back twice as eagerly, up to `max_slowdown`: being
+            // ahead costs only latency, and every tick of it is felt.
+            let gain = if error < -1.0 {
+                2.0 * self.config.gain
+            } else {
+                self.config.gain
+            };
+            let d = (error * gain).clamp(
+                -self.config.max_slowdown.max(self.config.max_dilation),
+                self.config.max_dilation,
+            );
             ClockAdjust::Run(1.0 + d)
         }
     }

@@ -124,8 +124,8 @@ struct ClientProbe {
     /// the lead its policy asks for) and starved tick times around the events.
     tracking: VecDeque<(Duration, f64)>,
     starved: Vec<Duration>,
-    /// The lead over the server's true position beyond RTT/2 (time, ms), every sample,
-    /// with events to measure [`SyncProbe::settle_ms`] against.
+    /// The lead over the server's true position (time, ms), every sample, with events to
+    /// measure [`SyncProbe::settle_ms`] against.
     leads: Vec<(Duration, f64)>,
 }
 
@@ -196,7 +196,10 @@ impl SyncProbe {
         c.lead_sum_ms += beyond_ms;
         c.lead_samples += 1;
         if !self.events.is_empty() {
-            c.leads.push((now, beyond_ms));
+            // The whole lead, not beyond the client's RTT estimate: that estimate takes a
+            // few hundred milliseconds to follow a new link, and a lead measured against
+            // it would show the estimate settling, not the clock.
+            c.leads.push((now, lead_ticks / hz * 1000.0));
         }
         if let (true, Some(err)) = (watched, tracking) {
             c.tracking.push_back((now, err));
@@ -274,7 +277,7 @@ impl SyncProbe {
         seen.then(|| RECOVERY_WATCH.as_secs_f64() * 1000.0)
     }
 
-    /// How long after event `e` client `c`'s lead (beyond RTT/2) settled on the level it
+    /// How long after event `e` client `c`'s lead settled on the level it
     /// held before the next event (or the run's end): the mean over the last
     /// [`SETTLE_LEVEL`] of that span. Settled is within 10% of the level (at least a
     /// tick's worth) for [`QUIET`]; `None` without samples.

@@ -421,6 +421,7 @@ pub(crate) fn sync<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) {
         (starved > 0).then(|| wrong as f64 * 100.0 / starved as f64),
     );
     r.set("sync.clock_jumps", sum(|s| s.clock_jumps));
+    r.set("sync.uplink_outages", sum(|s| s.uplink_outages));
     r.set("client.snapshots_received", sum(|s| s.snapshots_received));
     r.set("client.snapshots_abandoned", sum(|s| s.snapshots_abandoned));
     r.set(

@@ -55,7 +55,7 @@ impl FromStr for LeadPolicy {
                     .trim_end_matches('%')
                     .parse()
                     .map_err(|_| bad("the largest share is a percentage, e.g. felt:5%"))?;
-                if !(pct >= 0.1 && pct <= 50.0) {
+                if !(0.1..=50.0).contains(&pct) {
                     return Err(bad("the largest share must be in [0.1, 50] percent"));
                 }
                 Ok(LeadPolicy::Felt {

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used)]
 //! A starved tick is not a lost tick: the server applies a guess from the client's last
 //! input, tells the client which ticks it starved, and the client's input history then
 //! holds exactly what the server applied, so a replay through those ticks matches it.

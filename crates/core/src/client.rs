@@ -553,7 +553,7 @@ impl<I: Input> ClientSession<I> {
 
     /// How many ticks after `after` and through `through` the server applied another
     /// input than ours for ([`ClientStats::guesses_wrong`]), among the newest
-    /// [`WRONG_TICKS`]: a reconciliation across them corrects a late input, not the
+    /// 256: a reconciliation across them corrects a late input, not the
     /// prediction's horizon.
     pub fn guesses_wrong_between(&self, after: Tick, through: Tick) -> u32 {
         self.starved

@@ -55,52 +55,9 @@ fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         return Err("--near-boost must be a number of at least 1 (1: no near field)".into());
     }
     config.near_boost = a.near_boost;
-    config.walkers = lagless_lab::config::WalkerSettings {
-        count: a.walkers,
-        sync: match a.walker_sync {
-            WalkerSyncArg::Deadreckoning => lagless_lab::config::WalkerSync::DeadReckoning,
-            WalkerSyncArg::Interpolation => lagless_lab::config::WalkerSync::Interpolation,
-        },
-        steering: match a.steering {
-            SteeringArg::Arrive => lagless_replication::deadreckoning::Steering::Arrive,
-            SteeringArg::Pvb => lagless_replication::deadreckoning::Steering::Pvb,
-        },
-        steer_time: a.steer_ms.map(std::time::Duration::from_millis),
-        budget_share: match a.dr_budget_share.as_str() {
-            "off" => None,
-            s => Some(
-                s.parse::<f32>()
-                    .ok()
-                    .filter(|v| (0.0..=1.0).contains(v))
-                    .ok_or_else(|| format!("--dr-budget-share: 0 to 1 or off, got {s}"))?,
-            ),
-        },
-    };
+    config.walkers = walker_settings(a)?;
     config.set_tick_hz(tick_hz);
-    if !(a.lie_rewind_ms.is_finite() && (0.0..=60_000.0).contains(&a.lie_rewind_ms)) {
-        return Err("--lie-rewind-ms must be in 0..=60000".into());
-    }
-    if !(a.lagcomp_window_ms.is_finite()
-        && a.lagcomp_window_ms > 0.0
-        && a.lagcomp_window_ms <= 10_000.0)
-    {
-        return Err("--lagcomp-window-ms must be in (0, 10000]".into());
-    }
-    config.shooter.window = std::time::Duration::from_secs_f64(a.lagcomp_window_ms / 1000.0);
-    config.shooter.lag_compensation = !a.no_lag_compensation;
-    config.shooter.relative_window = a.lagcomp_window == LagcompWindowArg::Relative;
-    config.shooter.lie_rewind = std::time::Duration::from_secs_f64(a.lie_rewind_ms / 1000.0);
-    config.shooter.arena_tiles = a.arena_tiles;
-    config.shooter.cells = match a.cells_m {
-        Some(size) if size.is_finite() && size > 0.0 && a.interest_m.is_finite() => {
-            Some(lagless_replication::CellConfig {
-                size,
-                radius: a.interest_m.max(0.0),
-            })
-        }
-        Some(_) => return Err("--cells-m must be positive, --interest-m finite".into()),
-        None => None,
-    };
+    shooter_settings(a, &mut config.shooter)?;
     config.server.missing_input = match a.missing_input {
         MissingInputArg::Hold => MissingInput::Hold,
         MissingInputArg::Repeat => MissingInput::RepeatLast,
@@ -159,6 +116,64 @@ fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
     }
     config.outages = a.outages.clone();
     Ok(config)
+}
+
+/// `--walkers`, `--walker-sync`, `--steering`, `--steer-ms` and `--dr-budget-share`.
+fn walker_settings(a: &RunArgs) -> Result<lagless_lab::config::WalkerSettings, String> {
+    Ok(lagless_lab::config::WalkerSettings {
+        count: a.walkers,
+        sync: match a.walker_sync {
+            WalkerSyncArg::Deadreckoning => lagless_lab::config::WalkerSync::DeadReckoning,
+            WalkerSyncArg::Interpolation => lagless_lab::config::WalkerSync::Interpolation,
+        },
+        steering: match a.steering {
+            SteeringArg::Arrive => lagless_replication::deadreckoning::Steering::Arrive,
+            SteeringArg::Pvb => lagless_replication::deadreckoning::Steering::Pvb,
+        },
+        steer_time: a.steer_ms.map(std::time::Duration::from_millis),
+        budget_share: match a.dr_budget_share.as_str() {
+            "off" => None,
+            s => Some(
+                s.parse::<f32>()
+                    .ok()
+                    .filter(|v| (0.0..=1.0).contains(v))
+                    .ok_or_else(|| format!("--dr-budget-share: 0 to 1 or off, got {s}"))?,
+            ),
+        },
+    })
+}
+
+/// The shooter's options: lag compensation's window and the liar, the arena's tiles and
+/// spatial cells.
+fn shooter_settings(
+    a: &RunArgs,
+    shooter: &mut lagless_lab::config::ShooterSettings,
+) -> Result<(), String> {
+    if !(a.lie_rewind_ms.is_finite() && (0.0..=60_000.0).contains(&a.lie_rewind_ms)) {
+        return Err("--lie-rewind-ms must be in 0..=60000".into());
+    }
+    if !(a.lagcomp_window_ms.is_finite()
+        && a.lagcomp_window_ms > 0.0
+        && a.lagcomp_window_ms <= 10_000.0)
+    {
+        return Err("--lagcomp-window-ms must be in (0, 10000]".into());
+    }
+    shooter.window = std::time::Duration::from_secs_f64(a.lagcomp_window_ms / 1000.0);
+    shooter.lag_compensation = !a.no_lag_compensation;
+    shooter.relative_window = a.lagcomp_window == LagcompWindowArg::Relative;
+    shooter.lie_rewind = std::time::Duration::from_secs_f64(a.lie_rewind_ms / 1000.0);
+    shooter.arena_tiles = a.arena_tiles;
+    shooter.cells = match a.cells_m {
+        Some(size) if size.is_finite() && size > 0.0 && a.interest_m.is_finite() => {
+            Some(lagless_replication::CellConfig {
+                size,
+                radius: a.interest_m.max(0.0),
+            })
+        }
+        Some(_) => return Err("--cells-m must be positive, --interest-m finite".into()),
+        None => None,
+    };
+    Ok(())
 }
 
 /// `lagless run`: over the emulator on a virtual clock (a progress bar, then the short

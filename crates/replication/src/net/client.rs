@@ -1,6 +1,6 @@
 //! The game client's side of the high-level API.
 
-use super::felt::{FeltCosts, UNDERRUN_SAMPLE, UnderrunCosts};
+use super::felt::{FeltCosts, UNDERRUN_SAMPLE, UnderrunCosts, distance};
 use super::{NetConfig, NetError};
 use crate::client::{ClientConfig, EntityEvent, ReplicationClient};
 use crate::deadreckoning::{DrCodec, DrMessage, DrReceiver};
@@ -830,13 +830,4 @@ impl<W: PredictedWorld> Client<W> {
     pub fn stats(&self) -> &ClientNetStats {
         &self.stats
     }
-}
-
-/// The straight-line distance between two positions.
-fn distance(a: [f32; 3], b: [f32; 3]) -> f32 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y) * (x - y))
-        .sum::<f32>()
-        .sqrt()
 }

@@ -152,6 +152,11 @@ impl UnderrunCosts {
     }
 }
 
+/// The straight-line distance between two positions.
+pub(super) fn distance(a: [f32; 3], b: [f32; 3]) -> f32 {
+    norm(sub(a, b))
+}
+
 fn sub(a: [f32; 3], b: [f32; 3]) -> [f32; 3] {
     [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
 }

@@ -476,7 +476,7 @@ impl Default for RunConfig {
             prediction_limits: PredictionConfig::default(),
             smoothing: SmoothingConfig::default(),
             naive_sample: 8,
-            interpolation: DelayPolicy::felt(),
+            interpolation: DelayPolicy::adaptive(),
             playback: crate::playback::PlaybackSettings::default(),
             interpolation_shadows: vec![DelayPolicy::CLASSIC],
             rocket: lagless_scenes::rocket::predict::PredictPolicy::default(),

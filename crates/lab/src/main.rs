@@ -500,12 +500,11 @@ struct RunArgs {
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
-    /// Delay policy for showing the other players (with two or more clients): `felt`
-    /// (the underrun target of least felt cost, a tick of delay against the others'
-    /// jump when an underrun ends, as the client measures them; at most 8%),
-    /// `felt:MAX%`, `adaptive` (1% underrun target), `adaptive:P%`, or `fixed:N` send
-    /// intervals.
-    #[arg(long, default_value = "felt", value_parser = lagless_lab::playback::parse_policy)]
+    /// Delay policy for showing the other players (with two or more clients): `adaptive`
+    /// (1% underrun target), `adaptive:P%`, `felt` (the underrun target of least felt
+    /// cost, a tick of delay against the others' jump when an underrun ends, as the
+    /// client measures them; at most 8%), `felt:MAX%`, or `fixed:N` send intervals.
+    #[arg(long, default_value = "adaptive", value_parser = lagless_lab::playback::parse_policy)]
     interpolation: DelayPolicy,
     #[command(flatten)]
     playback: PlaybackArgs,

@@ -102,10 +102,12 @@ impl DelayPolicy {
 }
 
 impl Default for DelayPolicy {
-    /// [`DelayPolicy::felt`]: [`DelayPolicy::adaptive`] until the game (or the replication
-    /// layer's client) gives it costs.
+    /// [`DelayPolicy::adaptive`]. [`DelayPolicy::felt`] is not the default yet: how a tick
+    /// of delay should be priced is not settled (`docs/interpolation.md`, "The felt
+    /// policy"), and as priced it chose longer views in the shooter than lag
+    /// compensation's window allows for.
     fn default() -> Self {
-        Self::felt()
+        Self::adaptive()
     }
 }
 

@@ -98,7 +98,7 @@ pub const UNDERRUN_SAMPLE: usize = 64;
 /// ([`lagless_core::interpolation::DelayPolicy::Felt`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct UnderrunCosts {
-    /// Per entity followed: its last position and last step.
+    /// Per entity followed, in id order: its last position and last step.
     last: Vec<(u32, [f32; 3], Option<[f32; 3]>)>,
     was_underrun: bool,
     /// Decaying sums: frames' mean change of step while interpolating, and their count.
@@ -117,7 +117,11 @@ impl UnderrunCosts {
         let mut changes = (0.0f64, 0usize);
         let mut next = Vec::with_capacity(shown.len().min(UNDERRUN_SAMPLE));
         for &(id, p) in shown.iter().take(UNDERRUN_SAMPLE) {
-            let old = self.last.iter().find(|(i, _, _)| *i == id);
+            let old = self
+                .last
+                .binary_search_by_key(&id, |(i, _, _)| *i)
+                .ok()
+                .map(|k| &self.last[k]);
             let step = old.map(|(_, q, _)| sub(p, *q));
             if let (Some(step), Some((_, _, Some(before)))) = (step, old) {
                 changes.0 += f64::from(norm(sub(step, *before)));
@@ -125,6 +129,9 @@ impl UnderrunCosts {
             }
             next.push((id, p, step));
         }
+        // Kept in id order, so the next frame finds each entity without a scan (this
+        // runs every rendered frame).
+        next.sort_unstable_by_key(|(i, _, _)| *i);
         self.last = next;
         if changes.1 > 0 {
             let change = changes.0 / changes.1 as f64;

@@ -25,8 +25,8 @@ struct FrameEntity {
 /// Blending follows the declaration: vectors move in a straight line, or along the
 /// Hermite curve their declared velocity gives ([`crate::Kind::velocity_of`]); rotations
 /// take the shorter way round; angles wrap; ints, enums and bools switch when the newer
-/// state is reached. An entity only in the newer frame appears as it is; one only in the
-/// older is gone.
+/// state is reached. So do entities: one only in the newer frame appears when the newer
+/// state is reached, and one only in the older stays until then.
 #[derive(Debug, Clone)]
 pub struct Frame {
     schema: Arc<Schema>,
@@ -197,31 +197,71 @@ fn blend(kind: &Kind, a: &[f32], b: &[f32], t: f32, dt: Option<f32>) -> Arc<[f32
     out.into()
 }
 
+/// `a` blended towards `b` at `t`. Each entity appears and goes at the state that says
+/// so, as ints and bools switch: one only in `b` (spawned, or come into the client's
+/// interest, or a new incarnation of a reused id) is shown once `b` is reached, and one
+/// only in `a` stays until then, moving along its declared velocity when `dt` is known.
+/// Showing the newer state early would put an entity that came into view moving where it
+/// will be a tick later, and a player respawned far away at its spawn point while the
+/// truth of that time still has it where it died.
 fn merge(a: &Frame, b: &Frame, t: f32, dt: Option<f32>) -> Frame {
+    let reached = t >= 1.0;
     let mut entities = Vec::with_capacity(b.entities.len());
     let mut older = a.entities.iter().peekable();
+    let held = |o: &FrameEntity, entities: &mut Vec<FrameEntity>| {
+        if !reached {
+            let values = match (dt, a.schema.get(o.kind)) {
+                (Some(dt), Some(kind)) => along_velocity(kind, &o.values, t * dt)
+                    .map_or_else(|| Arc::clone(&o.values), Arc::from),
+                _ => Arc::clone(&o.values),
+            };
+            entities.push(FrameEntity {
+                values,
+                ..o.clone()
+            });
+        }
+    };
     for e in &b.entities {
-        while older.next_if(|o| o.id < e.id).is_some() {}
+        while let Some(o) = older.next_if(|o| o.id < e.id) {
+            held(o, &mut entities);
+        }
         let kind = b.schema.get(e.kind);
-        let blended = match (older.peek(), kind) {
-            (Some(o), Some(kind))
-                if o.id == e.id && o.kind == e.kind && o.generation == e.generation =>
-            {
-                blend(kind, &o.values, &e.values, t, dt)
+        let same = older.next_if(|o| o.id == e.id);
+        match (same, kind) {
+            (Some(o), Some(kind)) if o.kind == e.kind && o.generation == e.generation => {
+                entities.push(FrameEntity {
+                    values: blend(kind, &o.values, &e.values, t, dt),
+                    ..e.clone()
+                });
             }
-            _ => Arc::clone(&e.values),
-        };
-        entities.push(FrameEntity {
-            id: e.id,
-            generation: e.generation,
-            kind: e.kind,
-            values: blended,
-        });
+            (Some(o), _) if !reached => held(o, &mut entities),
+            _ if reached => entities.push(e.clone()),
+            _ => {}
+        }
+    }
+    for o in older {
+        held(o, &mut entities);
     }
     Frame {
         schema: Arc::clone(&b.schema),
         entities,
     }
+}
+
+/// `values` with every position that has a declared velocity moved along it for
+/// `secs`; `None` when no field moves.
+fn along_velocity(kind: &Kind, values: &[f32], secs: f32) -> Option<Vec<f32>> {
+    let mut out = values.to_vec();
+    let mut moved = false;
+    for f in kind.fields() {
+        if let Some(v) = f.velocity.map(|i| &kind.fields()[i]) {
+            for k in 0..f.ty.width().min(v.ty.width()) {
+                out[f.offset + k] += values[v.offset + k] * secs;
+                moved = true;
+            }
+        }
+    }
+    moved.then_some(out)
 }
 
 impl Interpolate for Frame {
@@ -237,20 +277,11 @@ impl Interpolate for Frame {
     fn extrapolate(a: &Self, dt_secs: f32) -> Self {
         let mut out = a.clone();
         for e in &mut out.entities {
-            let Some(kind) = a.schema.get(e.kind) else {
-                continue;
-            };
-            let mut values = e.values.to_vec();
-            let mut moved = false;
-            for f in kind.fields() {
-                if let Some(v) = f.velocity.map(|i| &kind.fields()[i]) {
-                    for k in 0..f.ty.width().min(v.ty.width()) {
-                        values[f.offset + k] += values[v.offset + k] * dt_secs;
-                        moved = true;
-                    }
-                }
-            }
-            if moved {
+            if let Some(values) = a
+                .schema
+                .get(e.kind)
+                .and_then(|kind| along_velocity(kind, &e.values, dt_secs))
+            {
                 e.values = values.into();
             }
         }
@@ -298,17 +329,26 @@ mod tests {
         let m = Frame::lerp(&a, &b, 0.5);
         assert_eq!(
             m.ids().collect::<Vec<_>>(),
+            vec![1, 2, 3],
+            "3 stays and 4 waits until the newer state is reached"
+        );
+        assert_eq!(
+            Frame::lerp(&a, &b, 1.0).ids().collect::<Vec<_>>(),
             vec![1, 2, 4],
-            "3 is gone, 4 appears"
+            "then 3 is gone and 4 appears"
         );
         let (_, d) = m.get(1).unwrap();
         assert!((d[0] - 1.0).abs() < 1e-6);
-        // The same id in a new incarnation appears where it is, not half-way.
+        // The same id in a new incarnation appears where it is, not half-way, and only
+        // once its state is reached: until then the old one moves on along its velocity.
         let mut c = Frame::new(Arc::clone(&s));
-        c.push_generation(1, 1, 0, vec![2.0, 0.0, 1.0, 0.0, 0.2, 50.0].into());
+        c.push_generation(1, 1, 0, vec![9.0, 0.0, 1.0, 0.0, 0.2, 50.0].into());
         let r = Frame::lerp(&a, &c, 0.5);
-        assert_eq!(r.get(1).unwrap().1[0], 2.0);
-        assert_eq!(r.generation(1), Some(1));
+        assert_eq!((r.get(1).unwrap().1[0], r.generation(1)), (0.0, Some(0)));
+        let r = Frame::hermite(&a, &c, 0.5, 2.0);
+        assert_eq!((r.get(1).unwrap().1[0], r.generation(1)), (1.0, Some(0)));
+        let r = Frame::lerp(&a, &c, 1.0);
+        assert_eq!((r.get(1).unwrap().1[0], r.generation(1)), (9.0, Some(1)));
         // 6.0 to 0.2 rad is shorter across 2π: halfway lies near 0.
         assert!(!(0.5..5.8).contains(&d[4]), "heading {}", d[4]);
         assert_eq!(d[5], 100.0, "ints switch only at the newer state");
@@ -317,7 +357,11 @@ mod tests {
         assert_eq!(r[0..3], [1.0, 2.0, 3.0]);
         let norm: f32 = r[3..7].iter().map(|c| c * c).sum();
         assert!((norm - 1.0).abs() < 1e-5);
-        assert_eq!(m.get(4).unwrap().1, b.get(4).unwrap().1);
+        assert_eq!(
+            m.get(3).unwrap().1,
+            a.get(3).unwrap().1,
+            "no velocity: holds"
+        );
 
         // Along the velocity: 1 m/s for 2 s from 0 to 2 is a straight line anyway, and
         // extrapolation moves the position by the velocity.

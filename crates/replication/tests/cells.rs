@@ -370,3 +370,145 @@ fn cells_covering_the_world_give_the_bytes_of_cells_off() {
         bytes(&off)
     );
 }
+
+/// A runner (with a declared velocity) going back and forth at 8 m/s across client 1's
+/// interest, and a jumper teleporting every half second between a place out of the
+/// interest and one in it, as a respawned player does.
+fn crossing_schema() -> Schema {
+    Schema::new()
+        .kind(
+            Kind::new("runner")
+                .vec2("position", 200.0, 0.01)
+                .vec2("velocity", 50.0, 0.01)
+                .velocity_of("position"),
+        )
+        .build()
+        .unwrap()
+}
+
+const RUNNER: u32 = 1;
+const JUMPER: u32 = 2;
+
+/// Entity `e`'s position and velocity on tick `t`.
+fn crossing(e: u32, t: u32) -> ([f32; 2], [f32; 2]) {
+    let secs = t as f32 / HZ as f32;
+    if e == RUNNER {
+        // A triangle wave between -14 and 14 m: straight through the interest (-8..8 m
+        // with these cells), turning outside it.
+        let period = 28.0 / 8.0 * 2.0;
+        let phase = secs % period;
+        if phase < period / 2.0 {
+            ([-14.0 + 8.0 * phase, 1.0], [8.0, 0.0])
+        } else {
+            ([14.0 - 8.0 * (phase - period / 2.0), 1.0], [-8.0, 0.0])
+        }
+    } else if (t / (HZ / 2)) % 2 == 0 {
+        ([40.0, 3.0], [0.0; 2])
+    } else {
+        ([2.0, 3.0], [0.0; 2])
+    }
+}
+
+#[test]
+fn an_entity_entering_or_leaving_the_interest_is_shown_where_it_was_at_the_render_tick() {
+    let config = NetConfig::new(HZ);
+    let mut server = Server::<u8>::new(crossing_schema(), &config).unwrap();
+    server.set_cells(Some(CELLS));
+    for e in [RUNNER, JUMPER] {
+        let (p, v) = crossing(e, 0);
+        server
+            .spawn_with_id(e, 0, |w| {
+                w.vec2(p);
+                w.vec2(v);
+            })
+            .unwrap();
+    }
+    server.connect(1).unwrap();
+    server.set_focus(1, Some([0.0; 3]));
+    let mut client = Client::new(crossing_schema(), Spectator::<u8>::default(), &config).unwrap();
+    let mut link = Duplex::symmetric(profile("lan").unwrap(), 1).unwrap();
+    // The server's truth, tick by tick: where each entity was and whether it was in
+    // client 1's interest.
+    let mut truth: Vec<[([f32; 2], bool); 2]> = Vec::new();
+    let (mut worst, mut shown, mut entered) = ([0.0f32; 2], [0u32; 2], 0u32);
+    let mut was_shown = false;
+    let mut now = Duration::ZERO;
+    while now < Duration::from_secs(10) {
+        while let Some(p) = link.up.poll(now) {
+            let _ = server.receive(1, now, &p);
+        }
+        server.update(now);
+        while server.next_tick().is_some() {
+            let t = server.current_tick().0;
+            for e in [RUNNER, JUMPER] {
+                let (p, v) = crossing(e, t);
+                server
+                    .update_entity(e, |w| {
+                        w.vec2(p);
+                        w.vec2(v);
+                    })
+                    .unwrap();
+            }
+            truth.resize(t as usize + 1, [([f32::NAN; 2], false); 2]);
+            truth[t as usize] =
+                [RUNNER, JUMPER].map(|e| (crossing(e, t).0, server.in_interest(1, e)));
+            server.send_snapshots(now).unwrap();
+        }
+        while let Some((_, p)) = server.poll_transmit() {
+            link.down.send(now, p);
+        }
+        while let Some(p) = link.down.poll(now) {
+            let _ = client.receive(now, &p);
+        }
+        client.update(now);
+        while let Some(t) = client.next_tick() {
+            client.tick(t, 0);
+        }
+        while let Some(p) = client.poll_transmit(now) {
+            link.up.send(now, p);
+        }
+        let render = client.render(now);
+        if let (Some(r), Some(kind)) = (render.render_tick, render.kind) {
+            if matches!(
+                kind,
+                lagless_core::interpolation::SampleKind::Interpolated { .. }
+            ) {
+                let (t0, f) = (r.floor() as usize, (r - r.floor()) as f32);
+                for (k, e) in [RUNNER, JUMPER].into_iter().enumerate() {
+                    let Some(pose) = render.frame.pose(e) else {
+                        if e == JUMPER {
+                            was_shown = false;
+                        }
+                        continue;
+                    };
+                    let (Some(a), Some(b)) = (truth.get(t0), truth.get(t0 + 1)) else {
+                        continue;
+                    };
+                    // The runner moves in straight lines between ticks; the jumper holds
+                    // still between its jumps, so a jump happens at a tick, not across one.
+                    let at = match e {
+                        RUNNER => [0, 1].map(|i| a[k].0[i] + (b[k].0[i] - a[k].0[i]) * f),
+                        _ => a[k].0,
+                    };
+                    let error = ((pose.position[0] - at[0]).powi(2)
+                        + (pose.position[1] - at[1]).powi(2))
+                    .sqrt();
+                    worst[k] = worst[k].max(error);
+                    shown[k] += 1;
+                    if e == JUMPER && !was_shown {
+                        entered += 1;
+                        was_shown = true;
+                    }
+                }
+            }
+        }
+        now += Duration::from_millis(4);
+    }
+    // Shown only where it was: quantization (1 cm) and the Hermite curve's rounding.
+    assert!(worst[0] < 0.03, "the runner was shown {} m off", worst[0]);
+    assert!(worst[1] < 0.03, "the jumper was shown {} m off", worst[1]);
+    // And shown: the runner about 4 s of the 10 in the interest, the jumper half the
+    // time, entering 10 times.
+    assert!(shown[0] > 500 && shown[1] > 500, "{shown:?}");
+    assert!(entered >= 9, "the jumper entered {entered} times");
+}

@@ -130,8 +130,13 @@ pub struct ManyClientsBench {
     pub clients: usize,
     /// Threads the encodes were spread over.
     pub threads: usize,
-    /// Median and 99th percentile ms of one physics step.
+    /// Median and 99th percentile CPU ms of one physics step (one thread).
     pub physics_ms: (f64, f64),
+    /// Median and 99th percentile wall ms of one physics step.
+    pub physics_wall_ms: (f64, f64),
+    /// Median and 99th percentile wall ms of a tick's replication: capture and every
+    /// client's encode, the server's part apart from the game's own simulation.
+    pub replication_wall_ms: (f64, f64),
     /// Median and 99th percentile ms of one tick's capture.
     pub capture_ms: (f64, f64),
     /// Median and 99th percentile ms of one tick's encodes, every client's: CPU time of
@@ -215,6 +220,7 @@ pub fn bench_encode_clients(
     let mut evict = vec![0u8; if cold { EVICT_BYTES } else { 0 }];
     let cubes = scene.cube_count();
     let (mut physics, mut capture, mut encode) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut physics_walls, mut replication_walls) = (Vec::new(), Vec::new());
     let mut per_tick = Vec::new();
     let (mut encode_wall, mut tick_wall, mut per_client) = (Vec::new(), Vec::new(), Vec::new());
     let (mut candidates, mut entries, mut bytes, mut snapshots) = (0usize, 0usize, 0usize, 0usize);
@@ -278,6 +284,8 @@ pub fn bench_encode_clients(
                 snapshots += 1;
             }
             physics.push(physics_ms);
+            physics_walls.push(physics_wall);
+            replication_walls.push(capture_wall + wall_ms);
             capture.push(capture_ms);
             encode.push(encode_ms);
             per_tick.push(physics_ms + capture_ms + encode_ms);
@@ -300,6 +308,8 @@ pub fn bench_encode_clients(
         ticks_per_s: 1000.0 / mean_wall.max(1e-9),
         tick_wall_ms: spread(tick_wall),
         physics_ms: spread(physics),
+        physics_wall_ms: spread(physics_walls),
+        replication_wall_ms: spread(replication_walls),
         capture_ms: spread(capture),
         encode_ms: spread(encode),
         tick_ms: spread(per_tick),
@@ -327,7 +337,8 @@ pub fn format_many_clients(b: &ManyClientsBench) -> String {
         "p99 ms",
         "vs physics"
     );
-    out.push_str(&row("physics step", b.physics_ms));
+    out.push_str(&row("physics step CPU (one thread)", b.physics_ms));
+    out.push_str(&row("physics step wall", b.physics_wall_ms));
     out.push_str(&row("capture", b.capture_ms));
     out.push_str(&row(
         &format!("encode CPU (every client, {}t)", b.threads),
@@ -335,6 +346,10 @@ pub fn format_many_clients(b: &ManyClientsBench) -> String {
     ));
     out.push_str(&row("tick CPU (the three)", b.tick_ms));
     out.push_str(&row("encode wall", b.encode_wall_ms));
+    out.push_str(&row(
+        "replication wall (capture+encode)",
+        b.replication_wall_ms,
+    ));
     out.push_str(&row("tick wall (server.tick_wall_ms)", b.tick_wall_ms));
     out.push_str(&format!(
         "encode CPU per client per tick: {:.1} µs; server.ticks_per_s (back to back): {:.0}\n",

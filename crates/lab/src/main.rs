@@ -4,10 +4,7 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lagless_core::LeadPolicy;
-use lagless_core::interpolation::{
-    DEFAULT_HISTORY, DEFAULT_MAX_STRETCH, DEFAULT_OVERDUE_QUANTILE, DEFAULT_SHIFT_SLOWDOWN,
-    DEFAULT_SHIFT_WINDOW, DelayPolicy, MAX_STRETCH, MIN_OVERDUE_QUANTILE,
-};
+use lagless_core::interpolation::{DelayPolicy, MAX_STRETCH, MIN_OVERDUE_QUANTILE};
 use lagless_lab::config::named_profile;
 use lagless_lab::{LinkChange, NetOverrides, RunConfig};
 use lagless_netem::{PROFILE_NAMES, Trace, profile};
@@ -255,45 +252,58 @@ struct BenchPlaybackArgs {
     playback: PlaybackArgs,
 }
 
-/// Playback options shared by every command that runs interpolation buffers.
+/// Playback options shared by every command that runs interpolation buffers. Each left
+/// out keeps the command's default: the core's, or the scene's for `run` (the shooter
+/// stretches; `RunConfig::for_scene`).
 #[derive(Args)]
 struct PlaybackArgs {
     /// How much adaptive buffers slow playback down while a snapshot is overdue
-    /// (0.5: to half speed; 0: never).
-    #[arg(long, default_value_t = DEFAULT_MAX_STRETCH, value_parser = parse_slowdown)]
-    max_stretch: f32,
+    /// (0.5: to half speed; 0: never) [default: 0; the shooter 0.5].
+    #[arg(long, value_parser = parse_slowdown)]
+    max_stretch: Option<f32>,
     /// When the next snapshot counts as overdue, so that adaptive buffers may stretch:
     /// once it is later than this share of arrivals, plus a send interval (0.9: nine in
-    /// ten; 1: the slowest). Earlier buys less delay for more frames in slow motion.
-    #[arg(long, default_value_t = DEFAULT_OVERDUE_QUANTILE, value_parser = parse_overdue)]
-    overdue_quantile: f32,
+    /// ten; 1: the slowest). Earlier buys less delay for more frames in slow motion
+    /// [default: 0.9].
+    #[arg(long, value_parser = parse_overdue)]
+    overdue_quantile: Option<f32>,
     /// Arrivals the buffers' clock and delay statistics look back over. Longer windows
     /// give adaptive buffers steadier delays on bursty links and cost more per arrival;
-    /// drift is followed more slowly, clear changes of link as fast (`--shift-window`).
-    #[arg(long, default_value_t = DEFAULT_HISTORY, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
-    history: usize,
+    /// drift is followed more slowly, clear changes of link as fast (`--shift-window`)
+    /// [default: 512; the shooter 2048].
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    history: Option<usize>,
     /// Recent arrivals adaptive buffers watch for a change of link: when they needed far
     /// more lag, came far later or lost far more than the window's earlier ones, the
     /// delay follows the arrivals since the change at once; when they came far faster
     /// (or far fewer were lost lately), the window forgets the old link. 0 turns the
-    /// watch off.
-    #[arg(long, default_value_t = DEFAULT_SHIFT_WINDOW, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=4096))]
-    shift_window: usize,
+    /// watch off [default: 32].
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=4096))]
+    shift_window: Option<usize>,
     /// How far adaptive buffers may slow playback down to reach the longer delay a link
     /// that got worse needs, once they have seen it (0.5: to half speed; 0: no further
-    /// than any change of delay).
-    #[arg(long, default_value_t = DEFAULT_SHIFT_SLOWDOWN, value_parser = parse_slowdown)]
-    shift_slowdown: f32,
+    /// than any change of delay) [default: 0.5].
+    #[arg(long, value_parser = parse_slowdown)]
+    shift_slowdown: Option<f32>,
 }
 
 impl PlaybackArgs {
+    /// The core's defaults with the options given laid over them.
     fn settings(&self) -> lagless_lab::playback::PlaybackSettings {
+        self.settings_over(lagless_lab::playback::PlaybackSettings::default())
+    }
+
+    /// `base` with the options given laid over it.
+    fn settings_over(
+        &self,
+        base: lagless_lab::playback::PlaybackSettings,
+    ) -> lagless_lab::playback::PlaybackSettings {
         lagless_lab::playback::PlaybackSettings {
-            max_stretch: self.max_stretch,
-            overdue_quantile: self.overdue_quantile,
-            history: self.history,
-            shift_window: self.shift_window,
-            shift_slowdown: self.shift_slowdown,
+            max_stretch: self.max_stretch.unwrap_or(base.max_stretch),
+            overdue_quantile: self.overdue_quantile.unwrap_or(base.overdue_quantile),
+            history: self.history.unwrap_or(base.history),
+            shift_window: self.shift_window.unwrap_or(base.shift_window),
+            shift_slowdown: self.shift_slowdown.unwrap_or(base.shift_slowdown),
         }
     }
 }
@@ -503,9 +513,10 @@ struct RunArgs {
     /// Delay policy for showing the other players (with two or more clients): `adaptive`
     /// (1% underrun target), `adaptive:P%`, `felt` (the underrun target of least felt
     /// cost, a tick of delay against the others' jump when an underrun ends, as the
-    /// client measures them; at most 8%), `felt:MAX%`, or `fixed:N` send intervals.
-    #[arg(long, default_value = "adaptive", value_parser = lagless_lab::playback::parse_policy)]
-    interpolation: DelayPolicy,
+    /// client measures them; at most 8%), `felt:MAX%`, or `fixed:N` send intervals
+    /// [default: adaptive; the shooter adaptive:2.5%, stretching].
+    #[arg(long, value_parser = lagless_lab::playback::parse_policy)]
+    interpolation: Option<DelayPolicy>,
     #[command(flatten)]
     playback: PlaybackArgs,
     /// Also replay the other players' snapshot arrivals through a range of fixed and

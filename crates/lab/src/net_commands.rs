@@ -134,12 +134,13 @@ pub(crate) struct ConnectArgs {
     /// Turn client-side prediction off.
     #[arg(long)]
     pub(crate) no_prediction: bool,
-    /// Delay policy for showing the other players and the cubes.
-    #[arg(long, default_value = "adaptive", value_parser = lagless_lab::playback::parse_policy)]
-    pub(crate) interpolation: DelayPolicy,
-    /// How far ahead of the server the client runs (as for `run`).
-    #[arg(long, default_value = "adaptive", value_parser = lagless_lab::input_buffer::parse_lead_policy)]
-    pub(crate) input_buffer: LeadPolicy,
+    /// Delay policy for showing the other players and the cubes (as for `run`; default:
+    /// the scene's, `RunConfig::for_scene`).
+    #[arg(long, value_parser = lagless_lab::playback::parse_policy)]
+    pub(crate) interpolation: Option<DelayPolicy>,
+    /// How far ahead of the server the client runs (as for `run`; default: `felt`).
+    #[arg(long, value_parser = lagless_lab::input_buffer::parse_lead_policy)]
+    pub(crate) input_buffer: Option<LeadPolicy>,
     /// The link's name in the report (e.g. the proxy's profile).
     #[arg(long, default_value = "udp")]
     pub(crate) label: String,
@@ -317,17 +318,23 @@ pub(crate) fn connect(a: &ConnectArgs) -> Result<(), String> {
     if !(a.connect_timeout_s.is_finite() && a.connect_timeout_s > 0.0) {
         return Err("--connect-timeout-s must be a positive number".into());
     }
+    // How the scene shows the others and leads the server, as `run` does; its rates
+    // come from the server.
+    let scene = RunConfig::for_scene(&a.scene);
     let mut config = RunConfig {
         scene: a.scene.clone(),
         seed: a.seed,
         seconds: a.seconds,
         script: ScriptChoice::Named(a.script.clone()),
         prediction: !a.no_prediction,
-        interpolation: a.interpolation,
+        interpolation: a.interpolation.unwrap_or(scene.interpolation),
+        playback: scene.playback,
         clients: a.tokens.len() as u32,
         ..RunConfig::default()
     };
-    config.client.sync.lead = a.input_buffer;
+    if let Some(lead) = a.input_buffer {
+        config.client.sync.lead = lead;
+    }
     let mut tokens = Vec::new();
     for path in &a.tokens {
         tokens.push(keys::read_token_file(path).map_err(|e| e.to_string())?);

@@ -92,8 +92,10 @@ fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         return Err("--remote-input-decay-ms must be a non-negative number or inf".into());
     }
     config.rocket.remote_input_decay_secs = (a.remote_input_decay_ms / 1000.0) as f32;
-    config.interpolation = a.interpolation;
-    config.playback = a.playback.settings();
+    if let Some(policy) = a.interpolation {
+        config.interpolation = policy;
+    }
+    config.playback = a.playback.settings_over(config.playback);
     if a.interpolation_sweep {
         if config.clients < 2 {
             return Err(

@@ -352,9 +352,6 @@ pub struct ShooterSettings {
     pub relative_window: bool,
     /// The arena is this many standard arenas on a side (`--arena-tiles`).
     pub arena_tiles: u32,
-    /// Spatial cells: each client is sent only what lies in the cells near its player
-    /// (`--cells-m`, `--interest-m`); `None`: everything.
-    pub cells: Option<lagless_replication::CellConfig>,
 }
 
 impl Default for ShooterSettings {
@@ -365,7 +362,6 @@ impl Default for ShooterSettings {
             window: Duration::from_millis(250),
             relative_window: true,
             arena_tiles: 1,
-            cells: None,
         }
     }
 }
@@ -431,6 +427,9 @@ pub struct RunConfig {
     /// Every Nth rollback, also time a naive full-world restore and replay of the same
     /// depth on a shadow world (0: never). The ratio to it is reported.
     pub naive_sample: u32,
+    /// Spatial cells on the server: each client is sent only what lies in the cells
+    /// near its player (`--cells-m`, `--interest-m`); `None`: everything.
+    pub cells: Option<lagless_replication::CellConfig>,
     /// Delay policy of the buffer that shows the other players (with more than one
     /// client).
     pub interpolation: DelayPolicy,
@@ -476,11 +475,30 @@ impl Default for RunConfig {
             prediction_limits: PredictionConfig::default(),
             smoothing: SmoothingConfig::default(),
             naive_sample: 8,
+            cells: None,
             interpolation: DelayPolicy::adaptive(),
             playback: crate::playback::PlaybackSettings::default(),
             interpolation_shadows: vec![DelayPolicy::CLASSIC],
             rocket: lagless_scenes::rocket::predict::PredictPolicy::default(),
         }
+    }
+}
+
+/// Spatial cells of `size_m` (`None`: no cells) with an interest of `interest_m` around
+/// each player (`--cells-m`, `--interest-m`).
+pub fn cells(
+    size_m: Option<f32>,
+    interest_m: f32,
+) -> Result<Option<lagless_replication::CellConfig>, String> {
+    match size_m {
+        Some(size) if size.is_finite() && size > 0.0 && interest_m.is_finite() => {
+            Ok(Some(lagless_replication::CellConfig {
+                size,
+                radius: interest_m.max(0.0),
+            }))
+        }
+        Some(_) => Err("--cells-m must be positive, --interest-m finite".into()),
+        None => Ok(None),
     }
 }
 

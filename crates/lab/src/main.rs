@@ -581,12 +581,12 @@ struct RunArgs {
     /// Shooter scene: the arena is N × N standard 32 m arenas (room for a large match).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
     arena_tiles: u32,
-    /// Shooter scene: spatial cells of this size, m: each client is sent only what lies
-    /// in the cells within `--interest-m` of its player (default: no cells, everything).
+    /// Spatial cells of this size, m: each client is sent only what lies in the cells
+    /// within `--interest-m` of its player (default: no cells, everything).
     #[arg(long, value_name = "M")]
     cells_m: Option<f32>,
-    /// Shooter scene, with `--cells-m`: how far around its player a client's interest
-    /// reaches, m (default 24: the bots' firing range).
+    /// With `--cells-m`: how far around its player a client's interest reaches, m
+    /// (default 24: the shooter bots' firing range).
     #[arg(long, value_name = "M", default_value_t = 24.0)]
     interest_m: f32,
 }

@@ -91,6 +91,13 @@ pub(crate) struct ServeArgs {
     /// on threads of their own.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub(crate) matches: u32,
+    /// Spatial cells of this size, m: each client is sent only what lies in the cells
+    /// within `--interest-m` of its player (default: no cells, everything).
+    #[arg(long, value_name = "M")]
+    pub(crate) cells_m: Option<f32>,
+    /// With `--cells-m`: how far around its player a client's interest reaches, m.
+    #[arg(long, value_name = "M", default_value_t = 24.0)]
+    pub(crate) interest_m: f32,
     /// On Ctrl-C or SIGTERM, stop admitting clients and let the matches play out for at
     /// most this many seconds before exiting (a second signal exits at once); 0: exit
     /// at once.
@@ -268,6 +275,7 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<(), String> {
     };
     config.server.tick_hz = a.tick_hz;
     config.client.tick_hz = a.tick_hz;
+    config.cells = lagless_lab::config::cells(a.cells_m, a.interest_m)?;
     if !(a.drain_s.is_finite() && (0.0..=86_400.0).contains(&a.drain_s)) {
         return Err("--drain-s must be in [0, 86400]".into());
     }

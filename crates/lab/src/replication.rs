@@ -176,8 +176,10 @@ impl<S: LabScene> SnapshotSender<S> {
         config: &RunConfig,
     ) -> Result<(Self, Server<S::Input>), RunError> {
         let net = net_config::<S>(&setup, config);
-        let server =
+        let mut server =
             Server::new(S::schema(&setup), &net).map_err(|e| RunError::Invalid(e.to_string()))?;
+        // Each client's interest follows its player: the sender sets the focus.
+        server.set_cells(config.cells);
         let sender = Self {
             choice,
             dr: net.dead_reckoning,

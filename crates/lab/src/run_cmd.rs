@@ -58,6 +58,7 @@ fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
     config.walkers = walker_settings(a)?;
     config.set_tick_hz(tick_hz);
     shooter_settings(a, &mut config.shooter)?;
+    config.cells = lagless_lab::config::cells(a.cells_m, a.interest_m)?;
     config.server.missing_input = match a.missing_input {
         MissingInputArg::Hold => MissingInput::Hold,
         MissingInputArg::Repeat => MissingInput::RepeatLast,
@@ -165,16 +166,6 @@ fn shooter_settings(
     shooter.relative_window = a.lagcomp_window == LagcompWindowArg::Relative;
     shooter.lie_rewind = std::time::Duration::from_secs_f64(a.lie_rewind_ms / 1000.0);
     shooter.arena_tiles = a.arena_tiles;
-    shooter.cells = match a.cells_m {
-        Some(size) if size.is_finite() && size > 0.0 && a.interest_m.is_finite() => {
-            Some(lagless_replication::CellConfig {
-                size,
-                radius: a.interest_m.max(0.0),
-            })
-        }
-        Some(_) => return Err("--cells-m must be positive, --interest-m finite".into()),
-        None => None,
-    };
     Ok(())
 }
 

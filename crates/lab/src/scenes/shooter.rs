@@ -39,9 +39,7 @@ use lagless_core::interpolation::Pose;
 use lagless_core::{Tick, TickRate};
 use lagless_replication::hits::HitStats;
 use lagless_replication::spawns::SpawnStats;
-use lagless_replication::{
-    CellConfig, ReplicationClient, ReplicationError, ReplicationServer, Schema,
-};
+use lagless_replication::{ReplicationClient, ReplicationError, ReplicationServer, Schema};
 use lagless_scenes::shooter::bot::Bot;
 use lagless_scenes::shooter::replicate;
 use lagless_scenes::shooter::{
@@ -73,8 +71,6 @@ pub fn allowance(l: &ServerLatency) -> Duration {
 pub struct Shooter {
     /// The server's world.
     pub scene: ShooterScene,
-    /// The spatial cells the server runs with (`--cells-m`), if any.
-    pub cells: Option<CellConfig>,
 }
 
 /// What both ends know before the run: the arena and the settings, and client 1's lie.
@@ -150,8 +146,7 @@ impl LabScene for Shooter {
             arena: Arc::clone(scene.arena()),
             lie: s.lie_rewind,
         };
-        let cells = s.cells;
-        Ok((Self { scene, cells }, setup))
+        Ok((Self { scene }, setup))
     }
 
     fn add_player(&mut self, player: PlayerId) {
@@ -177,8 +172,6 @@ impl LabScene for Shooter {
     }
 
     fn capture(&self, server: &mut ReplicationServer) -> Result<(), ReplicationError> {
-        // Each client's interest follows its player (the lab sets the focus).
-        server.set_cells(self.cells);
         replicate::capture(&self.scene, server)
     }
 

@@ -4,6 +4,8 @@
 //! and cells that cover the whole world give the bytes of cells off.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use lagless_netem::{Duplex, profile};
 use lagless_replication::*;
 use std::time::Duration;
@@ -118,16 +120,7 @@ fn leaving_the_interest_despawns_and_coming_back_sends_the_whole_entity() {
     while now < END {
         step_server(&mut server, &mut clients, now);
         for (k, (client, link)) in clients.iter_mut().enumerate() {
-            while let Some(p) = link.down.poll(now) {
-                let _ = client.receive(now, &p);
-            }
-            client.update(now);
-            while let Some(t) = client.next_tick() {
-                client.tick(t, 0);
-            }
-            while let Some(p) = client.poll_transmit(now) {
-                link.up.send(now, p);
-            }
+            common::step_spectator(client, link, now);
             let out = now >= OUT && now < BACK;
             while let Some(event) = client.poll_event() {
                 match event {
@@ -457,16 +450,7 @@ fn an_entity_entering_or_leaving_the_interest_is_shown_where_it_was_at_the_rende
         while let Some((_, p)) = server.poll_transmit() {
             link.down.send(now, p);
         }
-        while let Some(p) = link.down.poll(now) {
-            let _ = client.receive(now, &p);
-        }
-        client.update(now);
-        while let Some(t) = client.next_tick() {
-            client.tick(t, 0);
-        }
-        while let Some(p) = client.poll_transmit(now) {
-            link.up.send(now, p);
-        }
+        common::step_spectator(&mut client, &mut link, now);
         let render = client.render(now);
         if let (Some(r), Some(kind)) = (render.render_tick, render.kind) {
             if matches!(

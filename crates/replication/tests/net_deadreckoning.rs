@@ -3,6 +3,8 @@
 //! and a character's spawn and despawn come from the snapshots.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use lagless_netem::{Duplex, profile};
 use lagless_replication::deadreckoning::CharacterState;
 use lagless_replication::*;
@@ -69,16 +71,7 @@ fn a_character_moved_only_by_dead_reckoning_is_shown_where_it_is_now() {
         while let Some((_, p)) = server.poll_transmit() {
             link.down.send(now, p);
         }
-        while let Some(p) = link.down.poll(now) {
-            client.receive(now, &p).unwrap();
-        }
-        client.update(now);
-        while let Some(t) = client.next_tick() {
-            client.tick(t, 0);
-        }
-        while let Some(p) = client.poll_transmit(now) {
-            link.up.send(now, p);
-        }
+        assert_eq!(common::step_spectator(&mut client, &mut link, now), 0);
         let render = client.render(now);
         // The server's clock at `now` is the session's tick clock.
         if let (Some(pose), None) = (render.pose(5), despawned_at) {
@@ -273,16 +266,7 @@ fn dead_reckoning_messages_stay_inside_the_budget() {
         while let Some((_, p)) = server.poll_transmit() {
             link.down.send(now, p);
         }
-        while let Some(p) = link.down.poll(now) {
-            client.receive(now, &p).unwrap();
-        }
-        client.update(now);
-        while let Some(t) = client.next_tick() {
-            client.tick(t, 0);
-        }
-        while let Some(p) = client.poll_transmit(now) {
-            link.up.send(now, p);
-        }
+        assert_eq!(common::step_spectator(&mut client, &mut link, now), 0);
         now += Duration::from_millis(5);
     }
     let counters = *server.snapshot_counters(1).unwrap();

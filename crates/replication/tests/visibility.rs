@@ -3,6 +3,8 @@
 //! spawns it again with its current state, over a lossy link.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use lagless_netem::{Duplex, profile};
 use lagless_replication::*;
 use std::time::Duration;
@@ -101,16 +103,7 @@ fn hidden_entities_never_arrive_and_leaving_and_reentering_the_set_despawns_and_
             }
         }
         for (k, (client, link)) in clients.iter_mut().enumerate() {
-            while let Some(p) = link.down.poll(now) {
-                let _ = client.receive(now, &p);
-            }
-            client.update(now);
-            while let Some(t) = client.next_tick() {
-                client.tick(t, 0);
-            }
-            while let Some(p) = client.poll_transmit(now) {
-                link.up.send(now, p);
-            }
+            common::step_spectator(client, link, now);
             if k != 0 {
                 while client.poll_event().is_some() {}
                 continue;
@@ -269,16 +262,7 @@ fn a_hidden_character_gets_no_dead_reckoning_messages() {
             }
         }
         for (client, link) in &mut clients {
-            while let Some(p) = link.down.poll(now) {
-                let _ = client.receive(now, &p);
-            }
-            client.update(now);
-            while let Some(t) = client.next_tick() {
-                client.tick(t, 0);
-            }
-            while let Some(p) = client.poll_transmit(now) {
-                link.up.send(now, p);
-            }
+            common::step_spectator(client, link, now);
         }
         now += Duration::from_millis(5);
     }

@@ -52,8 +52,8 @@ impl Views {
     }
 }
 
-/// A snapshot in flight: its tick, what it changed, when it left, and the whole view
-/// the client holds once it decodes it.
+/// A snapshot in flight: its tick, what it changed, when it left, and the view it was
+/// encoded against.
 #[derive(Debug, Clone)]
 pub(super) struct InFlight {
     pub(super) tick: Tick,
@@ -61,17 +61,17 @@ pub(super) struct InFlight {
     /// up on, what the client shows of these is to be worked out again.
     pub(super) changes: Vec<(u32, Option<Entry>)>,
     sent_at: Duration,
-    /// The client's view once it decodes this snapshot: its baseline's (the
-    /// acknowledged view when it was encoded, or nothing for a full snapshot) with
-    /// `changes` applied. A copy shares every chunk of 32 ids it did not change with the
-    /// baseline, so keeping it costs the chunks the snapshot touched.
+    /// The view it was encoded against: the acknowledged view of the time (nothing for
+    /// a full snapshot), a copy sharing every chunk of 32 ids with it. Once this
+    /// snapshot is acknowledged, the client holds it with `changes` applied.
     ///
-    /// An acknowledgement adopts it as it is. Rebuilding it instead, by taking the
-    /// present acknowledged view back to the snapshot's baseline through a log of
-    /// changes, cost in proportion to everything sent while it was in flight: with a
-    /// 94 ms round trip at 64 snapshots/s, 920 entries an acknowledgement and 19.5 ms a
-    /// tick for 64 clients of the cube scene (`lagless bench-snapshot --clients 64`).
-    view: View,
+    /// An acknowledgement builds that view from this copy. Rebuilding it instead by
+    /// taking the present acknowledged view back to the baseline through a log of
+    /// changes cost in proportion to everything sent while the snapshot was in flight:
+    /// with a 94 ms round trip at 64 snapshots/s, 920 entries an acknowledgement and
+    /// 20 ms a tick for 64 clients of the cube scene (`lagless bench-snapshot --clients
+    /// 64`).
+    base: View,
 }
 
 /// The view of the newest snapshot a client acknowledged.
@@ -153,15 +153,16 @@ impl ClientState {
             pending.mark(id);
             forget_shown(shown, id);
         };
+        let mut view = f.base;
+        for (id, entry) in &f.changes {
+            view.set(*id, entry.clone());
+        }
         match &self.views.acked {
-            Some(old) => old.view.diff(&f.view, |id, _, _| changed(id)),
-            None => View::new().diff(&f.view, |id, _, _| changed(id)),
+            Some(old) => old.view.diff(&view, |id, _, _| changed(id)),
+            None => View::new().diff(&view, |id, _, _| changed(id)),
         }
         shown::acknowledged(&mut self.shown, &f.changes, f.tick);
-        self.views.acked = Some(Acked {
-            tick: f.tick,
-            view: f.view,
-        });
+        self.views.acked = Some(Acked { tick: f.tick, view });
         self.views.lost_track = false;
         recycle(&mut self.spare, f.changes);
     }
@@ -177,7 +178,7 @@ impl ClientState {
         tick: Tick,
         now: Duration,
     ) {
-        let mut view = match (&self.views.acked, base) {
+        let view = match (&self.views.acked, base) {
             (Some(a), Some(_)) => a.view.clone(),
             _ => View::new(),
         };
@@ -187,7 +188,6 @@ impl ClientState {
                 self.priority[*id as usize] = 0.0;
             }
             shown::sent(&mut self.shown, *id, entry.as_ref(), tick);
-            view.set(*id, entry.clone());
             if entry.is_some() {
                 self.views.may_hold.mark(*id);
             }
@@ -196,7 +196,7 @@ impl ClientState {
             tick,
             changes,
             sent_at: now,
-            view,
+            base: view,
         });
     }
 }

@@ -147,8 +147,8 @@ pub struct ManyClientsBench {
     /// every thread.
     pub encode_ms: (f64, f64),
     /// Median and 99th percentile ms of the four together (physics, acknowledgements,
-    /// capture, encodes), per tick: the server's tick
-    /// in a process that runs only the server (CPU, every thread).
+    /// capture, encodes), per tick: the server's tick in a process that runs only the
+    /// server (CPU, every thread).
     pub tick_ms: (f64, f64),
     /// Median CPU µs of one client's encode (a tick's encodes over the clients).
     pub encode_us_per_client: f64,
@@ -184,9 +184,10 @@ pub const EVICT_BYTES: usize = 8 << 20;
 const MANY_WARM_UP: u32 = 256;
 
 /// How old the snapshot each client acknowledges every tick is: a 94 ms round trip at
-/// 64 ticks/s, so six snapshots are in flight and each acknowledgement takes the view
-/// back over the five sent since its baseline, as it does on a real link (a bench whose
-/// acknowledgements never overtook a baseline rewound nothing and cost a tenth as much).
+/// 64 ticks/s, so six snapshots are in flight and each acknowledged one was encoded
+/// against a view older than the one acknowledged before it, as on a real link. (A
+/// pattern whose acknowledgements never overtook a baseline hid, for two stops, that
+/// the server's old undo log cost 20 ms a tick here.)
 const ACK_AGE_TICKS: u32 = 6;
 
 /// `clients` players drive into the grid (each on its own phase of the benchmark's
@@ -258,8 +259,7 @@ pub fn bench_encode_clients(
         // wherever its loop does it.
         let timer = CpuTimer::start();
         for &p in &players {
-            let age = ACK_AGE_TICKS;
-            if let Some(acked) = tick.0.checked_sub(age).filter(|a| *a > 0) {
+            if let Some(acked) = tick.0.checked_sub(ACK_AGE_TICKS).filter(|a| *a > 0) {
                 server.acknowledge(u64::from(p), Tick(acked), now);
             }
         }

@@ -514,7 +514,7 @@ struct RunArgs {
     /// (1% underrun target), `adaptive:P%`, `felt` (the underrun target of least felt
     /// cost, a tick of delay against the others' jump when an underrun ends, as the
     /// client measures them; at most 8%), `felt:MAX%`, or `fixed:N` send intervals
-    /// [default: adaptive; the shooter adaptive:2.5%, stretching].
+    /// [default: adaptive; the shooter adaptive:2.75%, stretching].
     #[arg(long, value_parser = lagless_lab::playback::parse_policy)]
     interpolation: Option<DelayPolicy>,
     #[command(flatten)]

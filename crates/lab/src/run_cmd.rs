@@ -146,8 +146,7 @@ fn walker_settings(a: &RunArgs) -> Result<lagless_lab::config::WalkerSettings, S
     })
 }
 
-/// The shooter's options: lag compensation's window and the liar, the arena's tiles and
-/// spatial cells.
+/// The shooter's options: lag compensation's window and the liar, and the arena's tiles.
 fn shooter_settings(
     a: &RunArgs,
     shooter: &mut lagless_lab::config::ShooterSettings,

@@ -157,10 +157,9 @@ impl ClientState {
         for (id, entry) in &f.changes {
             view.set(*id, entry.clone());
         }
-        match &self.views.acked {
-            Some(old) => old.view.diff(&view, |id, _, _| changed(id)),
-            None => View::new().diff(&view, |id, _, _| changed(id)),
-        }
+        let nothing = View::new();
+        let old = self.views.acked.as_ref().map_or(&nothing, |a| &a.view);
+        old.diff(&view, |id, _, _| changed(id));
         shown::acknowledged(&mut self.shown, &f.changes, f.tick);
         self.views.acked = Some(Acked { tick: f.tick, view });
         self.views.lost_track = false;

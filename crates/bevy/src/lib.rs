@@ -53,8 +53,8 @@ mod transport;
 pub use client::{ClientPlugin, InterpolationStatus, NetClient, NetworkStatus, PredictionStatus};
 pub use predict::{PredictionWorld, Saved};
 pub use protocol::{
-    Authority, LocalInput, NetClock, NetComponent, NetId, NetInput, NetKind, NetTick, Owner,
-    Protocol, ProtocolBuilder, SimTick,
+    Authority, LateInputs, LocalInput, NetClock, NetComponent, NetId, NetInput, NetKind, NetTick,
+    Owner, Protocol, ProtocolBuilder, SimTick,
 };
 pub use server::{ClientConnected, ClientDisconnected, NetServer, ServerPlugin, ServerStatus};
 pub use transport::{

@@ -57,6 +57,20 @@ pub struct LocalInput<I: Input + Sync>(pub I);
 #[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NetClock(pub std::time::Duration);
 
+/// On the server, while [`NetTick`] runs: inputs that arrived after their tick was
+/// simulated without them (the server's guess stood), as `(client, the input's tick,
+/// input)`, each once ([`lagless_core::TickInputs::late`]). For what must not be lost to
+/// a late packet, such as a shot, judged as of its own tick. Empty on most ticks, and in
+/// a client's prediction world.
+#[derive(Resource, Debug, Clone, PartialEq, Eq)]
+pub struct LateInputs<I: Input + Sync>(pub Vec<(lagless_core::ClientId, u32, I)>);
+
+impl<I: Input + Sync> Default for LateInputs<I> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
 /// The tick being simulated, a resource while [`NetTick`] runs.
 #[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SimTick(pub u32);

@@ -7,7 +7,7 @@ use crate::bevy::ecs::schedule::Schedule;
 use crate::bevy::prelude::*;
 use crate::ownership;
 use crate::protocol::{
-    Authority, LocalInput, NetClock, NetId, NetInput, NetTick, Owner, Protocol, SimTick,
+    Authority, LateInputs, LocalInput, NetClock, NetId, NetInput, NetTick, Owner, Protocol, SimTick,
 };
 use crate::transport::{Connection, ServerHost};
 use lagless_replication::{ClientId, Delivery, Input, KindId, Server, pose_of, values_of};
@@ -216,6 +216,8 @@ impl<I: Input + Sync> NetServer<I> {
                 let input = inputs.get(&client).copied().unwrap_or_default();
                 world.entity_mut(entity).insert(NetInput(input));
             }
+            let late = step.late.iter().map(|&(c, t, i)| (c, t.0, i)).collect();
+            world.insert_resource(LateInputs(late));
             world.insert_resource(SimTick(step.tick.0));
             world.run_schedule(NetTick);
             self.register(world);
@@ -317,6 +319,7 @@ impl<I: Input + Sync> Plugin for ServerPlugin<I> {
             .add_message::<ClientConnected>()
             .add_message::<ClientDisconnected>()
             .init_resource::<LocalInput<I>>()
+            .init_resource::<LateInputs<I>>()
             .init_resource::<ServerStatus>()
             .init_resource::<NetClock>()
             .insert_resource(Authority)

@@ -47,6 +47,11 @@ pub struct ServerConfig {
     pub missing_input: MissingInput,
     /// Most ticks run back to back after a stall before time is dropped.
     pub max_backlog_ticks: u32,
+    /// An input that arrives after its tick was simulated without it, at most this many
+    /// ticks late, is handed to the game with the next tick ([`TickInputs::late`]), so
+    /// the game can still carry out what no guess can (a trigger pulled: Source runs
+    /// every user command it receives). 0 drops every late input.
+    pub max_late_ticks: u32,
     /// Each client's message channel ([`ServerSession::send_message`]): resend interval,
     /// queue bounds, and `max_packet_bytes`, the most a message section may add to one
     /// snapshot.
@@ -63,6 +68,7 @@ impl Default for ServerConfig {
             max_snapshot_bytes: 64 * 1024,
             missing_input: MissingInput::Guess,
             max_backlog_ticks: 8,
+            max_late_ticks: 16,
             channel: ChannelConfig::default(),
         }
     }
@@ -89,8 +95,11 @@ pub struct ServerClientStats {
     /// Redundant copies of inputs already held or applied (normal with redundancy).
     pub inputs_redundant: u64,
     /// Inputs received after their tick was simulated (too late to apply), counting every
-    /// redundant copy of one.
+    /// redundant copy of one (except the copies after one handed to the game late,
+    /// counted as redundant).
     pub inputs_late: u64,
+    /// Of those, inputs handed to the game late ([`TickInputs::late`]; each tick's once).
+    pub inputs_handed_late: u64,
     /// Inputs refused because their tick was too far ahead of the server.
     pub inputs_too_far_ahead: u64,
     /// Ticks simulated with this client's input.
@@ -122,6 +131,12 @@ pub struct TickInputs<I> {
     /// The clients, in id order, whose input in `inputs` is the server's stand-in for one
     /// that had not arrived ([`MissingInput::Guess`] or [`MissingInput::RepeatLast`]).
     pub guessed: Vec<ClientId>,
+    /// Inputs that arrived since the last tick for ticks already simulated without them
+    /// (at most [`ServerConfig::max_late_ticks`] late), each once, in client-id then
+    /// tick order: `(client, the input's own tick, input)`. The state those ticks made
+    /// stands (the client is told they were guessed and corrects itself); a game uses
+    /// these for what must not be lost, such as a shot, judged as of the input's tick.
+    pub late: Vec<(ClientId, Tick, I)>,
 }
 
 impl<I> TickInputs<I> {
@@ -150,6 +165,9 @@ struct ClientSlot<I> {
     /// the newest one simulated (the form [`InputAck::starved`] carries).
     starved_bits: u32,
     newest_input: Option<Tick>,
+    /// Inputs that came after their tick was simulated, for the next tick's
+    /// [`TickInputs::late`].
+    late: Vec<(Tick, I)>,
     /// Slack of the newest input message, in ticks.
     slack: Option<f64>,
     /// The least slack among the ticks whose input first arrived since the last report:
@@ -264,6 +282,7 @@ impl<I: Input> ServerSession<I> {
                 missing_run: 0,
                 starved_bits: 0,
                 newest_input: None,
+                late: Vec::new(),
                 slack: None,
                 worst_slack: None,
                 newest_seen: None,
@@ -384,6 +403,7 @@ impl<I: Input> ServerSession<I> {
         );
         let max_inputs = self.config.max_inputs_per_message;
         let lead_limit = self.config.max_input_lead_ticks;
+        let late_limit = i64::from(self.config.max_late_ticks);
         let tick_hz = self.config.tick_hz;
         let client = self
             .clients
@@ -471,6 +491,13 @@ impl<I: Input> ServerSession<I> {
                     client.stats.inputs_redundant += 1;
                 } else {
                     client.stats.inputs_late += 1;
+                    // Not held, so its tick ran without it. Kept in the history, so a
+                    // redundant copy is not handed over twice.
+                    if current.diff(tick) <= late_limit && client.inputs.insert(tick, input).is_ok()
+                    {
+                        client.stats.inputs_handed_late += 1;
+                        client.late.push((tick, input));
+                    }
                 }
             } else if client.inputs.insert(tick, input).is_ok() {
                 client.stats.inputs_accepted += 1;
@@ -497,10 +524,12 @@ impl<I: Input> ServerSession<I> {
         let tick = self.timestep.pop_tick()?;
         let policy = self.config.missing_input;
         let mut guessed = Vec::new();
+        let mut late = Vec::new();
         let inputs = self
             .clients
             .iter_mut()
             .map(|(&id, c)| {
+                late.extend(c.late.drain(..).map(|(t, i)| (id, t, i)));
                 let got = c.inputs.get(tick).copied();
                 let started = c.first_input.is_some_and(|f| tick >= f);
                 c.starved_bits = (c.starved_bits << 1) | u32::from(got.is_none() && started);
@@ -533,10 +562,13 @@ impl<I: Input> ServerSession<I> {
                 (id, applied)
             })
             .collect();
+        // A packet reordered on the way brings an older tick after a newer one.
+        late.sort_by_key(|&(id, t, _)| (id, t));
         Some(TickInputs {
             tick,
             inputs,
             guessed,
+            late,
         })
     }
 

@@ -20,16 +20,22 @@ fn input_for(tick: Tick) -> u8 {
 /// A client with a one-tick input buffer on a jittery, lossy link: it starves the server
 /// often.
 fn starving(missing_input: MissingInput, seed: u64) -> Harness {
+    starving_with(
+        ServerConfig {
+            missing_input,
+            ..ServerConfig::default()
+        },
+        seed,
+    )
+}
+
+fn starving_with(server: ServerConfig, seed: u64) -> Harness {
     let client = ClientConfig {
         sync: SyncConfig {
             lead: LeadPolicy::fixed(1.0),
             ..SyncConfig::default()
         },
         ..ClientConfig::default()
-    };
-    let server = ServerConfig {
-        missing_input,
-        ..ServerConfig::default()
     };
     let mut h = Harness::new(server, client, profile("mobile").unwrap(), 1, seed);
     h.run_until(Duration::from_secs(20), &mut |_, t| input_for(t));
@@ -109,4 +115,48 @@ fn the_default_guess_repeats_then_lets_go() {
     assert_eq!(7u8.guess(GUESS_REPEAT_TICKS), 7);
     assert_eq!(7u8.guess(GUESS_REPEAT_TICKS + 1), 0);
     assert_eq!(ServerConfig::default().missing_input, MissingInput::Guess);
+}
+
+#[test]
+fn a_late_input_is_handed_to_the_game_once_within_the_bound() {
+    let max = ServerConfig::default().max_late_ticks;
+    for seed in [1u64, 2, 3] {
+        let h = starving(MissingInput::Guess, seed);
+        let stats = h.server.client_stats(1).unwrap();
+        let late = &h.late[&1];
+        let fed = &h.fed[&1];
+        assert!(late.len() > 20, "seed {seed}: {}", late.len());
+        assert_eq!(late.len() as u64, stats.inputs_handed_late);
+        assert!(stats.inputs_late >= stats.inputs_handed_late);
+        let mut seen = std::collections::BTreeSet::new();
+        for &(at, tick, input) in late {
+            // The client's own input, for a tick that ran without it, handed with the
+            // next tick simulated, within the bound, and once.
+            assert_eq!(input, input_for(tick), "seed {seed}: tick {tick}");
+            assert!(
+                fed.binary_search(&tick).is_err(),
+                "seed {seed}: {tick} was fed"
+            );
+            assert!(
+                tick < at && at.0 - tick.0 <= max,
+                "seed {seed}: {tick} at {at}"
+            );
+            assert!(seen.insert(tick), "seed {seed}: {tick} handed twice");
+        }
+    }
+}
+
+#[test]
+fn late_inputs_can_be_turned_off() {
+    let h = starving_with(
+        ServerConfig {
+            max_late_ticks: 0,
+            ..ServerConfig::default()
+        },
+        1,
+    );
+    let stats = h.server.client_stats(1).unwrap();
+    assert!(stats.inputs_late > 20, "{stats:?}");
+    assert_eq!(stats.inputs_handed_late, 0);
+    assert!(h.late.get(&1).is_none_or(Vec::is_empty));
 }

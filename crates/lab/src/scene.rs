@@ -122,6 +122,11 @@ pub trait LabScene: Sized + Send + 'static {
     fn step_at(&mut self, _tick: Tick, inputs: &[(PlayerId, Self::Input)]) {
         self.step(inputs);
     }
+    /// Before the next step, the inputs that arrived after their tick was simulated
+    /// without them (`(player, the input's tick, input)`,
+    /// [`lagless_core::TickInputs::late`]), for what the scene must not lose (a shot).
+    /// The default drops them: the server's guess for those ticks stands.
+    fn late_inputs(&mut self, _late: &[(PlayerId, Tick, Self::Input)]) {}
     /// The replication declaration (the same on both ends).
     fn schema(setup: &Self::Setup) -> Schema;
     /// Writes the world's state into the replication layer (spawn, update, despawn).

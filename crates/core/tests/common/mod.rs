@@ -25,6 +25,11 @@ pub struct Harness {
     pub positions: BTreeMap<ClientId, i64>,
     /// Inputs the server applied, per client, by tick.
     pub applied: BTreeMap<ClientId, BTreeMap<Tick, u8>>,
+    /// Ticks simulated with the client's own input (not a guess), per client.
+    pub fed: BTreeMap<ClientId, Vec<Tick>>,
+    /// Inputs handed over late, per client: (the tick simulated then, the input's tick,
+    /// the input).
+    pub late: BTreeMap<ClientId, Vec<(Tick, Tick, u8)>>,
     pub now: Duration,
     pub payload_bytes: usize,
     pub server_errors: u64,
@@ -58,6 +63,8 @@ impl Harness {
             clients: cs,
             positions,
             applied: BTreeMap::new(),
+            fed: BTreeMap::new(),
+            late: BTreeMap::new(),
             now: Duration::ZERO,
             payload_bytes: 16,
             server_errors: 0,
@@ -78,7 +85,16 @@ impl Harness {
             }
             self.server.update(now);
             while let Some(step) = self.server.next_tick() {
+                for &(id, tick, input) in &step.late {
+                    self.late
+                        .entry(id)
+                        .or_default()
+                        .push((step.tick, tick, input));
+                }
                 for (id, i) in &step.inputs {
+                    if step.is_fed(*id) {
+                        self.fed.entry(*id).or_default().push(step.tick);
+                    }
                     if let Some(i) = i {
                         *self.positions.get_mut(id).unwrap() += i64::from(*i);
                         self.applied.entry(*id).or_default().insert(step.tick, *i);

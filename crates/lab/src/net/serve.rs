@@ -82,6 +82,8 @@ pub struct ServerFigures {
     pub ticks_with_input: u64,
     /// Inputs that arrived too late.
     pub inputs_late: u64,
+    /// Of those, inputs handed to the scene late ([`lagless_core::TickInputs::late`]).
+    pub inputs_handed_late: u64,
     /// Session packets refused.
     pub packets_rejected: u64,
     /// Most clients connected at once.
@@ -465,6 +467,7 @@ impl<S: LabScene> SceneServer<S> {
         self.figures.ticks_starved += s.ticks_starved;
         self.figures.ticks_with_input += s.ticks_with_input;
         self.figures.inputs_late += s.inputs_late;
+        self.figures.inputs_handed_late += s.inputs_handed_late;
         self.figures.packets_rejected += s.packets_rejected;
     }
 
@@ -725,6 +728,10 @@ impl<S: LabScene> ServeOutcome<S> {
             (starved + fed > 0).then(|| starved as f64 * 100.0 / (starved + fed) as f64),
         );
         r.set("server.inputs_late", Metric::Count(f.inputs_late));
+        r.set(
+            "server.inputs_handed_late",
+            Metric::Count(f.inputs_handed_late),
+        );
         r.set("server.packets_rejected", Metric::Count(f.packets_rejected));
         r.set("server.clients_max", Metric::Count(f.clients_max as u64));
         r.set("server.connects", Metric::Count(self.session.connects));

@@ -149,6 +149,14 @@ pub(crate) fn server_step<S: LabScene>(
             scene.server_latency(player, latency);
         }
     }
+    let late: Vec<(PlayerId, Tick, S::Input)> = step
+        .late
+        .iter()
+        .filter_map(|&(id, tick, input)| Some((player_of(&id)?, tick, input)))
+        .collect();
+    if !late.is_empty() {
+        scene.late_inputs(&late);
+    }
     scene.step_at(step.tick, &inputs);
     let physics_ms = started.ms();
     // The characters' senders are the server's work: timed with the tick.

@@ -337,11 +337,13 @@ fn server<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
     // Per snapshot tick: capturing the world and encoding every client's snapshot.
     r.number("server.encode_ms_p99", percentile(&sim.encode_ms, 99.0));
     let (mut starved, mut fed, mut late, mut rejected) = (0u64, 0u64, 0u64, 0u64);
+    let mut handed_late = 0u64;
     for c in &sim.clients {
         if let Some(s) = sim.server.client_stats(c.id) {
             starved += s.ticks_starved;
             fed += s.ticks_with_input;
             late += s.inputs_late;
+            handed_late += s.inputs_handed_late;
             rejected += s.packets_rejected;
         }
     }
@@ -350,6 +352,7 @@ fn server<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
         (starved + fed > 0).then(|| starved as f64 * 100.0 / (starved + fed) as f64),
     );
     r.set("server.inputs_late", Metric::Count(late));
+    r.set("server.inputs_handed_late", Metric::Count(handed_late));
     r.set("server.packets_rejected", Metric::Count(rejected));
 }
 

@@ -167,6 +167,10 @@ impl LabScene for Shooter {
         self.scene.step(tick, inputs);
     }
 
+    fn late_inputs(&mut self, late: &[(PlayerId, Tick, ShooterInput)]) {
+        self.scene.late_inputs(late);
+    }
+
     fn schema(setup: &ShooterSetup) -> Schema {
         replicate::schema_for(setup.arena.half_size())
     }
@@ -483,7 +487,9 @@ impl LabScene for Shooter {
         let mut claimed = Vec::new();
         let mut excess = Vec::new();
         let mut allowances = Vec::new();
+        let mut late = Vec::new();
         for (p, c) in &self.scene.counters {
+            late.extend_from_slice(&c.late_ms);
             rewinds.extend_from_slice(&c.rewind_ms);
             claimed.extend_from_slice(&c.claimed_ms);
             excess.extend_from_slice(&c.excess_ms);
@@ -569,6 +575,8 @@ impl LabScene for Shooter {
             "hits.dead_shooter_shots",
             Metric::Count(s.dead_shooter_shots),
         );
+        r.set("hits.late_shots", Metric::Count(s.late_shots));
+        r.number("hits.late_shot_ms_p99", percentile(&late, 99.0));
         let (shots, hits): (u64, u64) = self
             .scene
             .counters

@@ -1,6 +1,6 @@
 //! The server's world ([`ShooterScene`]): damage, death, respawn, lag compensation.
 
-use super::systems::{self, FireEvent, Owner, Projectile};
+use super::systems::{self, Arms, FireEvent, Life, Owner, Projectile};
 use super::{
     Arena, HIT_RADIUS, PROJECTILE_DAMAGE, PlayerCounters, PlayerId, PlayerState, ProjectileState,
     RESPAWN_SECS, RIFLE_DAMAGE, RIFLE_RANGE, ServerCounters, ShooterConfig, ShooterInput, Weapon,
@@ -58,8 +58,20 @@ pub struct ShooterScene {
     /// breakdown of rejected hits. Bounded: shot numbers are 16 bits, so at most 65536
     /// entries per player (a number reused overwrites).
     outcomes: BTreeMap<(PlayerId, u16), ShotOutcome>,
+    /// Rifle shots whose input came after its tick was simulated, for the next step
+    /// ([`Self::late_inputs`]).
+    late: Vec<(PlayerId, Tick, ShooterInput)>,
     /// Refusals and totals.
     pub stats: ServerCounters,
+}
+
+/// A rifle shot fired after its tick ([`ShooterScene::late_inputs`]).
+#[derive(Debug, Clone, Copy)]
+struct LateShot {
+    /// The tick the input was for (its view claim is relative to it).
+    input_tick: Tick,
+    /// How much later than that it is fired: added to the trusted range.
+    lateness: Duration,
 }
 
 /// How many ticks a hit report is repeated in snapshots.
@@ -94,6 +106,7 @@ impl ShooterScene {
             counters: BTreeMap::new(),
             allowances: BTreeMap::new(),
             outcomes: BTreeMap::new(),
+            late: Vec::new(),
             stats: ServerCounters::default(),
         }
     }
@@ -192,6 +205,23 @@ impl ShooterScene {
         out
     }
 
+    /// Inputs that reached the server after their tick was simulated without them
+    /// (`(player, the input's tick, input)`: [`lagless_core::TickInputs::late`]). Their
+    /// rifle shots are fired in the next [`step`](Self::step), as of their own tick:
+    /// from where the shooter was then, with its cooldown counted from then, judged in
+    /// the view they claim (the trusted range widened by how late they came, which the
+    /// server measured). A shot the player saw hit is then not lost to a late packet
+    /// (Source runs every user command it receives). Movement is not replayed: the
+    /// server's guess for those ticks stands, and the client corrects itself from it.
+    /// Launcher shots are dropped (the predicted projectile is withdrawn as before).
+    pub fn late_inputs(&mut self, late: &[(PlayerId, Tick, ShooterInput)]) {
+        self.late.extend(
+            late.iter().filter(|(p, _, i)| {
+                i.weapon() == Some(Weapon::Rifle) && self.players.contains_key(p)
+            }),
+        );
+    }
+
     /// One step from state `tick` with each player's input: shots (rifle shots
     /// tested in the rewound world), movement, projectiles, damage, respawns; then the
     /// players' hit circles are recorded for lag compensation at `tick + 1`.
@@ -203,8 +233,10 @@ impl ShooterScene {
         let dt = self.config.dt();
         let clean = self.sanitize_inputs(inputs);
         self.answer_dead_shooters(tick, &clean);
+        // Late shots were fired before this tick's: their damage comes first.
+        let mut damage = self.fire_late(tick);
         let fired = self.fire_checked(tick, &clean);
-        let mut damage = self.resolve_fired(tick, fired);
+        damage.extend(self.resolve_fired(tick, fired));
         systems::movement(&mut self.world, &self.arena, &clean, dt);
         for impact in systems::projectiles(&mut self.world, &self.arena, tick, dt) {
             if let Some(t) = impact.target {
@@ -315,6 +347,84 @@ impl ShooterScene {
         fired
     }
 
+    /// Fires the late rifle shots ([`Self::late_inputs`]) at `tick`; the damage they do,
+    /// by target.
+    fn fire_late(&mut self, tick: Tick) -> Vec<(PlayerId, i32)> {
+        let mut damage = Vec::new();
+        let interval = Weapon::Rifle.interval_ticks(self.config.tick_hz);
+        for (p, at, input) in std::mem::take(&mut self.late) {
+            let (input, refused) = systems::sanitize(input);
+            self.stats.refused_aim += u64::from(refused);
+            let (Some(direction), Some(&e)) = (input.aim_dir(), self.players.get(&p)) else {
+                continue;
+            };
+            let Ok((life, arms)) = self.world.query_one_mut::<(&Life, &mut Arms)>(e) else {
+                continue;
+            };
+            if !life.alive {
+                self.stats.dead_shooter_shots += 1;
+                self.outcomes
+                    .insert((p, input.shot), ShotOutcome::ShooterDead);
+                let report = HitReport {
+                    shot: input.shot,
+                    target: None,
+                };
+                self.reports.push((tick.0, p, report));
+                continue;
+            }
+            // Ready at its own tick, and nothing fired since (a shot at or after `at`
+            // moved the cooldown past it): the rate is what it would have been on time.
+            if at.0 < arms.rifle_ready {
+                self.stats.refused_rate += 1;
+                continue;
+            }
+            match self
+                .guard
+                .check_fire(slot_of(p), tick, Weapon::Rifle.kind(), at)
+            {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(lagless_replication::spawns::SpawnError::TooFast) => {
+                    self.stats.refused_rate += 1;
+                    continue;
+                }
+                Err(_) => {
+                    self.stats.refused_tick += 1;
+                    continue;
+                }
+            }
+            arms.rifle_ready = at.0 + interval;
+            self.stats.late_shots += 1;
+            let late_ms = f64::from(tick.0 - at.0) * 1000.0 / f64::from(self.config.tick_hz);
+            self.counters.entry(p).or_default().late_ms.push(late_ms);
+            // From where the shooter was at its tick, as recorded for lag compensation.
+            let origin = self
+                .lagcomp
+                .pose_at(p, f64::from(at.0))
+                .map(|(pose, _)| [pose.position[0], pose.position[1]])
+                .or_else(|| self.player(p).map(|s| s.position));
+            let Some(origin) = origin else { continue };
+            let late =
+                Duration::from_secs_f64(f64::from(tick.0 - at.0) * f64::from(self.config.dt()));
+            let shot = LateShot {
+                input_tick: at,
+                lateness: late,
+            };
+            if let Some(t) = self.rifle_shot(
+                tick,
+                p,
+                origin,
+                direction,
+                input.shot,
+                input.view,
+                Some(shot),
+            ) {
+                damage.push((t, RIFLE_DAMAGE));
+            }
+        }
+        damage
+    }
+
     /// Counts and resolves what was fired; the damage rifle hits do, by target.
     fn resolve_fired(&mut self, tick: Tick, fired: Vec<FireEvent>) -> Vec<(PlayerId, i32)> {
         let mut damage: Vec<(PlayerId, i32)> = Vec::new();
@@ -328,7 +438,9 @@ impl ShooterScene {
                     shot,
                     view,
                 } => {
-                    if let Some(t) = self.rifle_shot(tick, player, origin, direction, shot, view) {
+                    if let Some(t) =
+                        self.rifle_shot(tick, player, origin, direction, shot, view, None)
+                    {
                         damage.push((t, RIFLE_DAMAGE));
                     }
                 }
@@ -350,14 +462,17 @@ impl ShooterScene {
         direction: [f32; 2],
         shot: u16,
         view: ViewClaim,
+        late: Option<LateShot>,
     ) -> Option<PlayerId> {
         let tick_hz = self.config.tick_hz;
         let c = self.counters.entry(player).or_default();
         c.rifle_shots += 1;
+        // The claim is relative to the input's own tick.
+        let input_tick = late.map_or(tick, |l| l.input_tick);
         let claimed_view = if self.config.lag_compensation {
-            view.view(tick)
+            view.view(input_tick)
         } else {
-            f64::from(tick.0)
+            f64::from(input_tick.0)
         };
         let wall = self
             .arena
@@ -374,7 +489,7 @@ impl ShooterScene {
             self.allowances.get(&player).copied().unwrap_or_default()
         } else {
             Duration::ZERO
-        };
+        } + late.map_or(Duration::ZERO, |l| l.lateness);
         let players = &self.players;
         let world = &self.world;
         let (target, outcome) =

@@ -77,6 +77,9 @@ pub struct PlayerCounters {
     pub excess_ms: Vec<f64>,
     /// The allowance each rifle shot was given, ms (0 with the absolute window).
     pub allowance_ms: Vec<f64>,
+    /// How late each late rifle shot was fired after its own tick, ms
+    /// ([`super::ShooterScene::late_inputs`]).
+    pub late_ms: Vec<f64>,
     /// Projectiles fired (accepted).
     pub projectiles: u64,
     /// Projectile hits.
@@ -107,4 +110,7 @@ pub struct ServerCounters {
     /// (answered with a miss; a launch from the dead spawns nothing and its predicted
     /// projectile is orphaned).
     pub dead_shooter_shots: u64,
+    /// Rifle shots fired after their tick, their input having come late
+    /// ([`super::ShooterScene::late_inputs`]).
+    pub late_shots: u64,
 }

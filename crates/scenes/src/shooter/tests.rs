@@ -191,3 +191,54 @@ fn the_client_predicts_its_own_respawn() {
     }
     assert!(c.player_state().unwrap().alive);
 }
+
+#[test]
+fn a_late_rifle_shot_is_fired_as_of_its_own_tick() {
+    let mut s = ShooterScene::new(ShooterConfig::default());
+    s.add_player(1);
+    s.add_player(2);
+    let (e1, e2) = (s.players[&1], s.players[&2]);
+    s.world.get::<&mut Body>(e1).unwrap().position = [-5.0, 3.0];
+    s.world.get::<&mut Body>(e2).unwrap().position = [0.0, 3.0];
+    for t in 0..5 {
+        s.step(Tick(t), &[]);
+    }
+    // Tick 5's input, a shot at player 2, is late: the server runs ticks 5-12 on its
+    // guess (walking away along +y), so the shooter is metres from where it fired.
+    let mut shot = ShooterInput::default().with_aim(aim_at([-5.0, 3.0], [0.0, 3.0]));
+    shot.fire = 1;
+    shot.shot = 7;
+    for t in 5..13 {
+        s.step(Tick(t), &[(1, ShooterInput::moving(0.0, 1.0))]);
+    }
+    let moved = s.player(1).unwrap().position[1] - 3.0;
+    assert!(moved > 2.0 * HIT_RADIUS, "moved {moved}");
+    s.late_inputs(&[(1, Tick(5), shot)]);
+    s.step(Tick(13), &[]);
+    assert_eq!(s.stats.late_shots, 1);
+    assert_eq!(s.shot_outcome(1, 7), Some(ShotOutcome::Hit(2)));
+    assert_eq!(s.counters[&1].rifle_hits, 1);
+    assert!(s.player(2).unwrap().health < MAX_HEALTH);
+    // Its cooldown runs from tick 5: a late shot for tick 6 is too fast, one on time
+    // at tick 14 (past 5 + the interval) is not.
+    let interval = Weapon::Rifle.interval_ticks(ShooterConfig::default().tick_hz);
+    assert!(5 + interval <= 14);
+    let mut again = shot;
+    again.shot = 8;
+    s.late_inputs(&[(1, Tick(6), again)]);
+    s.step(Tick(14), &[]);
+    assert_eq!(s.stats.refused_rate, 1);
+    assert_eq!(s.shot_outcome(1, 8), None);
+    let mut on_time = ShooterInput::default().with_aim([1.0, 0.0]);
+    on_time.fire = 1;
+    on_time.shot = 9;
+    s.step(Tick(15), &[(1, on_time)]);
+    assert!(s.shot_outcome(1, 9).is_some());
+    // A late shot from a player dead now is answered at once.
+    s.world.get::<&mut systems::Life>(e1).unwrap().alive = false;
+    let mut dead = shot;
+    dead.shot = 10;
+    s.late_inputs(&[(1, Tick(14), dead)]);
+    s.step(Tick(16), &[]);
+    assert_eq!(s.shot_outcome(1, 10), Some(ShotOutcome::ShooterDead));
+}

@@ -8,7 +8,8 @@ mod arena;
 use arena::{Coin, HZ, Player, Position, Score};
 use lagless_bevy::bevy::prelude::*;
 use lagless_bevy::{
-    InterpolationStatus, NetClient, NetId, NetServer, Owner, PredictionStatus, ServerStatus,
+    InterpolationStatus, LateInputs, NetClient, NetId, NetServer, Owner, PredictionStatus,
+    ServerStatus,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,6 +20,9 @@ struct Samples {
     /// Server tick (state after stepping) -> player id -> position.
     truth: BTreeMap<u32, BTreeMap<u32, [f32; 2]>>,
     clients: Vec<ClientSamples>,
+    /// The server's late inputs seen after a frame: (the tick simulated last, the
+    /// input's tick).
+    late: Vec<(u32, u32)>,
 }
 
 #[derive(Default)]
@@ -107,6 +111,8 @@ fn bevy_run(network: &str, seed: u64, seconds: u64, host: bool) -> Samples {
     s.clients.resize_with(2, ClientSamples::default);
     arena::play(network, seed, seconds, host, |server, clients| {
         let tick = server.world().resource::<ServerStatus>().tick;
+        let late = server.world().resource::<LateInputs<u8>>();
+        s.late.extend(late.0.iter().map(|&(_, t, _)| (tick - 1, t)));
         let mut q = server
             .world_mut()
             .query_filtered::<(&NetId, &Position), With<Player>>();
@@ -295,6 +301,9 @@ fn bevy_arena_over_mobile_matches_the_plain_api() {
     let plain = plain::run("mobile", 1, 20);
     let (b, p) = (bevy.errors(None), plain.errors(None));
     println!("bevy  {b:?}\nplain {p:?}");
+    // Inputs that came after their tick reach the game, marked with their own tick.
+    assert!(!bevy.late.is_empty());
+    assert!(bevy.late.iter().all(|&(at, t)| t < at), "{:?}", bevy.late);
     for c in &bevy.clients {
         // Coins were picked up, despawned and respawned, and seen on both clients.
         assert!(c.coins.len() >= 3, "coins seen: {}", c.coins.len());

@@ -454,8 +454,9 @@ struct RunArgs {
     /// `adaptive` (the least lead that keeps `server.input_starved_pct` at 0.5%),
     /// `adaptive:P%`, `fixed:N` (N ticks beyond RTT/2), or the peers' rules `lightyear`
     /// (RTT/2 + 4 jitter + 1 tick, from pings) and `unity` (command age fed back).
-    #[arg(long, default_value = "felt", value_parser = lagless_lab::input_buffer::parse_lead_policy)]
-    input_buffer: LeadPolicy,
+    /// Default: `felt`; the shooter's `felt:20%` (a late shot still fires there).
+    #[arg(long, value_parser = lagless_lab::input_buffer::parse_lead_policy)]
+    input_buffer: Option<LeadPolicy>,
     /// The older fixed form: N ticks of input buffered at the server beyond the one-way
     /// delay, plus one RTT deviation (overrides `--input-buffer`).
     #[arg(long)]

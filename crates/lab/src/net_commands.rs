@@ -340,9 +340,7 @@ pub(crate) fn connect(a: &ConnectArgs) -> Result<(), String> {
         clients: a.tokens.len() as u32,
         ..RunConfig::default()
     };
-    if let Some(lead) = a.input_buffer {
-        config.client.sync.lead = lead;
-    }
+    config.client.sync.lead = a.input_buffer.unwrap_or(scene.client.sync.lead);
     let mut tokens = Vec::new();
     for path in &a.tokens {
         tokens.push(keys::read_token_file(path).map_err(|e| e.to_string())?);

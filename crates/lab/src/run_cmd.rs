@@ -110,7 +110,7 @@ fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
             buffer_ticks: n,
             jitter_factor: 1.0,
         },
-        None => a.input_buffer,
+        None => a.input_buffer.unwrap_or(config.client.sync.lead),
     };
     for o in &a.outages {
         if o.outage.start.as_secs_f64() >= config.seconds {

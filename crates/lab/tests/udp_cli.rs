@@ -587,6 +587,9 @@ fn matches_admin_endpoint_and_drain_on_sigterm() {
     assert!(server.wait(10), "{}", server.seen.join("\n"));
     let s = json(&d.join("server.json"));
     assert_eq!(s["server"]["connects"], 2);
+    // Ticks per second per match, not every match's ticks summed (128).
+    let tps = s["server"]["ticks_per_s"].as_f64().unwrap();
+    assert!((50.0..=70.0).contains(&tps), "{tps}");
     std::fs::remove_dir_all(&d).unwrap();
 }
 

@@ -90,6 +90,10 @@ pub struct ServerFigures {
     pub clients_max: usize,
     /// Wall time of each frame's ticks (every match's, run together), ms.
     pub tick_wall_ms: Vec<f64>,
+    /// Ticks run, every match's counted (a frame that ran two matches' ticks counts 2).
+    pub match_ticks: u64,
+    /// Matches hosted.
+    pub matches: u32,
     /// Matches that ended and started again empty.
     pub match_restarts: u64,
     /// Real seconds the server ran.
@@ -112,7 +116,9 @@ pub struct SceneServer<S: LabScene> {
     truth: Option<Arc<RwLock<Truth>>>,
     figures: ServerFigures,
     /// When the last second's line was logged, and the tick and frame counts then.
-    last_line: (Duration, usize, usize),
+    /// The last once-a-second line: when, and how many ticks, frames and match ticks
+    /// had been run by then.
+    last_line: (Duration, usize, usize, u64),
     process_cpu: Option<cpu_time::ProcessTime>,
     /// Players tracked in the truth, and its rows not yet written (players, others).
     tracked_players: usize,
@@ -221,9 +227,10 @@ impl<S: LabScene> SceneServer<S> {
             truth,
             figures: ServerFigures {
                 rss_mb: (rss_mb(), None),
+                matches: settings.matches,
                 ..ServerFigures::default()
             },
-            last_line: (Duration::ZERO, 0, 0),
+            last_line: (Duration::ZERO, 0, 0, 0),
             process_cpu: cpu_time::ProcessTime::try_now().ok(),
             tracked_players: track_players.unwrap_or(0),
             pending_truth: Vec::new(),
@@ -322,6 +329,7 @@ impl<S: LabScene> SceneServer<S> {
             return false;
         }
         let ticked = matches::tick_all(work, now);
+        self.figures.match_ticks += ticked.len() as u64;
         self.figures
             .tick_wall_ms
             .push(started.elapsed().as_secs_f64() * 1000.0);
@@ -473,11 +481,14 @@ impl<S: LabScene> SceneServer<S> {
 
     /// The once-a-second line, the admin state, and every client's link report.
     fn second(&mut self, now: Duration, second: &SessionStats) {
-        let (then, ticks_then, frames_then) = self.last_line;
+        let (then, ticks_then, frames_then, match_ticks_then) = self.last_line;
         let recent = &self.figures.tick_ms[ticks_then.min(self.figures.tick_ms.len())..];
         let walls = &self.figures.tick_wall_ms[frames_then.min(self.figures.tick_wall_ms.len())..];
         let elapsed = now.saturating_sub(then).as_secs_f64().max(1e-9);
-        let ticks_per_s = walls.len() as f64 / elapsed;
+        // Per match: matches restarted at different moments tick out of step, so frames
+        // with a tick in them are not ticks of a match.
+        let matches = self.matches.len().max(1) as f64;
+        let ticks_per_s = (self.figures.match_ticks - match_ticks_then) as f64 / elapsed / matches;
         let wall = (
             percentile(walls, 50.0).unwrap_or(0.0),
             percentile(walls, 99.0).unwrap_or(0.0),
@@ -490,10 +501,13 @@ impl<S: LabScene> SceneServer<S> {
             .map(|d| d.as_secs_f64() * 100.0 / now.as_secs_f64().max(1e-9));
         let tick = self.host.server().current_tick().0;
         let due = (now.as_secs_f64() * f64::from(self.config.server.tick_hz)) as u64;
+        // The mean match's ticks short of real time: a restarted match's clock starts
+        // afresh, so its own tick says nothing of the process's.
+        let behind = due.saturating_sub((self.figures.match_ticks as f64 / matches) as u64);
         tracing::info!(
             clients = second.clients,
             tick,
-            behind_ticks = due.saturating_sub(u64::from(tick)),
+            behind_ticks = behind,
             ticks_per_s = round2(ticks_per_s),
             tick_ms_p99 = round2(percentile(recent, 99.0).unwrap_or(0.0)),
             tick_wall_ms_p99 = round2(wall.1),
@@ -511,6 +525,7 @@ impl<S: LabScene> SceneServer<S> {
             now,
             self.figures.tick_ms.len(),
             self.figures.tick_wall_ms.len(),
+            self.figures.match_ticks,
         );
         self.publish(Some((ticks_per_s, wall)));
         let mut reports: Vec<(ClientId, Control)> = Vec::new();
@@ -745,7 +760,9 @@ impl<S: LabScene> ServeOutcome<S> {
         r.number("server.tick_wall_ms_p99", percentile(&f.tick_wall_ms, 99.0));
         r.number(
             "server.ticks_per_s",
-            (f.seconds > 0.0).then(|| f.tick_wall_ms.len() as f64 / f.seconds),
+            (f.seconds > 0.0).then(|| {
+                f.match_ticks as f64 / f.seconds / f64::from(f.matches.max(1))
+            }),
         );
         r.set(
             "server.netcode_dropped",

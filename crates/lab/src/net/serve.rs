@@ -760,9 +760,8 @@ impl<S: LabScene> ServeOutcome<S> {
         r.number("server.tick_wall_ms_p99", percentile(&f.tick_wall_ms, 99.0));
         r.number(
             "server.ticks_per_s",
-            (f.seconds > 0.0).then(|| {
-                f.match_ticks as f64 / f.seconds / f64::from(f.matches.max(1))
-            }),
+            (f.seconds > 0.0)
+                .then(|| f.match_ticks as f64 / f.seconds / f64::from(f.matches.max(1))),
         );
         r.set(
             "server.netcode_dropped",

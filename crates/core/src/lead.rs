@@ -51,6 +51,10 @@ const SHIFT_RECENT: usize = 32;
 /// quiet spells on `broadband` cut the window and raised the mean lead.
 const BETTER_RECENT: usize = 24;
 
+/// Reports after a run of outliers was taken in within which [`BETTER_RECENT`] in a row
+/// back within the old bound tell an outage that is over (see `check_outage_over`).
+const OUTAGE_OVER_WITHIN: usize = 4 * BETTER_RECENT;
+
 /// Needs before the window's answer is used (the open-loop lead holds until then).
 pub const MIN_NEEDS: usize = 16;
 
@@ -100,6 +104,12 @@ pub struct AdaptiveLead {
     weights: VecDeque<usize>,
     /// Needs (and their weights) beyond the outlier bound, in a row, not yet taken in.
     pending: Vec<(f64, usize)>,
+    /// After a run of outliers was taken in as the link's new normal: the outlier bound
+    /// before it, how many reports in a row since lie within that bound, and how many
+    /// reports came since.
+    admitted: Option<(f64, usize, usize)>,
+    /// The first reports were screened for outliers ([`Self::screen_first_reports`]).
+    screened: bool,
     scratch: Vec<f64>,
     shifts: u64,
     outliers: u64,
@@ -121,6 +131,8 @@ impl AdaptiveLead {
             reports: SortedWindow::new(REPORT_WINDOW, REPORT_WINDOW),
             weights: VecDeque::with_capacity(REPORT_WINDOW),
             pending: Vec::new(),
+            admitted: None,
+            screened: false,
             scratch: Vec::new(),
             shifts: 0,
             outliers: 0,
@@ -239,7 +251,8 @@ impl AdaptiveLead {
         n >= MIN_NEEDS && (n as f64) * self.chosen * self.safety() < 1.0
     }
 
-    /// Times the window was cut because the link changed.
+    /// Times the window was cut because the link changed (or an outage the uplink queued
+    /// through was over).
     pub fn shifts(&self) -> u64 {
         self.shifts
     }
@@ -255,6 +268,8 @@ impl AdaptiveLead {
         self.reports.clear();
         self.weights.clear();
         self.pending.clear();
+        self.admitted = None;
+        self.screened = false;
     }
 
     /// Takes one report's need, in ticks (the lead that would have had its inputs arrive
@@ -295,6 +310,7 @@ impl AdaptiveLead {
                 for (n, t) in std::mem::take(&mut self.pending) {
                     self.push(n, t);
                 }
+                self.admitted = Some((bound, 0, 0));
                 self.check_shift();
                 self.choose();
                 return;
@@ -302,6 +318,8 @@ impl AdaptiveLead {
             self.outliers += self.pending.len() as u64;
             self.pending.clear();
         }
+        // The shift test may have cut the window to the run, which leaves no bound.
+        self.check_outage_over(need);
         // Ticks late because the clock had not caught up with the lead asked for (it
         // sent with less than it is asked for now, by over half a tick: at start, or
         // while it dilates after a change) are the clock's, not the buffer's.
@@ -310,8 +328,67 @@ impl AdaptiveLead {
             self.margin = (self.margin + margin_step).clamp(MIN_MARGIN, MAX_MARGIN);
         }
         self.push(need, ticks);
+        self.screen_first_reports();
         self.check_shift();
         self.choose();
+    }
+
+    /// After a run of outliers taken in: the [`BETTER_RECENT`] reports that followed it
+    /// all within the bound before it say the run was an outage the uplink queued
+    /// through, not a slower link, and the window keeps only them (as after a change of
+    /// link). Otherwise the run's needs, a hundred ticks each after a seconds-long
+    /// outage, would hold the lead up until the window had forgotten them: minutes, on
+    /// a cellular trace at 30 ticks/s (`docs/lead.md`).
+    fn check_outage_over(&mut self, need: f64) {
+        let Some((before, within, since)) = self.admitted else {
+            return;
+        };
+        // The outage's own tail (needs falling back as the queue drains) comes first;
+        // a link that stays slower never gives the run, and is left alone after a while.
+        let since = since + 1;
+        if since > OUTAGE_OVER_WITHIN {
+            self.admitted = None;
+            return;
+        }
+        let within = if need > before { 0 } else { within + 1 };
+        self.admitted = Some((before, within, since));
+        if within >= BETTER_RECENT {
+            // `push` of this report comes next: keep the ones before it.
+            self.cut_to(within - 1);
+            self.admitted = None;
+        }
+    }
+
+    /// Once the window first holds enough reports to tell outliers, the ones taken in
+    /// before that which lie beyond the bound (an outage in the first seconds, before
+    /// there was a bound) leave it, as they would have been set aside later: otherwise
+    /// two such reports held a 30-tick/s shooter's lead at 1.6 s for its first ten
+    /// seconds on a cellular trace (`docs/lead.md`).
+    fn screen_first_reports(&mut self) {
+        if self.screened || self.reports.len() < 4 * MIN_NEEDS {
+            return;
+        }
+        self.screened = true;
+        let Some(bound) = self.outlier_bound() else {
+            return;
+        };
+        let n = self.reports.len();
+        let kept: Vec<(f64, usize)> = self
+            .reports
+            .recent(n)
+            .zip(self.weights.iter().copied())
+            .filter(|(need, _)| *need <= bound)
+            .collect();
+        if kept.len() == n {
+            return;
+        }
+        self.outliers += (n - kept.len()) as u64;
+        self.needs.clear();
+        self.reports.clear();
+        self.weights.clear();
+        for (need, ticks) in kept {
+            self.push(need, ticks);
+        }
     }
 
     fn push(&mut self, need: f64, ticks: usize) {
@@ -360,7 +437,11 @@ impl AdaptiveLead {
                 BETTER_RECENT
             }
         };
-        // Keep the reports since the change, and the ticks they stand for.
+        self.cut_to(since);
+    }
+
+    /// Keeps the newest `since` reports and the ticks they stand for: the link changed.
+    fn cut_to(&mut self, since: usize) {
         let ticks: usize = self.weights.iter().rev().take(since).sum();
         self.needs = self.needs.tail(ticks);
         self.reports = self.reports.tail(since);
@@ -532,6 +613,63 @@ mod tests {
         }
         let lied = a.lead().unwrap();
         assert!(lied.abs() <= MAX_NEED_TICKS, "{lied}");
+    }
+
+    #[test]
+    fn an_outage_the_uplink_queued_through_leaves_the_lead_once_it_is_over() {
+        // A cellular trace's shape at 30 ticks/s: a steady link, then an uplink outage of
+        // seconds whose queued messages come as a run of a dozen reports a hundred ticks
+        // late and falling, standing for a dozen ticks each, then the steady link again.
+        let mut a = AdaptiveLead::new(0.05);
+        for i in 0..300 {
+            a.add_need_once(spread(i, 1.0, 0.5));
+        }
+        let steady = a.lead().unwrap();
+        for k in 0..12 {
+            a.add_need(146.0 - 8.0 * f64::from(k), 11);
+        }
+        assert!(a.lead().unwrap() > 50.0, "the run was taken in");
+        let mut back = None;
+        for i in 0..200 {
+            a.add_need_once(spread(i, 1.0, 0.5));
+            if back.is_none() && a.lead().unwrap() < steady + 2.0 {
+                back = Some(i);
+            }
+        }
+        // Back within the reports that tell it (24 within the old bound, after the run's
+        // own tail), not once the window forgot the run (thousands).
+        let back = back.expect("the lead came back down");
+        assert!(back <= BETTER_RECENT + 4, "{back}");
+        // A link that stays slower keeps its lead.
+        let mut b = AdaptiveLead::new(0.05);
+        for i in 0..300 {
+            b.add_need_once(spread(i, 1.0, 0.5));
+        }
+        for i in 0..300 {
+            b.add_need_once(spread(i, 40.0, 2.0));
+        }
+        assert!(b.lead().unwrap() > 35.0, "{:?}", b.lead());
+    }
+
+    #[test]
+    fn an_outage_before_the_window_can_tell_outliers_is_screened_out() {
+        let mut a = AdaptiveLead::new(0.05);
+        for i in 0..10 {
+            a.add_need_once(spread(i, 1.0, 0.5));
+        }
+        // Two queued bunches in the first seconds, before there is an outlier bound.
+        a.add_need(31.0, 16);
+        for i in 0..40 {
+            a.add_need_once(spread(i, 1.0, 0.5));
+        }
+        a.add_need(48.0, 10);
+        assert!(a.lead().unwrap() > 30.0);
+        for i in 0..20 {
+            a.add_need_once(spread(i, 1.0, 0.5));
+        }
+        // At 64 reports the bound exists and the two leave the window.
+        assert!(a.lead().unwrap() < 3.0, "{:?}", a.lead());
+        assert_eq!(a.outliers(), 2);
     }
 
     #[test]

@@ -65,6 +65,17 @@ pub struct ShooterScene {
     pub stats: ServerCounters,
 }
 
+/// One rifle shot to test: who fired, from where, which way, its number and the view it
+/// claims.
+#[derive(Debug, Clone, Copy)]
+struct RifleShot {
+    player: PlayerId,
+    origin: [f32; 2],
+    direction: [f32; 2],
+    shot: u16,
+    view: ViewClaim,
+}
+
 /// A rifle shot fired after its tick ([`ShooterScene::late_inputs`]).
 #[derive(Debug, Clone, Copy)]
 struct LateShot {
@@ -410,15 +421,14 @@ impl ShooterScene {
                 input_tick: at,
                 lateness: late,
             };
-            if let Some(t) = self.rifle_shot(
-                tick,
-                p,
+            let rifle = RifleShot {
+                player: p,
                 origin,
                 direction,
-                input.shot,
-                input.view,
-                Some(shot),
-            ) {
+                shot: input.shot,
+                view: input.view,
+            };
+            if let Some(t) = self.rifle_shot(tick, rifle, Some(shot)) {
                 damage.push((t, RIFLE_DAMAGE));
             }
         }
@@ -438,9 +448,17 @@ impl ShooterScene {
                     shot,
                     view,
                 } => {
-                    if let Some(t) =
-                        self.rifle_shot(tick, player, origin, direction, shot, view, None)
-                    {
+                    if let Some(t) = self.rifle_shot(
+                        tick,
+                        RifleShot {
+                            player,
+                            origin,
+                            direction,
+                            shot,
+                            view,
+                        },
+                        None,
+                    ) {
                         damage.push((t, RIFLE_DAMAGE));
                     }
                 }
@@ -457,13 +475,16 @@ impl ShooterScene {
     fn rifle_shot(
         &mut self,
         tick: Tick,
-        player: PlayerId,
-        origin: [f32; 2],
-        direction: [f32; 2],
-        shot: u16,
-        view: ViewClaim,
+        rifle: RifleShot,
         late: Option<LateShot>,
     ) -> Option<PlayerId> {
+        let RifleShot {
+            player,
+            origin,
+            direction,
+            shot,
+            view,
+        } = rifle;
         let tick_hz = self.config.tick_hz;
         let c = self.counters.entry(player).or_default();
         c.rifle_shots += 1;

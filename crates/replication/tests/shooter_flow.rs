@@ -146,9 +146,10 @@ fn predicted_rockets_match_under_loss_and_no_id_ever_collides() {
         assert_eq!(s.predicted, 180, "seed {seed}");
         assert!(s.matched_pct() >= 99.0, "seed {seed}: {s:?}");
         assert_eq!(s.id_collisions, 0, "seed {seed}");
-        // Every shown hit resolved within the deadline (RTT 200 ms + 100 ms margin).
+        // Every shown hit resolved within the deadline (RTT 200 ms + 250 ms margin: 14
+        // ticks at 30 Hz).
         assert!(
-            o.slowest_resolution <= 9,
+            o.slowest_resolution <= 14,
             "seed {seed}: {}",
             o.slowest_resolution
         );
@@ -167,5 +168,5 @@ fn claims_lost_in_an_outage_orphan_their_rockets() {
     assert_eq!(s.id_collisions, 0);
     // Their hits were shown and given up as misses by the deadline.
     assert_eq!(o.hits.expired, 6);
-    assert!(o.slowest_resolution <= 9);
+    assert!(o.slowest_resolution <= 14, "{}", o.slowest_resolution);
 }

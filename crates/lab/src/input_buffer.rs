@@ -124,6 +124,9 @@ struct ClientProbe {
     /// the lead its policy asks for) and starved tick times around the events.
     tracking: VecDeque<(Duration, f64)>,
     starved: Vec<Duration>,
+    /// Times around the events of server ticks that applied another input than the
+    /// player's (a wrong guess, or none), when the runner knows ([`SyncProbe::server_wrong`]).
+    wrong: Vec<Duration>,
     /// The lead over the server's true position (time, ms), every sample, with events to
     /// measure [`SyncProbe::settle_ms`] against.
     leads: Vec<(Duration, f64)>,
@@ -140,6 +143,9 @@ pub struct SyncProbe {
     /// Times from which recovery is measured: link changes and outage ends.
     events: Vec<Duration>,
     clients: Vec<ClientProbe>,
+    /// The runner reported which ticks the server applied another input than the
+    /// player's ([`SyncProbe::server_wrong`]).
+    wrong_known: bool,
 }
 
 impl SyncProbe {
@@ -150,6 +156,22 @@ impl SyncProbe {
             tick_hz: f64::from(tick_hz),
             events,
             clients: (0..clients).map(|_| ClientProbe::default()).collect(),
+            wrong_known: false,
+        }
+    }
+
+    /// The server stepped a tick at `now`: `wrong[i]` says whether it applied another
+    /// input than client `i`'s own for it (a guess that differed, or none while the
+    /// player was acting). A tick starved but guessed right is play going on.
+    pub fn server_wrong(&mut self, now: Duration, wrong: &[bool]) {
+        self.wrong_known = true;
+        if !self.watched(now) {
+            return;
+        }
+        for (c, w) in self.clients.iter_mut().zip(wrong) {
+            if *w {
+                c.wrong.push(now);
+            }
         }
     }
 
@@ -277,6 +299,29 @@ impl SyncProbe {
         seen.then(|| RECOVERY_WATCH.as_secs_f64() * 1000.0)
     }
 
+    /// Play resumed after event `e` for client `c`, ms: until the clock stays within
+    /// [`IN_STEP_TICKS`] of the lead its policy asks for, with no tick applied wrong
+    /// (another input than the player's), for [`QUIET`]; the whole watch if never.
+    /// [`SyncProbe::recovery_ms`] asks for no tick starved at all, which a lead that
+    /// chooses to starve a few percent of ticks, guessed right, rarely gives.
+    fn resume_ms(c: &ClientProbe, e: Duration) -> Option<f64> {
+        let end = e + RECOVERY_WATCH;
+        let mut seen = false;
+        for (t, _) in c.tracking.iter().filter(|(t, _)| *t >= e && *t <= end) {
+            seen = true;
+            let in_step = c
+                .tracking
+                .iter()
+                .filter(|(u, _)| *u >= *t && *u <= *t + QUIET)
+                .all(|(_, err)| err.abs() <= IN_STEP_TICKS);
+            let right = !c.wrong.iter().any(|s| *s >= *t && *s <= *t + QUIET);
+            if in_step && right {
+                return Some(t.saturating_sub(e).as_secs_f64() * 1000.0);
+            }
+        }
+        seen.then(|| RECOVERY_WATCH.as_secs_f64() * 1000.0)
+    }
+
     /// How long after event `e` client `c`'s lead settled on the level it
     /// held before the next event (or the run's end): the mean over the last
     /// [`SETTLE_LEVEL`] of that span. Settled is within 10% of the level (at least a
@@ -339,6 +384,14 @@ impl SyncProbe {
                 .flat_map(|e| self.clients.iter().filter_map(|c| Self::recovery_ms(c, *e)))
                 .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
             r.number("sync.recover_ms_max", worst);
+            if self.wrong_known {
+                let resume = self
+                    .events
+                    .iter()
+                    .flat_map(|e| self.clients.iter().filter_map(|c| Self::resume_ms(c, *e)))
+                    .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+                r.number("sync.resume_ms_max", resume);
+            }
             // Per event, the slowest client: `60s: 420 ms, 120s: 730 ms`.
             let settle: Vec<String> = self
                 .events
@@ -429,8 +482,36 @@ mod tests {
         let recover = r.get_f64("sync.recover_ms_max").expect("measured");
         // In step at 1.3 s but a tick starved at 1.5 s: quiet from 1.51 s on.
         assert!((recover - 510.0).abs() < 1e-6, "{recover}");
+        // Not said which ticks were applied wrong: no resume figure.
+        assert!(r.get("sync.resume_ms_max").is_none());
         let lead = r.get_f64("sync.lead_ms_mean").expect("measured");
         assert!((lead - 2.0 / 64.0 * 1000.0).abs() < 1e-6, "{lead}");
+    }
+
+    #[test]
+    fn play_resumes_when_the_clock_is_in_step_and_no_tick_is_applied_wrong() {
+        let ms = Duration::from_millis;
+        let mut p = SyncProbe::new(1, 64, vec![ms(1000)]);
+        let rtt = Some(ms(0));
+        for k in 0..2000u64 {
+            let now = ms(k * 10);
+            let err = if now < ms(1300) { 10.0 } else { 0.2 };
+            let position = now.as_secs_f64() * 64.0 + 2.0;
+            p.client_ticks(0, now, (Tick(0), Tick(0)), (Some(position), rtt, Some(err)));
+            // Starved every 200 ms (a lead that chooses to), but guessed right but once,
+            // at 1.4 s.
+            let fed = k % 20 != 0;
+            p.server_tick(now, Tick(k as u32), &[Some(fed)]);
+            p.server_wrong(now, &[now == ms(1400)]);
+        }
+        let mut r = Report::default();
+        p.fill(&mut r);
+        // Starved ticks keep coming: never quiet by the old measure.
+        let recover = r.get_f64("sync.recover_ms_max").expect("measured");
+        assert!((recover - 10_000.0).abs() < 1e-6, "{recover}");
+        // Play resumed once in step with no wrong tick: from 1.41 s on.
+        let resume = r.get_f64("sync.resume_ms_max").expect("measured");
+        assert!((resume - 410.0).abs() < 1e-6, "{resume}");
     }
 
     #[test]

@@ -404,6 +404,18 @@ impl<'a, S: LabScene> Sim<'a, S> {
             sent.map_err(|e| RunError::Invalid(format!("snapshot: {e}")))?;
             self.probe
                 .server_tick(now, step.tick, &fed(&self.server, &step));
+            let wrong: Vec<bool> = self
+                .clients
+                .iter()
+                .map(|c| {
+                    let applied = step.inputs.iter().find(|(id, _)| *id == c.id);
+                    let own = c.session().input(step.tick);
+                    // Another input than the player's own for this tick (a guess that
+                    // differed, or none while it was acting).
+                    matches!((applied, own), (Some((_, a)), Some(o)) if *a != Some(o))
+                })
+                .collect();
+            self.probe.server_wrong(now, &wrong);
             self.encode_ms.extend(cost.encode_ms);
             self.physics_ms.push(cost.physics_ms);
             self.tick_ms.push(cost.tick_ms);

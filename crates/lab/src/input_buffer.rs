@@ -282,6 +282,21 @@ impl SyncProbe {
     /// [`IN_STEP_TICKS`] of the lead its policy asks for, with no tick starved, for
     /// [`QUIET`]; the whole watch (10 s) if that never happens.
     fn recovery_ms(c: &ClientProbe, e: Duration) -> Option<f64> {
+        Self::back_in_step_ms(c, e, &c.starved)
+    }
+
+    /// Play resumed after event `e` for client `c`, ms: as [`SyncProbe::recovery_ms`],
+    /// with no tick applied wrong (another input than the player's) instead of none
+    /// starved, which a lead that chooses to starve a few percent of ticks, guessed
+    /// right, rarely gives.
+    fn resume_ms(c: &ClientProbe, e: Duration) -> Option<f64> {
+        Self::back_in_step_ms(c, e, &c.wrong)
+    }
+
+    /// After event `e`, ms until client `c`'s clock stays within [`IN_STEP_TICKS`] of the
+    /// lead its policy asks for, with none of the `spoiled` ticks, for [`QUIET`]; the
+    /// whole watch (10 s) if that never happens.
+    fn back_in_step_ms(c: &ClientProbe, e: Duration, spoiled: &[Duration]) -> Option<f64> {
         let end = e + RECOVERY_WATCH;
         let mut seen = false;
         for (t, _) in c.tracking.iter().filter(|(t, _)| *t >= e && *t <= end) {
@@ -291,7 +306,7 @@ impl SyncProbe {
                 .iter()
                 .filter(|(u, _)| *u >= *t && *u <= *t + QUIET)
                 .all(|(_, err)| err.abs() <= IN_STEP_TICKS);
-            let quiet = !c.starved.iter().any(|s| *s >= *t && *s <= *t + QUIET);
+            let quiet = !spoiled.iter().any(|s| *s >= *t && *s <= *t + QUIET);
             if in_step && quiet {
                 return Some(t.saturating_sub(e).as_secs_f64() * 1000.0);
             }
@@ -299,27 +314,12 @@ impl SyncProbe {
         seen.then(|| RECOVERY_WATCH.as_secs_f64() * 1000.0)
     }
 
-    /// Play resumed after event `e` for client `c`, ms: until the clock stays within
-    /// [`IN_STEP_TICKS`] of the lead its policy asks for, with no tick applied wrong
-    /// (another input than the player's), for [`QUIET`]; the whole watch if never.
-    /// [`SyncProbe::recovery_ms`] asks for no tick starved at all, which a lead that
-    /// chooses to starve a few percent of ticks, guessed right, rarely gives.
-    fn resume_ms(c: &ClientProbe, e: Duration) -> Option<f64> {
-        let end = e + RECOVERY_WATCH;
-        let mut seen = false;
-        for (t, _) in c.tracking.iter().filter(|(t, _)| *t >= e && *t <= end) {
-            seen = true;
-            let in_step = c
-                .tracking
-                .iter()
-                .filter(|(u, _)| *u >= *t && *u <= *t + QUIET)
-                .all(|(_, err)| err.abs() <= IN_STEP_TICKS);
-            let right = !c.wrong.iter().any(|s| *s >= *t && *s <= *t + QUIET);
-            if in_step && right {
-                return Some(t.saturating_sub(e).as_secs_f64() * 1000.0);
-            }
-        }
-        seen.then(|| RECOVERY_WATCH.as_secs_f64() * 1000.0)
+    /// The worst of `measure` over every event and client.
+    fn worst(&self, measure: fn(&ClientProbe, Duration) -> Option<f64>) -> Option<f64> {
+        self.events
+            .iter()
+            .flat_map(|e| self.clients.iter().filter_map(|c| measure(c, *e)))
+            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
     }
 
     /// How long after event `e` client `c`'s lead settled on the level it
@@ -378,19 +378,9 @@ impl SyncProbe {
             (delays > 0).then(|| delay / delays as f64),
         );
         if !self.events.is_empty() {
-            let worst = self
-                .events
-                .iter()
-                .flat_map(|e| self.clients.iter().filter_map(|c| Self::recovery_ms(c, *e)))
-                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
-            r.number("sync.recover_ms_max", worst);
+            r.number("sync.recover_ms_max", self.worst(Self::recovery_ms));
             if self.wrong_known {
-                let resume = self
-                    .events
-                    .iter()
-                    .flat_map(|e| self.clients.iter().filter_map(|c| Self::resume_ms(c, *e)))
-                    .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
-                r.number("sync.resume_ms_max", resume);
+                r.number("sync.resume_ms_max", self.worst(Self::resume_ms));
             }
             // Per event, the slowest client: `60s: 420 ms, 120s: 730 ms`.
             let settle: Vec<String> = self

@@ -487,7 +487,7 @@ impl<S: LabScene> SceneServer<S> {
         let elapsed = now.saturating_sub(then).as_secs_f64().max(1e-9);
         // Per match: matches restarted at different moments tick out of step, so frames
         // with a tick in them are not ticks of a match.
-        let matches = self.matches.len().max(1) as f64;
+        let matches = f64::from(self.figures.matches.max(1));
         let ticks_per_s = (self.figures.match_ticks - match_ticks_then) as f64 / elapsed / matches;
         let wall = (
             percentile(walls, 50.0).unwrap_or(0.0),

@@ -65,6 +65,16 @@ pub struct ShooterScene {
     pub stats: ServerCounters,
 }
 
+/// Counts a shot the spawn guard refused, by why.
+fn count_refusal(stats: &mut ServerCounters, e: &lagless_replication::spawns::SpawnError) {
+    use lagless_replication::spawns::SpawnError;
+    match e {
+        SpawnError::IdOutOfRange(_) => stats.refused_spawn_id += 1,
+        SpawnError::TooFast => stats.refused_rate += 1,
+        _ => stats.refused_tick += 1,
+    }
+}
+
 /// One rifle shot to test: who fired, from where, which way, its number and the view it
 /// claims.
 #[derive(Debug, Clone, Copy)]
@@ -289,18 +299,16 @@ impl ShooterScene {
             let dead = self.player(p).is_some_and(|s| !s.alive);
             self.stats.dead_shooter_shots += u64::from(dead && input.weapon().is_some());
             if dead && input.weapon() == Some(Weapon::Rifle) {
-                self.outcomes
-                    .insert((p, input.shot), ShotOutcome::ShooterDead);
-                self.reports.push((
-                    tick.0,
-                    p,
-                    HitReport {
-                        shot: input.shot,
-                        target: None,
-                    },
-                ));
+                self.answer_dead_shot(tick, p, input.shot);
             }
         }
+    }
+
+    /// Rifle shot `shot` of player `p`, dead here: a miss, reported at once.
+    fn answer_dead_shot(&mut self, tick: Tick, p: PlayerId, shot: u16) {
+        self.outcomes.insert((p, shot), ShotOutcome::ShooterDead);
+        self.reports
+            .push((tick.0, p, HitReport { shot, target: None }));
     }
 
     /// Fires the weapons the inputs ask for, each shot passed through the spawn guard;
@@ -332,12 +340,7 @@ impl ShooterScene {
                 Ok(true) => {}
                 Ok(false) => return None,
                 Err(e) => {
-                    use lagless_replication::spawns::SpawnError;
-                    match e {
-                        SpawnError::IdOutOfRange(_) => stats.refused_spawn_id += 1,
-                        SpawnError::TooFast => stats.refused_rate += 1,
-                        _ => stats.refused_tick += 1,
-                    }
+                    count_refusal(stats, &e);
                     return None;
                 }
             }
@@ -374,13 +377,7 @@ impl ShooterScene {
             };
             if !life.alive {
                 self.stats.dead_shooter_shots += 1;
-                self.outcomes
-                    .insert((p, input.shot), ShotOutcome::ShooterDead);
-                let report = HitReport {
-                    shot: input.shot,
-                    target: None,
-                };
-                self.reports.push((tick.0, p, report));
+                self.answer_dead_shot(tick, p, input.shot);
                 continue;
             }
             // Ready at its own tick, and nothing fired since (a shot at or after `at`
@@ -395,12 +392,8 @@ impl ShooterScene {
             {
                 Ok(true) => {}
                 Ok(false) => continue,
-                Err(lagless_replication::spawns::SpawnError::TooFast) => {
-                    self.stats.refused_rate += 1;
-                    continue;
-                }
-                Err(_) => {
-                    self.stats.refused_tick += 1;
+                Err(e) => {
+                    count_refusal(&mut self.stats, &e);
                     continue;
                 }
             }

@@ -108,6 +108,11 @@ const SETTLE_LEVEL: Duration = Duration::from_secs(10);
 /// Lead samples are taken this often.
 const LEAD_SAMPLE: Duration = Duration::from_millis(10);
 
+/// Folds into the largest value so far.
+fn max_of(m: Option<f64>, v: f64) -> Option<f64> {
+    Some(m.map_or(v, |m| m.max(v)))
+}
+
 /// Per client: what the probe watches.
 #[derive(Debug, Default)]
 struct ClientProbe {
@@ -146,6 +151,10 @@ pub struct SyncProbe {
     /// The runner reported which ticks the server applied another input than the
     /// player's ([`SyncProbe::server_wrong`]).
     wrong_known: bool,
+    /// Per event whose link comes back later than the event itself (a trace's outage
+    /// followed by more holes), when it is back in earnest; `None`: not within the run
+    /// ([`SyncProbe::link_back`]).
+    link_back: BTreeMap<Duration, Option<Duration>>,
 }
 
 impl SyncProbe {
@@ -157,7 +166,20 @@ impl SyncProbe {
             events,
             clients: (0..clients).map(|_| ClientProbe::default()).collect(),
             wrong_known: false,
+            link_back: BTreeMap::new(),
         }
+    }
+
+    /// After event `event` the link is back in earnest only at `back` (`None`: not
+    /// within the run), not at once: a cellular trace's outage is often followed by
+    /// further holes. `sync.resume_link_ms_max` measures play resuming from there.
+    pub fn link_back(&mut self, event: Duration, back: Option<Duration>) {
+        self.link_back.insert(event, back);
+    }
+
+    /// When the link is back after event `e`: `None` if not within the run.
+    fn back_after(&self, e: Duration) -> Option<Duration> {
+        self.link_back.get(&e).copied().unwrap_or(Some(e))
     }
 
     /// The server stepped a tick at `now`: `wrong[i]` says whether it applied another
@@ -177,9 +199,10 @@ impl SyncProbe {
 
     /// True when `now` lies where recovery is measured (an event's watch and settling).
     fn watched(&self, now: Duration) -> bool {
-        self.events
-            .iter()
-            .any(|e| now >= *e && now <= *e + RECOVERY_WATCH + QUIET)
+        self.events.iter().any(|e| {
+            let until = self.back_after(*e).unwrap_or(*e).max(*e);
+            now >= *e && now <= until + RECOVERY_WATCH + QUIET
+        })
     }
 
     /// After client `i` stepped at `now`: its ticks went from `before` to `after` (the
@@ -314,12 +337,47 @@ impl SyncProbe {
         seen.then(|| RECOVERY_WATCH.as_secs_f64() * 1000.0)
     }
 
+    /// `sync.resume_link_ms_max` (play resumed, from the link being back) and
+    /// `sync.resume_ms` (per event: resumed after, and when the link was back), when some
+    /// event's link comes back later than the event.
+    fn fill_resume_from_link(&self, r: &mut Report) {
+        if self.link_back.is_empty() {
+            return;
+        }
+        let mut worst: Option<f64> = None;
+        let mut each = Vec::new();
+        for e in &self.events {
+            let resumed = self.clients.iter().filter_map(|c| Self::resume_ms(c, *e));
+            let Some(resumed) = resumed.fold(None, max_of) else {
+                continue;
+            };
+            let at = e.as_secs_f64();
+            match self.back_after(*e) {
+                Some(back) => {
+                    let after = back.saturating_sub(*e).as_secs_f64() * 1000.0;
+                    let from_back = self
+                        .clients
+                        .iter()
+                        .filter_map(|c| Self::resume_ms(c, back))
+                        .fold(None, max_of);
+                    if let Some(v) = from_back {
+                        worst = max_of(worst, v);
+                    }
+                    each.push(format!("{at:.1}s: {resumed:.0} ms (link back +{after:.0})"));
+                }
+                None => each.push(format!("{at:.1}s: {resumed:.0} ms (link not back)")),
+            }
+        }
+        r.number("sync.resume_link_ms_max", worst);
+        r.set("sync.resume_ms", Metric::Text(each.join(", ")));
+    }
+
     /// The worst of `measure` over every event and client.
     fn worst(&self, measure: fn(&ClientProbe, Duration) -> Option<f64>) -> Option<f64> {
         self.events
             .iter()
             .flat_map(|e| self.clients.iter().filter_map(|c| measure(c, *e)))
-            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+            .fold(None, max_of)
     }
 
     /// How long after event `e` client `c`'s lead settled on the level it
@@ -381,6 +439,7 @@ impl SyncProbe {
             r.number("sync.recover_ms_max", self.worst(Self::recovery_ms));
             if self.wrong_known {
                 r.number("sync.resume_ms_max", self.worst(Self::resume_ms));
+                self.fill_resume_from_link(r);
             }
             // Per event, the slowest client: `60s: 420 ms, 120s: 730 ms`.
             let settle: Vec<String> = self
@@ -391,7 +450,7 @@ impl SyncProbe {
                         .clients
                         .iter()
                         .filter_map(|c| self.settle_ms(c, *e))
-                        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))?;
+                        .fold(None, max_of)?;
                     Some(format!("{}s: {worst:.0} ms", e.as_secs_f64()))
                 })
                 .collect();
@@ -502,6 +561,41 @@ mod tests {
         // Play resumed once in step with no wrong tick: from 1.41 s on.
         let resume = r.get_f64("sync.resume_ms_max").expect("measured");
         assert!((resume - 410.0).abs() < 1e-6, "{resume}");
+    }
+
+    #[test]
+    fn play_resuming_is_also_measured_from_the_link_being_back() {
+        let ms = Duration::from_millis;
+        // Two outages: the link is back 2 s after the first ends, never after the second.
+        let mut p = SyncProbe::new(1, 64, vec![ms(1000), ms(8000)]);
+        p.link_back(ms(1000), Some(ms(3000)));
+        p.link_back(ms(8000), None);
+        let rtt = Some(ms(0));
+        for k in 0..2000u64 {
+            let now = ms(k * 10);
+            let position = now.as_secs_f64() * 64.0 + 2.0;
+            p.client_ticks(0, now, (Tick(0), Tick(0)), (Some(position), rtt, Some(0.0)));
+            p.server_tick(now, Tick(k as u32), &[Some(true)]);
+            // Ticks applied wrong while the link comes and goes, up to 3.3 s; and 8-8.2 s.
+            let wrong = (now < ms(3300) && k % 25 == 0) || (now >= ms(8000) && now < ms(8200));
+            p.server_wrong(now, &[wrong]);
+        }
+        let mut r = Report::default();
+        p.fill(&mut r);
+        // From the first outage's end: clean from 3.26 s on.
+        let resume = r.get_f64("sync.resume_ms_max").expect("measured");
+        assert!((resume - 2260.0).abs() < 1e-6, "{resume}");
+        // From the link being back: 0.26 s. The second outage's link never came back, so
+        // it has no figure from there.
+        let from_link = r.get_f64("sync.resume_link_ms_max").expect("measured");
+        assert!((from_link - 260.0).abs() < 1e-6, "{from_link}");
+        let Some(Metric::Text(each)) = r.get("sync.resume_ms") else {
+            panic!("per outage");
+        };
+        assert_eq!(
+            each,
+            "1.0s: 2260 ms (link back +2000), 8.0s: 200 ms (link not back)"
+        );
     }
 
     #[test]

@@ -178,6 +178,38 @@ impl Trace {
         }
     }
 
+    /// The first time at or after `from` from which the trace holds no gap longer than
+    /// `max_gap` for `span`: where a link that went out is back in earnest, not just
+    /// delivering a packet between further holes. `None` if that comes only after
+    /// `until`.
+    pub fn steady_from(
+        &self,
+        from: Duration,
+        (max_gap, span): (Duration, Duration),
+        until: Duration,
+    ) -> Option<Duration> {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let (from, max_gap, span, until) = (ms(from), ms(max_gap), ms(span), ms(until));
+        let mut start = from;
+        let mut previous = from;
+        let mut index = self.first_at_or_after(from);
+        loop {
+            let time = self.time_of(index);
+            if time.saturating_sub(previous) > max_gap {
+                // The steady stretch can start no earlier than this opportunity.
+                start = time;
+            } else if time.saturating_sub(start) >= span {
+                break;
+            }
+            if start > until || time == u64::MAX {
+                return None;
+            }
+            previous = time;
+            index += 1;
+        }
+        (start <= until).then(|| Duration::from_millis(start))
+    }
+
     /// Time in ms of the opportunity with global index `index`, counting
     /// across loops.
     fn time_of(&self, index: u64) -> u64 {
@@ -449,6 +481,25 @@ mod tests {
             trace
                 .outages(Duration::from_secs(3), Duration::from_secs(60))
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_link_is_steady_once_a_span_passes_without_a_long_gap() {
+        // Out until 2 s, one packet at 2.0 s, out again until 3.0 s, then every 100 ms.
+        let mut ms_list = vec![100, 200, 2000];
+        ms_list.extend((0..40).map(|i| 3000 + i * 100));
+        let trace = Trace::from_opportunities(ms_list).expect("valid");
+        let steady = |from, gap| trace.steady_from(ms(from), (ms(gap), ms(1000)), ms(60_000));
+        assert_eq!(steady(200, 300), Some(ms(3000)));
+        // From within the steady stretch: steady at once.
+        assert_eq!(steady(3050, 300), Some(ms(3050)));
+        // A gap allowance as long as the second hole makes the lone packet count.
+        assert_eq!(steady(200, 1000), Some(ms(2000)));
+        // Not before `until`.
+        assert_eq!(
+            trace.steady_from(ms(200), (ms(300), ms(1000)), ms(2500)),
+            None
         );
     }
 

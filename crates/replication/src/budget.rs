@@ -38,6 +38,9 @@ pub struct BudgetConfig {
     pub queue_delay_secs: f64,
     /// How long the recent low of the round trip is remembered, seconds.
     pub low_window_secs: f64,
+    /// Fewest snapshots a second a client is sent when its budget cannot pay for a
+    /// packet every snapshot ([`BudgetController::snapshot_stride`]).
+    pub min_snapshot_hz: f64,
 }
 
 impl Default for BudgetConfig {
@@ -48,6 +51,9 @@ impl Default for BudgetConfig {
             adaptive: true,
             queue_delay_secs: 0.06,
             low_window_secs: 10.0,
+            // Glenn Fiedler's flow control ("Reliability and Flow Control") drops from
+            // 30 packets a second to 10 on a bad link.
+            min_snapshot_hz: 10.0,
         }
     }
 }
@@ -79,8 +85,24 @@ pub struct BudgetController {
     /// The budget at which the link last queued: probing returns quickly to just below
     /// it and only creeps past it (see [`BudgetController::update`]).
     ceiling: Option<f64>,
+    /// See [`BudgetController::snapshot_stride`].
+    stride: u32,
+    /// Since when the link has not been congested, for relaxing the stride.
+    clean_since: Duration,
     stats: BudgetStats,
 }
+
+/// Most the stride grows to, whatever the rates.
+const MAX_STRIDE: u32 = 64;
+
+/// The queueing delay, seconds, at which a link congested at the budget's floor is sent
+/// fewer snapshots. A mobile link's jitter reads as a shorter queue (60-120 ms on the
+/// `mobile` profile) that every snapshot rides out better than fewer would; a link that
+/// cannot carry the packets queues them for seconds.
+const STRIDE_QUEUE_SECS: f64 = 0.25;
+
+/// The stride halves after this long without congestion.
+pub const STRIDE_RELAX: Duration = Duration::from_secs(5);
 
 /// Where fast probing stops, as a share of the budget at which the link last queued.
 const CRUISE: f64 = 0.85;
@@ -104,6 +126,8 @@ impl BudgetController {
             last_update: None,
             hold_until: Duration::ZERO,
             ceiling: None,
+            stride: 1,
+            clean_since: Duration::ZERO,
             stats: BudgetStats::default(),
         }
     }
@@ -185,31 +209,69 @@ impl BudgetController {
             return;
         }
         if self.congested() {
+            if self.kbps <= floor && self.queue_delay().is_some_and(|q| q >= STRIDE_QUEUE_SECS) {
+                // Nothing left to cut from the payload, and a queue no interpolation
+                // buffer rides out: send fewer packets.
+                self.stride = (self.stride * 2).min(MAX_STRIDE);
+            }
+            self.clean_since = now;
             self.ceiling = Some(self.kbps);
             self.kbps = (self.kbps * 0.7).max(floor);
             self.stats.decreases += 1;
             // Wait a round trip (and a little) for the cut to show before judging again.
             let rtt = self.srtt.unwrap_or(0.2);
             self.hold_until = now + Duration::from_secs_f64((rtt + 0.05).min(2.0));
-        } else if limited {
-            // Quickly back to just below where the link last queued, then slowly on: a
-            // controller probing at one rate throughout keeps a queue much of the time,
-            // and the queue's sawtooth shows as underruns downstream (docs/snapshots.md).
-            let cruise = self.ceiling.map_or(f64::INFINITY, |c| c * CRUISE);
-            let dt = dt.min(1.0);
-            let next = if self.kbps < cruise {
-                (self.kbps + (self.kbps * FAST_PROBE).max(8.0) * dt).min(cruise)
-            } else {
-                let next = self.kbps + (self.kbps * SLOW_PROBE).max(1.0) * dt;
-                // Past where the link queued, and clean: the ceiling moves up with it
-                // (forgetting it instead, to probe fast again, brings the sawtooth back).
-                if let Some(c) = &mut self.ceiling {
-                    *c = c.max(next);
-                }
-                next
-            };
-            self.kbps = next.max(self.kbps).min(c.max_kbps);
+        } else {
+            if self.stride > 1 && now.saturating_sub(self.clean_since) >= STRIDE_RELAX {
+                self.stride /= 2;
+                self.clean_since = now;
+            }
+            if limited {
+                self.probe(dt);
+            }
         }
+    }
+
+    /// Probes the budget up by `dt` seconds' worth while the link is clean.
+    fn probe(&mut self, dt: f64) {
+        // Quickly back to just below where the link last queued, then slowly on: a
+        // controller probing at one rate throughout keeps a queue much of the time, and
+        // the queue's sawtooth shows as underruns downstream (docs/snapshots.md).
+        let cruise = self.ceiling.map_or(f64::INFINITY, |c| c * CRUISE);
+        let dt = dt.min(1.0);
+        let next = if self.kbps < cruise {
+            (self.kbps + (self.kbps * FAST_PROBE).max(8.0) * dt).min(cruise)
+        } else {
+            let next = self.kbps + (self.kbps * SLOW_PROBE).max(1.0) * dt;
+            // Past where the link queued, and clean: the ceiling moves up with it
+            // (forgetting it instead, to probe fast again, brings the sawtooth back).
+            if let Some(c) = &mut self.ceiling {
+                *c = c.max(next);
+            }
+            next
+        };
+        self.kbps = next.max(self.kbps).min(self.config.max_kbps);
+    }
+
+    /// Of the snapshots due at `per_second` a second, send one in this many: 1 unless the
+    /// link stayed congested with the budget already at [`BudgetConfig::min_kbps`] and
+    /// a queue of a quarter second or more, each time doubling it, down to [`BudgetConfig::min_snapshot_hz`] a second; halved
+    /// again after every [`STRIDE_RELAX`] without congestion.
+    ///
+    /// Why: a thin link (a 3G downlink carrying 20-40 kbit/s) cannot take a packet every
+    /// tick whatever the payload, as the headers alone fill it; sent anyway, the packets
+    /// queue for seconds and every snapshot arrives stale. Fewer packets, each carrying
+    /// what the budget allows, keep the queue short. Only congestion at the floor says
+    /// so: a budget the controller merely keeps low, on a link that carries the packets,
+    /// is better served by every snapshot (fewer would lengthen the interpolation delay).
+    pub fn snapshot_stride(&self, per_second: f64) -> u32 {
+        if self.kbps().is_none() {
+            return 1;
+        }
+        let most = (per_second / self.config.min_snapshot_hz.max(1e-3))
+            .floor()
+            .clamp(1.0, f64::from(MAX_STRIDE)) as u32;
+        self.stride.min(most)
     }
 
     /// Payload bits one snapshot may take, sending `per_second` snapshots a second;
@@ -226,6 +288,55 @@ mod tests {
 
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
+    }
+
+    #[test]
+    fn congestion_at_the_floor_sends_fewer_snapshots_until_the_link_is_clean() {
+        let mut b = BudgetController::new(BudgetConfig {
+            max_kbps: 64.0,
+            min_kbps: 16.0,
+            ..BudgetConfig::default()
+        });
+        let mut t = 0;
+        // A clean link at 100 ms.
+        for _ in 0..20 {
+            t += 50;
+            b.on_rtt(ms(t), 0.1);
+            b.update(ms(t), true);
+        }
+        assert_eq!(b.snapshot_stride(64.0), 1);
+        // A queue that never drains: the budget is cut to its floor first, then the
+        // stride doubles at each cut there.
+        let mut strides = Vec::new();
+        for i in 0..200 {
+            t += 50;
+            b.on_rtt(ms(t), 0.1 + 0.01 * f64::from(i));
+            b.update(ms(t), true);
+            strides.push(b.snapshot_stride(64.0));
+        }
+        assert_eq!(b.kbps(), Some(16.0));
+        let first_wider = strides.iter().position(|&s| s > 1).expect("widened");
+        assert!(first_wider > 3, "the payload is cut before packets are");
+        // Never below 10 snapshots a second.
+        assert_eq!(b.snapshot_stride(64.0), 6);
+        assert_eq!(b.snapshot_stride(30.0), 3);
+        // Clean again: back to every snapshot within a few relax periods.
+        let mut back = None;
+        for _ in 0..2000 {
+            t += 50;
+            b.on_rtt(ms(t), 0.1);
+            b.update(ms(t), true);
+            if back.is_none() && b.snapshot_stride(64.0) == 1 {
+                back = Some(t);
+            }
+        }
+        assert!(back.is_some(), "the stride relaxes");
+        // A budget that is only kept low, on a link that does not queue, never widens.
+        let fresh = BudgetController::new(BudgetConfig {
+            max_kbps: 16.0,
+            ..BudgetConfig::default()
+        });
+        assert_eq!(fresh.snapshot_stride(64.0), 1);
     }
 
     #[test]

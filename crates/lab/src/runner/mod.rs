@@ -211,18 +211,62 @@ fn recovery_events(config: &RunConfig) -> Vec<Duration> {
         .collect()
 }
 
+/// The probe measuring recovery after the run's events, told when each trace outage's
+/// link is back in earnest.
+fn recovery_probe(config: &RunConfig, tick_hz: u32) -> SyncProbe {
+    let mut probe = SyncProbe::new(config.clients as usize, tick_hz, recovery_events(config));
+    let run = Duration::from_secs_f64(config.seconds.clamp(0.0, 1e6));
+    for (_, end) in trace_outages(config) {
+        probe.link_back(end, link_back(config, end, run));
+    }
+    probe
+}
+
+/// Longest hole a link that is back may still have: at 64 Hz, 19 ticks of inputs wait
+/// behind it, more than a mobile lead holds.
+const LINK_BACK_GAP: Duration = Duration::from_millis(300);
+
+/// How long the link must then hold: the second play is given to resume, and the half
+/// second of clean play that shows it has (`QUIET` in the probe). A link that fails
+/// again sooner was never back for play to resume on.
+const LINK_BACK_SPAN: Duration = Duration::from_millis(1500);
+
+/// When, from `from`, both directions' traces have gone [`LINK_BACK_SPAN`] with no hole
+/// longer than [`LINK_BACK_GAP`]: the link is back in earnest. `None` if not before
+/// `until`.
+fn link_back(config: &RunConfig, from: Duration, until: Duration) -> Option<Duration> {
+    let traces: Vec<_> = [&config.net.trace, &config.net.trace_up]
+        .into_iter()
+        .flatten()
+        .collect();
+    let mut at = from;
+    // Each direction's steady time is at or after `at`; repeat until both agree.
+    loop {
+        let mut latest = at;
+        for t in &traces {
+            latest = latest.max(t.steady_from(at, (LINK_BACK_GAP, LINK_BACK_SPAN), until)?);
+        }
+        if latest == at {
+            return Some(at);
+        }
+        at = latest;
+    }
+}
+
 /// A trace's gap this long counts as an outage (`net.trace_outages`): the cellular
 /// traces' coverage holes, from one second to several.
 const TRACE_OUTAGE: Duration = Duration::from_secs(1);
 
 /// The outages of the run's trace files within the run, both directions, in time order;
-/// overlapping ones (the two directions out at once) merged into one.
+/// overlapping ones (the two directions out at once) merged into one. A trace that
+/// starts late has no outage there: the client is connecting, not resuming.
 pub(crate) fn trace_outages(config: &RunConfig) -> Vec<(Duration, Duration)> {
     let run = Duration::from_secs_f64(config.seconds.clamp(0.0, 1e6));
     let mut all: Vec<_> = [&config.net.trace, &config.net.trace_up]
         .into_iter()
         .flatten()
         .flat_map(|t| t.outages(TRACE_OUTAGE, run))
+        .filter(|(start, _)| !start.is_zero())
         .collect();
     all.sort();
     let mut merged: Vec<(Duration, Duration)> = Vec::new();
@@ -378,7 +422,7 @@ impl<'a, S: LabScene> Sim<'a, S> {
             tick_wall_ms: Vec::new(),
             physics_ms: Vec::new(),
             encode_ms: Vec::new(),
-            probe: SyncProbe::new(config.clients as usize, tick_hz, recovery_events(config)),
+            probe: recovery_probe(config, tick_hz),
             characters,
             seconds: config.seconds,
         })

@@ -416,7 +416,12 @@ impl<I: Input> Server<I> {
             return Ok(());
         }
         let tick = self.session.current_tick();
-        let ids: Vec<ClientId> = self.session.clients().collect();
+        let replication = &self.replication;
+        let ids: Vec<ClientId> = self
+            .session
+            .clients()
+            .filter(|&id| replication.snapshot_due(id, tick))
+            .collect();
         let batches = self.dead_reckoning_batches(&ids, tick)?;
         // Every client's snapshot first, over the replication's threads: an encode
         // changes only its own client's state, and what follows reads it, so this is

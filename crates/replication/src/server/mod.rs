@@ -576,6 +576,26 @@ impl ReplicationServer {
         self.clients.get(&client).is_some_and(|c| c.views.holds(id))
     }
 
+    /// Whether client `client` is due a snapshot of `tick`, one of the ticks snapshots
+    /// are sent on: always, unless its budget is too thin to pay a packet for each,
+    /// when it is sent every few ([`crate::BudgetController::snapshot_stride`], no fewer
+    /// than [`BudgetConfig::min_snapshot_hz`] a second). True for a client not added:
+    /// encoding its snapshot says what is wrong.
+    pub fn snapshot_due(&self, client: ClientId, tick: Tick) -> bool {
+        let Some(c) = self.clients.get(&client) else {
+            return true;
+        };
+        let Some(last) = c.last_tick else {
+            return true;
+        };
+        let stride = c.budget.snapshot_stride(self.config.snapshot_hz);
+        // In snapshots: the ticks since the last one over the ticks between two.
+        let ticks_between =
+            f64::from(self.config.tick_hz.max(1)) / self.config.snapshot_hz.max(1e-3);
+        let since = f64::from(tick.0.wrapping_sub(last.0));
+        since / ticks_between.max(1.0) + 0.5 >= f64::from(stride)
+    }
+
     /// Live entity ids, ascending.
     pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {
         self.store.ids()

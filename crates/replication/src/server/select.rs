@@ -93,10 +93,12 @@ impl Room {
     /// carried beside the last one.
     pub(super) fn new(budget: &BudgetController, charged: u64, config: &ReplicationConfig) -> Self {
         let limit = config.max_snapshot_bytes.saturating_mul(8);
-        let budget_bits = budget.bits_per_snapshot(config.snapshot_hz);
         // One packet's overhead per snapshot; a budget too small for more sends one
-        // snapshot's worth anyway, so nothing starves outright.
+        // snapshot's worth anyway, so nothing starves outright. Sent fewer snapshots
+        // (a link congested at the budget's floor), each has what the skipped had.
         let overhead = config.packet_overhead_bytes * 8;
+        let stride = budget.snapshot_stride(config.snapshot_hz);
+        let budget_bits = budget.bits_per_snapshot(config.snapshot_hz / f64::from(stride));
         let charged = usize::try_from(charged).unwrap_or(usize::MAX);
         let cap = budget_bits.map_or(limit, |b| {
             b.saturating_sub(overhead)

@@ -434,15 +434,20 @@ impl<I: Input> ClientSession<I> {
         frag: &SnapshotFragment,
         fresh: bool,
     ) {
-        // Packets lost just before this one may have carried a report.
+        // Packets lost just before this one may have carried a report: only if this one
+        // echoes a newer message than the last heard. The echo never goes back, so a lost
+        // packet between two with the same echo had it too, and reported nothing new (the
+        // server heard no message in between). Counting such a loss as a lost report hid
+        // an uplink outage with a downlink loss in it from the outage rule below, and
+        // the outage's queued messages raised the lead by a second.
         let after_loss = self
             .newest_recv_seq
             .is_some_and(|s| frag.seq.is_newer_than(s) && frag.seq.diff(s) > 1);
-        if after_loss {
-            self.report_lost = true;
-        }
         self.newest_recv_seq = Some(frag.seq);
         let new_echo = self.take_echo(now, frag.echo, fresh);
+        if after_loss && new_echo.is_some() {
+            self.report_lost = true;
+        }
         if let Some(ack) = frag.input_ack {
             self.take_input_ack(now, tick, ack, new_echo);
         }

@@ -298,3 +298,32 @@ fn a_burst_of_packets_queued_before_the_client_started_does_not_stick_its_clock(
     let rtt = c.rtt().smoothed().unwrap();
     assert!(rtt < Duration::from_millis(60), "{what}: RTT {rtt:?}");
 }
+
+#[test]
+fn an_uplink_outage_with_a_downlink_loss_in_it_does_not_raise_the_lead() {
+    // Early (before the lead can tell outliers) and late; each with server packets lost
+    // while the uplink is out, which once hid the outage and put the lead a second up.
+    for start in [0.5, 10.0] {
+        let mut h = Harness::new(
+            ServerConfig::default(),
+            ClientConfig::default(),
+            profile("broadband").unwrap(),
+            1,
+            9,
+        );
+        let link = &mut h.clients[0].link;
+        let out = |start: f64, duration: f64, mode| Outage {
+            start: secs(start),
+            duration: secs(duration),
+            mode,
+        };
+        link.add_outage(out(start, 1.0, OutageMode::Hold), Direction::Up);
+        link.add_outage(out(start + 0.4, 0.05, OutageMode::Drop), Direction::Down);
+        h.run_until(secs(start + 3.0), &mut |_, _| 1);
+        let c = &h.clients[0].session;
+        let what = format!("outage at {start} s: {:?}", c.stats());
+        assert_eq!(c.stats().uplink_outages, 1, "{what}");
+        let lead = lead_beyond_half_rtt(&h);
+        assert!(lead <= 6.0, "{what}: lead {lead} ticks beyond RTT/2");
+    }
+}

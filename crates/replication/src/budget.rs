@@ -102,7 +102,7 @@ const MAX_STRIDE: u32 = 64;
 const STRIDE_QUEUE_SECS: f64 = 0.25;
 
 /// The stride halves after this long without congestion.
-pub const STRIDE_RELAX: Duration = Duration::from_secs(5);
+const STRIDE_RELAX: Duration = Duration::from_secs(5);
 
 /// Where fast probing stops, as a share of the budget at which the link last queued.
 const CRUISE: f64 = 0.85;
@@ -256,7 +256,7 @@ impl BudgetController {
     /// Of the snapshots due at `per_second` a second, send one in this many: 1 unless the
     /// link stayed congested with the budget already at [`BudgetConfig::min_kbps`] and
     /// a queue of a quarter second or more, each time doubling it, down to [`BudgetConfig::min_snapshot_hz`] a second; halved
-    /// again after every [`STRIDE_RELAX`] without congestion.
+    /// again after every five seconds without congestion.
     ///
     /// Why: a thin link (a 3G downlink carrying 20-40 kbit/s) cannot take a packet every
     /// tick whatever the payload, as the headers alone fill it; sent anyway, the packets

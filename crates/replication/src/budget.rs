@@ -96,9 +96,9 @@ pub struct BudgetController {
 const MAX_STRIDE: u32 = 64;
 
 /// The queueing delay, seconds, at which a link congested at the budget's floor is sent
-/// fewer snapshots. A mobile link's jitter reads as a shorter queue (60-120 ms on the
-/// `mobile` profile) that every snapshot rides out better than fewer would; a link that
-/// cannot carry the packets queues them for seconds.
+/// fewer snapshots. A mobile link's jitter reads as a shorter queue, which every snapshot
+/// rides out better than fewer would (the `mobile` profile's runs are the same with this
+/// rule as without it); a link that cannot carry the packets queues them for seconds.
 const STRIDE_QUEUE_SECS: f64 = 0.25;
 
 /// The stride halves after this long without congestion.

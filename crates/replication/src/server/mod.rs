@@ -788,6 +788,10 @@ impl ReplicationServer {
     /// The snapshot of `tick` for `client`, against the newest view it acknowledged, at
     /// `now`. The game sends it through its session
     /// ([`lagless_core::ServerSession::send_snapshot`]).
+    ///
+    /// Ask [`Self::snapshot_due`] first, as the high-level `Server` does: on a link too
+    /// thin for a snapshot every tick the budget is spread over fewer snapshots, and one
+    /// encoded every tick regardless would take that many times the budget.
     pub fn encode(
         &mut self,
         client: ClientId,

@@ -347,20 +347,14 @@ impl SyncProbe {
         let mut worst: Option<f64> = None;
         let mut each = Vec::new();
         for e in &self.events {
-            let resumed = self.clients.iter().filter_map(|c| Self::resume_ms(c, *e));
-            let Some(resumed) = resumed.fold(None, max_of) else {
+            let Some(resumed) = self.slowest(*e, Self::resume_ms) else {
                 continue;
             };
             let at = e.as_secs_f64();
             match self.back_after(*e) {
                 Some(back) => {
                     let after = back.saturating_sub(*e).as_secs_f64() * 1000.0;
-                    let from_back = self
-                        .clients
-                        .iter()
-                        .filter_map(|c| Self::resume_ms(c, back))
-                        .fold(None, max_of);
-                    if let Some(v) = from_back {
+                    if let Some(v) = self.slowest(back, Self::resume_ms) {
                         worst = max_of(worst, v);
                     }
                     each.push(format!("{at:.1}s: {resumed:.0} ms (link back +{after:.0})"));
@@ -376,7 +370,19 @@ impl SyncProbe {
     fn worst(&self, measure: fn(&ClientProbe, Duration) -> Option<f64>) -> Option<f64> {
         self.events
             .iter()
-            .flat_map(|e| self.clients.iter().filter_map(|c| measure(c, *e)))
+            .filter_map(|e| self.slowest(*e, measure))
+            .fold(None, max_of)
+    }
+
+    /// The slowest client's `measure` from `from`.
+    fn slowest(
+        &self,
+        from: Duration,
+        measure: fn(&ClientProbe, Duration) -> Option<f64>,
+    ) -> Option<f64> {
+        self.clients
+            .iter()
+            .filter_map(|c| measure(c, from))
             .fold(None, max_of)
     }
 

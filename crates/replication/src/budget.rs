@@ -255,8 +255,9 @@ impl BudgetController {
 
     /// Of the snapshots due at `per_second` a second, send one in this many: 1 unless the
     /// link stayed congested with the budget already at [`BudgetConfig::min_kbps`] and
-    /// a queue of a quarter second or more, each time doubling it, down to [`BudgetConfig::min_snapshot_hz`] a second; halved
-    /// again after every five seconds without congestion.
+    /// a queue of a quarter second or more, each time doubling it, down to
+    /// [`BudgetConfig::min_snapshot_hz`] a second; halved again after every five seconds
+    /// without congestion.
     ///
     /// Why: a thin link (a 3G downlink carrying 20-40 kbit/s) cannot take a packet every
     /// tick whatever the payload, as the headers alone fill it; sent anyway, the packets

@@ -202,21 +202,23 @@ pub(crate) fn fed<I: lagless_core::Input>(
         .collect()
 }
 
-/// When recovery is measured from: every link change and every outage's end.
-fn recovery_events(config: &RunConfig) -> Vec<Duration> {
-    let changes = config.link_changes.iter().map(|c| c.at);
-    changes
-        .chain(config.outages.iter().map(|o| o.outage.end()))
-        .chain(trace_outages(config).into_iter().map(|(_, end)| end))
-        .collect()
-}
-
-/// The probe measuring recovery after the run's events, told when each trace outage's
-/// link is back in earnest.
+/// The probe measuring recovery after every link change and every outage's end, told
+/// when each trace outage's link is back in earnest.
 fn recovery_probe(config: &RunConfig, tick_hz: u32) -> SyncProbe {
-    let mut probe = SyncProbe::new(config.clients as usize, tick_hz, recovery_events(config));
+    let trace_ends: Vec<Duration> = trace_outages(config)
+        .into_iter()
+        .map(|(_, end)| end)
+        .collect();
+    let events = config
+        .link_changes
+        .iter()
+        .map(|c| c.at)
+        .chain(config.outages.iter().map(|o| o.outage.end()))
+        .chain(trace_ends.iter().copied())
+        .collect();
+    let mut probe = SyncProbe::new(config.clients as usize, tick_hz, events);
     let run = Duration::from_secs_f64(config.seconds.clamp(0.0, 1e6));
-    for (_, end) in trace_outages(config) {
+    for end in trace_ends {
         probe.link_back(end, link_back(config, end, run));
     }
     probe

@@ -433,6 +433,10 @@ struct RunArgs {
     /// input delay, downlink) as an SVG image to this file.
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    /// Write the first client's run over time (the `--plot` series, and the snapshot
+    /// budget) as JSON to this file, for analysis.
+    #[arg(long, value_name = "FILE")]
+    timeline: Option<PathBuf>,
     /// Print every metric (by default: a short report of how the game felt, bandwidth
     /// and server cost).
     #[arg(long)]

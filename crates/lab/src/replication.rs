@@ -46,6 +46,9 @@ pub struct SenderStats {
     pub entities: u64,
     /// Each client's budget at each snapshot, kbit/s.
     pub budget_kbps: Mean,
+    /// The first client's budget over time: (seconds, kbit/s), one point a tenth of a
+    /// second at most (`--timeline`, `budget.recover_ms_max`).
+    pub budget_series: Vec<(f64, f64)>,
     /// CPU time per client encode, µs.
     pub encode_us: Histogram,
     /// CPU time to capture the world once per snapshot tick, µs.
@@ -319,10 +322,19 @@ impl<S: LabScene> SnapshotSender<S> {
                 server.send_snapshots(now)?;
                 // The server encodes every client in one call: each is given the mean.
                 let per_client = timer.ms() * 1000.0 / clients.len().max(1) as f64;
-                for &(id, _) in clients {
+                for (i, &(id, _)) in clients.iter().enumerate() {
                     self.stats.encode_us.record(per_client);
                     if let Some(kbps) = server.replication().budget_kbps(id) {
                         self.stats.budget_kbps.add(kbps);
+                        let at = now.as_secs_f64();
+                        let due = self
+                            .stats
+                            .budget_series
+                            .last()
+                            .is_none_or(|(t, _)| at - t >= 0.1);
+                        if i == 0 && due {
+                            self.stats.budget_series.push((at, kbps));
+                        }
                     }
                 }
                 self.stats.send_us.record(send.ms() * 1000.0);

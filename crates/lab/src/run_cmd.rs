@@ -176,8 +176,8 @@ pub(crate) fn run_command(a: RunArgs) -> Result<(), String> {
         if a.interpolation_sweep {
             return Err("--interpolation-sweep needs the emulator".into());
         }
-        if a.plot.is_some() {
-            return Err("--plot needs the emulator".into());
+        if a.plot.is_some() || a.timeline.is_some() {
+            return Err("--plot and --timeline need the emulator".into());
         }
         eprintln!(
             "lagless: scene {} over UDP on loopback ({}) for {} real s, {} client(s), seed {}",
@@ -225,6 +225,10 @@ pub(crate) fn run_command(a: RunArgs) -> Result<(), String> {
             .write_svg(path, &title)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         eprintln!("plot written to {}", path.display());
+    }
+    if let Some(path) = &a.timeline {
+        let text = serde_json::to_string(&outcome.timeline).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
     }
     if let Some(path) = a.json {
         let text =

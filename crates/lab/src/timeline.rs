@@ -14,7 +14,7 @@ use std::path::Path;
 pub type Series = Vec<(f64, f64)>;
 
 /// The first client's run over time.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct Timeline {
     /// The own player's on-screen error against the server's state of the same tick, cm,
     /// one point per rendered tick.
@@ -28,6 +28,9 @@ pub struct Timeline {
     pub input_delay_ms: Series,
     /// Downlink, kbit/s (UDP/IP headers counted), one point per second.
     pub down_kbps: Series,
+    /// The server's snapshot budget for the client, kbit/s, one point per snapshot
+    /// sent (empty without a budget).
+    pub budget_kbps: Series,
 }
 
 /// Why a plot could not be written.

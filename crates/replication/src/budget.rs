@@ -70,6 +70,11 @@ pub struct BudgetStats {
     /// Snapshots skipped by acknowledgements (lost, or decoded between two of the
     /// client's messages).
     pub lost: u64,
+    /// Silences of the acknowledgements that ended (outages of either direction).
+    pub outages: u64,
+    /// Round-trip samples left out because their snapshot was sent before the link came
+    /// back from an outage.
+    pub outage_samples: u64,
 }
 
 /// One client's budget.
@@ -89,8 +94,19 @@ pub struct BudgetController {
     stride: u32,
     /// Since when the link has not been congested, for relaxing the stride.
     clean_since: Duration,
+    /// When the newest round-trip sample was taken, and the usual time between two.
+    last_sample: Option<Duration>,
+    sample_gap: Option<f64>,
+    /// When the acknowledgements came back after the newest silence (see
+    /// [`BudgetController::on_rtt`]).
+    returned_at: Option<Duration>,
     stats: BudgetStats,
 }
+
+/// Least time without a round-trip sample that is an outage of the link rather than a
+/// queue (see [`BudgetController::on_rtt`]): longer than the loss bursts of a mobile link
+/// (a few snapshots), shorter than a coverage hole.
+const SILENCE: Duration = Duration::from_millis(500);
 
 /// Most the stride grows to, whatever the rates.
 const MAX_STRIDE: u32 = 64;
@@ -128,8 +144,31 @@ impl BudgetController {
             ceiling: None,
             stride: 1,
             clean_since: Duration::ZERO,
+            last_sample: None,
+            sample_gap: None,
+            returned_at: None,
             stats: BudgetStats::default(),
         }
+    }
+
+    /// How long without a round-trip sample is a silence of the link (an outage), not a
+    /// queue: [`SILENCE`], or four times the usual time between samples on a link that
+    /// acknowledges seldom.
+    fn silence(&self) -> Duration {
+        let usual = self.sample_gap.unwrap_or(0.0) * 4.0;
+        SILENCE.max(Duration::from_secs_f64(usual.clamp(0.0, 10.0)))
+    }
+
+    /// True while acknowledgements have stopped coming for longer than a silence at
+    /// `now`: the link is out, which says nothing about how full it is.
+    pub fn silent(&self, now: Duration) -> bool {
+        self.last_sample
+            .is_some_and(|last| now.saturating_sub(last) >= self.silence())
+    }
+
+    /// Outages seen: silences of the acknowledgements that ended.
+    pub fn outages(&self) -> u64 {
+        self.stats.outages
     }
 
     /// The budget now, kbit/s; `None` when there is none.
@@ -147,9 +186,33 @@ impl BudgetController {
         self.srtt
     }
 
-    /// A round-trip sample taken at `now`.
+    /// A round-trip sample taken at `now`: a snapshot acknowledged `secs` after it was sent.
+    ///
+    /// An outage is not a queue: after acknowledgements stopped for a silence (half a
+    /// second, or four usual gaps between them), the snapshots sent before they came back
+    /// rode the outage or the queue it left behind, and their round trips say nothing about
+    /// what the link carries, so they are not taken. The budget is kept through it, and the
+    /// budget at which the link last queued is forgotten (the link that comes back may be
+    /// another), so it probes up at the fast rate where the link has room.
     pub fn on_rtt(&mut self, now: Duration, secs: f64) {
         if !(secs.is_finite() && secs >= 0.0) {
+            return;
+        }
+        if let Some(last) = self.last_sample {
+            let gap = now.saturating_sub(last);
+            if gap >= self.silence() {
+                self.returned_at = Some(now);
+                self.stats.outages += 1;
+                self.ceiling = None;
+            } else {
+                let g = gap.as_secs_f64();
+                self.sample_gap = Some(self.sample_gap.map_or(g, |s| s + (g - s) / 16.0));
+            }
+        }
+        self.last_sample = Some(self.last_sample.map_or(now, |l| l.max(now)));
+        let sent = now.saturating_sub(Duration::from_secs_f64(secs.min(1e6)));
+        if self.returned_at.is_some_and(|back| sent < back) {
+            self.stats.outage_samples += 1;
             return;
         }
         self.stats.rtt_samples += 1;
@@ -205,7 +268,8 @@ impl BudgetController {
             return;
         }
         let floor = c.min_kbps.clamp(1.0, c.max_kbps);
-        if now < self.hold_until {
+        if now < self.hold_until || self.silent(now) {
+            // A silent link tells nothing: neither cut nor probe until it speaks.
             return;
         }
         if self.congested() {
@@ -338,6 +402,58 @@ mod tests {
             ..BudgetConfig::default()
         });
         assert_eq!(fresh.snapshot_stride(64.0), 1);
+    }
+
+    /// 5 s at a 100 ms round trip, a snapshot every 16 ms; then `secs` with nothing
+    /// acknowledged, after which the snapshots sent during it are acknowledged at once
+    /// (a link that held them), then 3 s clean again. Returns the budget at the end and
+    /// its least value after the outage.
+    fn through_an_outage(b: &mut BudgetController, secs: u64) -> (f64, f64) {
+        let mut t = 0u64;
+        while t < 5000 {
+            t += 16;
+            b.on_rtt(ms(t), 0.1);
+            b.update(ms(t), true);
+        }
+        let (from, to) = (t, t + secs * 1000);
+        t = to;
+        let mut least = f64::INFINITY;
+        // The held snapshots, sent from `from` on, all come back now.
+        for sent in (from..to).step_by(16) {
+            b.on_rtt(ms(t), (t - sent) as f64 / 1000.0 + 0.1);
+            b.update(ms(t), true);
+        }
+        while t < to + 3000 {
+            t += 16;
+            b.on_rtt(ms(t), 0.1);
+            b.update(ms(t), true);
+            least = least.min(b.kbps().unwrap_or(0.0));
+        }
+        (b.kbps().unwrap_or(0.0), least)
+    }
+
+    #[test]
+    fn an_outage_is_not_a_queue() {
+        let mut b = BudgetController::new(BudgetConfig::default());
+        let (end, least) = through_an_outage(&mut b, 2);
+        assert_eq!(b.outages(), 1);
+        assert!(b.stats().outage_samples > 100, "{:?}", b.stats());
+        assert_eq!(b.stats().decreases, 0, "{:?}", b.stats());
+        assert_eq!((end, least), (256.0, 256.0));
+        // A queue that builds while the link carries on is still one.
+        let mut q = BudgetController::new(BudgetConfig::default());
+        let mut t = 0u64;
+        for i in 0..600u64 {
+            t += 16;
+            q.on_rtt(ms(t), 0.1 + (i as f64) * 0.005);
+            q.update(ms(t), true);
+        }
+        assert!(
+            q.stats().decreases > 0 && q.kbps() < Some(128.0),
+            "{:?}",
+            q.kbps()
+        );
+        assert_eq!(q.outages(), 0);
     }
 
     #[test]

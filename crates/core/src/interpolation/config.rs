@@ -135,7 +135,24 @@ pub struct InterpolationConfig {
     /// Playback further than this ahead of its target waits, and further behind jumps,
     /// rather than slewing for seconds.
     pub snap_threshold: Duration,
+    /// A silence between two arrivals at least this long (and at least four send
+    /// intervals) is a hole in the link, an outage, not jitter: the arrival that ends it
+    /// and those queued behind it, until one comes as early as the delay before the hole
+    /// allowed for (or [`OUTAGE_LEARN_AFTER`] has passed), are played but not learned, so
+    /// the delay stays where it was instead of rising to ride out the next outage
+    /// (Fiedler's "Snapshot Interpolation": a hole is skipped). Default
+    /// [`DEFAULT_OUTAGE`]; [`Duration::MAX`] learns every gap.
+    pub outage: Duration,
 }
+
+/// Default [`InterpolationConfig::outage`]: the longest delay the adaptive policies ask
+/// for by default (`max_delay`), so a gap no default delay rides out is an outage.
+pub const DEFAULT_OUTAGE: Duration = Duration::from_millis(500);
+
+/// How long after a hole the buffer goes on not learning late arrivals: past it, arrivals
+/// that are still late are a slower link, not the outage's queue draining, and are learned
+/// (the change-of-link watch then follows them).
+pub const OUTAGE_LEARN_AFTER: Duration = Duration::from_secs(2);
 
 impl InterpolationConfig {
     /// [`max_time_scale`](Self::max_time_scale), sanitized.
@@ -195,6 +212,7 @@ impl Default for InterpolationConfig {
             shift_slowdown: DEFAULT_SHIFT_SLOWDOWN,
             slew_time: Duration::from_millis(500),
             snap_threshold: Duration::from_millis(500),
+            outage: DEFAULT_OUTAGE,
         }
     }
 }

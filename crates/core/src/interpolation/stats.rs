@@ -47,6 +47,12 @@ pub struct InterpolationStats {
     /// Times the adaptive policy saw the link get better, and forgot the arrivals from
     /// before.
     pub shifts_better: u64,
+    /// Holes in the link seen: silences of at least
+    /// [`InterpolationConfig::outage`] between two arrivals.
+    pub outages: u64,
+    /// Arrivals queued behind a hole that the delay policy did not learn (they came later
+    /// than the delay before the hole allowed for).
+    pub outage_arrivals: u64,
     /// Of the early ones, those before playback first reached a snapshot since the start
     /// (or a reset): the buffer filling up to its delay when a client joins. They are
     /// not [underruns](InterpolationStats::underruns): nothing ran dry, and counting them
@@ -147,6 +153,8 @@ impl InterpolationStats {
             stretches: n(self.stretches, earlier.stretches),
             shifts_worse: n(self.shifts_worse, earlier.shifts_worse),
             shifts_better: n(self.shifts_better, earlier.shifts_better),
+            outages: n(self.outages, earlier.outages),
+            outage_arrivals: n(self.outage_arrivals, earlier.outage_arrivals),
             filling: n(self.filling, earlier.filling),
             delay_sum_secs: self.delay_sum_secs - earlier.delay_sum_secs,
             played_secs: x(self.played_secs, earlier.played_secs),

@@ -583,6 +583,7 @@ impl<'a, S: LabScene> Sim<'a, S> {
             interpolation_delay_ms: c.interpolation_delays.clone(),
             input_delay_ms: self.probe.input_delays(0).to_vec(),
             down_kbps,
+            budget_kbps: self.sender.stats.budget_series.clone(),
         }
     }
 }

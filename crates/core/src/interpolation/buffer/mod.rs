@@ -1,6 +1,6 @@
 //! The [`InterpolationBuffer`]: snapshots in, smooth past states out.
 
-use super::config::PREALLOCATE;
+use super::config::{OUTAGE_LEARN_AFTER, PREALLOCATE};
 use super::policy::{Arrival, Delay, Need, WARMUP_PAIRS};
 use super::{Curve, Interpolate, InterpolationConfig, InterpolationStats, SampleKind, Sampled};
 use crate::window::shift::Shift;
@@ -122,7 +122,22 @@ pub struct InterpolationBuffer<T: Interpolate> {
     /// stretch).
     stretching: bool,
     frame_secs: Option<f64>,
+    /// The newest accepted arrival's local time, seconds: a long silence after it is a
+    /// hole.
+    last_arrival: Option<f64>,
+    /// Since a hole in the link: when it ended and the lag before it (see
+    /// [`InterpolationConfig::outage`]).
+    hole: Option<Hole>,
     stats: InterpolationStats,
+}
+
+/// The buffer's memory of a hole in the link it has not yet seen the end of.
+#[derive(Debug, Clone, Copy)]
+struct Hole {
+    /// Local time of the arrival that ended the silence, seconds.
+    ended: f64,
+    /// The playback lag before the hole.
+    lag: f64,
 }
 
 impl<T: Interpolate> InterpolationBuffer<T> {
@@ -158,6 +173,8 @@ impl<T: Interpolate> InterpolationBuffer<T> {
             rising: false,
             stretching: false,
             frame_secs: None,
+            last_arrival: None,
+            hole: None,
             stats: InterpolationStats::default(),
             config,
         }
@@ -244,6 +261,8 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         self.catching_up = false;
         self.rising = false;
         self.stretching = false;
+        self.last_arrival = None;
+        self.hole = None;
     }
 
     /// Adds the snapshot of server tick `tick`, received at local time `arrival`.
@@ -338,6 +357,9 @@ impl<T: Interpolate> InterpolationBuffer<T> {
             offset: at - f64::from(tick.0) * p,
             pair,
         };
+        if self.in_hole(at, arrival.offset) {
+            return;
+        }
         // A miss costs at least half a frame: a renderer locked to the tick rate samples
         // the same phase every time.
         let min_miss = 0.5 * self.frame_secs.unwrap_or(0.0);
@@ -352,6 +374,36 @@ impl<T: Interpolate> InterpolationBuffer<T> {
             }
             None => {}
         }
+    }
+
+    /// True when an arrival at `at` (seconds) with `offset` ends a hole in the link or is
+    /// queued behind one: it is played, but the delay policy does not learn it (see
+    /// [`InterpolationConfig::outage`]).
+    fn in_hole(&mut self, at: f64, offset: f64) -> bool {
+        let silence = self.last_arrival.map(|last| at - last);
+        self.last_arrival = Some(self.last_arrival.map_or(at, |last| last.max(at)));
+        let interval = f64::from(self.send_interval().unwrap_or(1)) * self.period;
+        let outage = self.config.outage.as_secs_f64().max(4.0 * interval);
+        if let Some(lag) = self.delay.lag().filter(|_| !self.delay.warming_up()) {
+            if silence.is_some_and(|s| s >= outage) {
+                self.stats.outages += 1;
+                // The lag before the first hole of a run of them is the one to return to.
+                let lag = self.hole.map_or(lag, |h| h.lag);
+                self.hole = Some(Hole { ended: at, lag });
+                return true;
+            }
+        }
+        let Some(hole) = self.hole else {
+            return false;
+        };
+        if offset <= hole.lag || at - hole.ended >= OUTAGE_LEARN_AFTER.as_secs_f64() {
+            // On time for the old delay (the queue has drained), or late for too long to
+            // be the outage's queue: learn again from here.
+            self.hole = None;
+            return false;
+        }
+        self.stats.outage_arrivals += 1;
+        true
     }
 
     /// The value to show at local time `now`, or `None` before the first snapshot.

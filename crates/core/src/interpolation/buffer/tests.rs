@@ -462,3 +462,54 @@ fn durations_never_panic() {
     assert_eq!(secs_to_duration(f64::INFINITY), Duration::MAX);
     assert_eq!(secs_to_duration(0.25), MS * 250);
 }
+
+/// A 60 Hz stream, 40 ms (+0-8 ms of jitter) on the way, with a one-second hole at
+/// tick 600: `hold` delivers the hole's snapshots all at once when it ends (a link that
+/// queued them), otherwise they are lost. Returns the target delay just before the hole
+/// and two seconds after it, and the outages counted.
+fn through_a_hole(hold: bool, outage: Duration) -> (Duration, Duration, u64) {
+    let mut b = InterpolationBuffer::<f64>::new(InterpolationConfig {
+        tick_hz: 60,
+        outage,
+        ..InterpolationConfig::default()
+    });
+    let tick_at = |k: u32| Duration::from_secs_f64(f64::from(k) / 60.0);
+    let jitter = |k: u32| MS * ((k * 7919) % 9);
+    let (hole_from, hole_to) = (600u32, 660u32);
+    let mut before = None;
+    for k in 0..900u32 {
+        let mut at = tick_at(k) + MS * 40 + jitter(k);
+        if (hole_from..hole_to).contains(&k) {
+            if !hold {
+                continue;
+            }
+            at = tick_at(hole_to) + MS * 40 + MS * (k - hole_from) / 8;
+        }
+        b.push(Tick(k), at, f64::from(k)).unwrap();
+        b.sample_at(at);
+        if k + 1 == hole_from {
+            before = b.target_delay();
+        }
+    }
+    let after = b.target_delay().expect("learned");
+    (before.expect("learned"), after, b.stats().outages)
+}
+
+#[test]
+fn a_hole_in_the_link_is_skipped_not_learned_as_jitter() {
+    for hold in [true, false] {
+        let (before, after, outages) = through_a_hole(hold, crate::interpolation::DEFAULT_OUTAGE);
+        assert_eq!(outages, 1, "hold {hold}");
+        // Back where it was (within 20%), not at the half second a hole would teach.
+        assert!(
+            after.as_secs_f64() <= before.as_secs_f64() * 1.2 + 0.002,
+            "hold {hold}: {before:?} before the hole, {after:?} after"
+        );
+    }
+    // Learning every gap (the old behaviour) does raise it: the test can fail.
+    let (before, after, _) = through_a_hole(true, Duration::MAX);
+    assert!(
+        after > before * 3,
+        "learning the hole: {before:?} before, {after:?} after"
+    );
+}

@@ -172,7 +172,8 @@ impl LinkChange {
     /// Parses `SECONDS:PROFILE[,KEY=VALUE...][@up|@down]`, as the command line spells it
     /// (`60:mobile`, or `120:snapshot-demo,loss-pct=0` for the same link without its
     /// losses). The keys are the network options' names without their dashes:
-    /// `delay-ms`, `jitter-ms`, `loss-pct`, `dup-pct` and `reorder-pct`, applied to the
+    /// `delay-ms`, `jitter-ms`, `loss-pct`, `dup-pct`, `reorder-pct` and `bandwidth-kbps`
+    /// (a link carrying at most that, with the default queue), applied to the
     /// profile as on the command line (see [`NetOverrides::apply`]).
     pub fn parse(text: &str) -> Result<Self, String> {
         let (body, direction) = match text.trim().rsplit_once('@') {
@@ -229,6 +230,11 @@ impl LinkChange {
                         "link change {text:?}: {key} wants a number of at least 0, got {value:?}"
                     )
                 })?;
+            if key.trim() == "bandwidth-kbps" {
+                // A thin stretch: the link carries at most this, queueing the rest.
+                overrides.bandwidth_kbps = Some(number.clamp(1.0, 1e7) as u32);
+                continue;
+            }
             let slot = match key.trim() {
                 "delay-ms" => &mut overrides.delay_ms,
                 "jitter-ms" => &mut overrides.jitter_ms,
@@ -238,7 +244,7 @@ impl LinkChange {
                 other => {
                     return Err(format!(
                         "link change {text:?}: unknown setting {other:?} (known: delay-ms, \
-                         jitter-ms, loss-pct, dup-pct, reorder-pct)"
+                         jitter-ms, loss-pct, dup-pct, reorder-pct, bandwidth-kbps)"
                     ));
                 }
             };
@@ -424,6 +430,8 @@ pub struct RunConfig {
     pub prediction_limits: PredictionConfig,
     /// Correction smoothing (a zero half-life turns it off).
     pub smoothing: SmoothingConfig,
+    /// When the client calls the link interrupted, and how far it predicts into it.
+    pub link: lagless_replication::ConnectionConfig,
     /// Every Nth rollback, also time a naive full-world restore and replay of the same
     /// depth on a shadow world (0: never). The ratio to it is reported.
     pub naive_sample: u32,
@@ -474,6 +482,7 @@ impl Default for RunConfig {
             predict: PredictConfig::default(),
             prediction_limits: PredictionConfig::default(),
             smoothing: SmoothingConfig::default(),
+            link: lagless_replication::ConnectionConfig::default(),
             naive_sample: 8,
             cells: None,
             interpolation: DelayPolicy::adaptive(),

@@ -312,8 +312,26 @@ impl SyncProbe {
     /// with no tick applied wrong (another input than the player's) instead of none
     /// starved, which a lead that chooses to starve a few percent of ticks, guessed
     /// right, rarely gives.
+    ///
+    /// An input applied far later than usual also spoils play (the clock can track its
+    /// own estimate of the server while that estimate is seconds off: inputs then wait
+    /// seconds): one whose wait is over twice the run's median and 100 ms more than it.
     fn resume_ms(c: &ClientProbe, e: Duration) -> Option<f64> {
-        Self::back_in_step_ms(c, e, &c.wrong)
+        let mut waits: Vec<f64> = c.delay_series.iter().map(|(_, ms)| *ms).collect();
+        waits.sort_by(f64::total_cmp);
+        let Some(&median) = waits.get(waits.len() / 2) else {
+            return Self::back_in_step_ms(c, e, &c.wrong);
+        };
+        let late = (2.0 * median).max(median + 100.0);
+        let mut spoiled: Vec<Duration> = c
+            .delay_series
+            .iter()
+            .filter(|(_, ms)| *ms > late)
+            .map(|(at, _)| Duration::from_secs_f64(*at))
+            .chain(c.wrong.iter().copied())
+            .collect();
+        spoiled.sort();
+        Self::back_in_step_ms(c, e, &spoiled)
     }
 
     /// After event `e`, ms until client `c`'s clock stays within [`IN_STEP_TICKS`] of the

@@ -509,6 +509,14 @@ struct RunArgs {
     /// Half-life of the correction smoothing, ms.
     #[arg(long, default_value_t = 110.0)]
     smoothing_half_life_ms: f64,
+    /// How long into a link interruption the client still predicts the player's own
+    /// inputs, ms, or `off` to predict on blind (default: the library's, 250).
+    #[arg(long, value_name = "MS|off")]
+    prediction_horizon: Option<String>,
+    /// Silence from the server that counts as an interrupted link, ms (default: the
+    /// library's, 500).
+    #[arg(long, value_name = "MS")]
+    interrupted_after_ms: Option<u64>,
     /// Every Nth rollback, also time a naive full-world restore and replay (0: never).
     #[arg(long, default_value_t = 8)]
     naive_sample: u32,

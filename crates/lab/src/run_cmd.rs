@@ -87,6 +87,19 @@ fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         std::time::Duration::from_secs_f64(a.smoothing_half_life_ms / 1000.0)
     };
     config.naive_sample = a.naive_sample;
+    match a.prediction_horizon.as_deref().map(str::trim) {
+        None => {}
+        Some("off") => config.link.prediction_horizon = None,
+        Some(ms) => {
+            let ms: u64 = ms
+                .parse()
+                .map_err(|_| format!("--prediction-horizon {ms:?}: expected ms or off"))?;
+            config.link.prediction_horizon = Some(std::time::Duration::from_millis(ms));
+        }
+    }
+    if let Some(ms) = a.interrupted_after_ms {
+        config.link.interrupted_after = std::time::Duration::from_millis(ms);
+    }
     config.rocket.ball = a.ball.policy();
     config.rocket.remote_cars = a.remote_cars.policy();
     if a.remote_input_decay_ms.is_nan() || a.remote_input_decay_ms < 0.0 {

@@ -102,9 +102,11 @@ pub use lagless_core::interpolation::Pose;
 /// The core types a game using [`Server`] and [`Client`] needs, so one import serves.
 pub use lagless_core::{ClientId, Delivery, Input, Reader, Rollback, Tick, WireError, Writer};
 pub use net::{
-    CharacterRelevance, Client, ClientNetStats, DepartedClient, FeltCosts, Latency, MAX_DEFER,
-    MAX_SNAPSHOT_EVENT_BYTES, NetConfig, NetError, PRIOR_WRONG_TICK_IN_LEAD_TICKS, Policy,
-    PredictedWorld, Render, Server, SnapshotCounters, Spectator, UNDERRUN_SAMPLE, UnderrunCosts,
+    CharacterRelevance, Client, ClientNetStats, ConnectionConfig, ConnectionStats,
+    DEFAULT_INTERRUPTED_AFTER, DEFAULT_PREDICTION_HORIZON, DepartedClient, FeltCosts, Latency,
+    LinkEvent, LinkState, MAX_DEFER, MAX_SNAPSHOT_EVENT_BYTES, NetConfig, NetError,
+    PRIOR_WRONG_TICK_IN_LEAD_TICKS, Policy, PredictedWorld, Render, Server, SnapshotCounters,
+    Spectator, UNDERRUN_SAMPLE, UnderrunCosts,
 };
 pub use schema::{
     CODE_LIMIT, Field, FieldType, Kind, KindId, MAX_FIELDS, MAX_KINDS, Schema, SchemaError,

@@ -37,6 +37,10 @@ pub(crate) struct Truth {
     pub(crate) probe: Option<std::sync::Arc<std::sync::Mutex<crate::input_buffer::SyncProbe>>>,
 }
 
+/// How long after the link's return frames still count as the return's, not as live
+/// play (`render.error_cm_p99_live`).
+pub(crate) const LIVE_AFTER_RETURN: Duration = Duration::from_secs(1);
+
 /// A rendered frame of the own player.
 #[derive(Clone, Copy)]
 pub(crate) struct OwnFrame {
@@ -63,6 +67,11 @@ pub(crate) struct ClientSim<S: LabScene> {
     /// Per rendered frame, keyed by the state tick it stands for: the own player's
     /// rendered position and the newest server tick whose effects the frame shows.
     pub(crate) rendered: BTreeMap<u32, OwnFrame>,
+    /// The rendered frames (labels as in `rendered`) shown while the link was not live,
+    /// or within a second of its return: left out of `render.error_cm_p99_live`.
+    pub(crate) not_live: std::collections::BTreeSet<u32>,
+    /// The public client's link events: (lab time, state entered, silent since).
+    pub(crate) link_events: Vec<(Duration, lagless_replication::LinkState, Option<Duration>)>,
     inputs: Vec<(Tick, S::Input)>,
     pub(crate) down_bytes: u64,
     /// Bytes that reached the client (with UDP/IP headers).
@@ -169,6 +178,8 @@ impl<S: LabScene> ClientSim<S> {
             view: None,
             view_tick: 0,
             rendered: BTreeMap::new(),
+            not_live: Default::default(),
+            link_events: Vec::new(),
             inputs: Vec::new(),
             down_bytes: 0,
             delivered_bytes: 0,
@@ -424,7 +435,12 @@ impl<S: LabScene> ClientSim<S> {
     pub(crate) fn step(&mut self, now: Duration, config: &RunConfig, auth: &Truth) {
         self.receive(now, config);
         match &mut self.game {
-            Some(g) => g.client.update(now),
+            Some(g) => {
+                g.client.update(now);
+                while let Some(e) = g.client.poll_link_event() {
+                    self.link_events.push((now, e.state, e.silent_since));
+                }
+            }
             None => self.session.update(now),
         }
         loop {
@@ -661,6 +677,9 @@ impl<S: LabScene> ClientSim<S> {
         }));
         if let Some((frame, own)) = frame {
             self.rendered.insert(tick.0 + 1, frame);
+            if !self.link_live(now) {
+                self.not_live.insert(tick.0 + 1);
+            }
             if S::RECORDS_FRAMES {
                 let mut others = self.last_shown.clone();
                 self.render_others(&mut others);
@@ -669,6 +688,36 @@ impl<S: LabScene> ClientSim<S> {
                     .insert(tick.0 + 1, RenderedFrame { own, others });
             }
         }
+    }
+
+    /// True when the link is live at `now` and came back (if ever) at least
+    /// [`LIVE_AFTER_RETURN`] ago.
+    fn link_live(&self, now: Duration) -> bool {
+        use lagless_replication::LinkState;
+        let Some(g) = &self.game else {
+            return true;
+        };
+        let back = self
+            .link_events
+            .iter()
+            .rev()
+            .find(|(_, s, _)| *s == LinkState::Recovering)
+            .map(|(at, _, _)| *at);
+        g.client.link_state() == LinkState::Live
+            && back.is_none_or(|b| now.saturating_sub(b) >= LIVE_AFTER_RETURN)
+    }
+
+    /// The own player's errors over frames shown while the link was live (see
+    /// [`Self::not_live`]), cm.
+    pub(crate) fn live_render_errors(&self, track: &Track, errors: &mut Vec<f64>) {
+        let mut series = Vec::new();
+        self.render_errors_at(track, &mut series, &mut Vec::new());
+        errors.extend(
+            series
+                .into_iter()
+                .filter(|(t, _)| !self.not_live.contains(t))
+                .map(|(_, e)| e),
+        );
     }
 
     /// The own player's rendered frames against `track`, the server's position of that

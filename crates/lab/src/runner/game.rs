@@ -185,6 +185,7 @@ impl<S: LabScene> GamePipe<S> {
         let mut net = net_config::<S>(setup, config);
         net.smoothing = config.smoothing;
         net.prediction = config.prediction_limits;
+        net.link = config.link;
         net.interpolation = lagless_core::interpolation::InterpolationConfig {
             policy: config.interpolation,
             ..config.playback.buffer_config(config.server.tick_hz)

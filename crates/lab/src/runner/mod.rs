@@ -7,6 +7,7 @@
 
 pub(crate) mod client;
 pub(crate) mod game;
+pub(crate) mod link_report;
 pub(crate) mod report;
 
 use crate::config::RunConfig;
@@ -516,6 +517,7 @@ impl<'a, S: LabScene> Sim<'a, S> {
         let shadows = self.shadow_figures();
         let mut report = report::build(self, wall, &shadows);
         self.probe.fill(&mut report);
+        link_report::fold_resume(&mut report);
         report::feel(&mut report, &self.clients);
         report.set(
             "sync.lead_policy",

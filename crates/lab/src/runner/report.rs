@@ -30,6 +30,7 @@ pub(super) fn build<S: LabScene>(
     interpolation(&mut r, sim, shadows);
     server(&mut r, sim);
     sync(&mut r, &sim.clients);
+    super::link_report::link(&mut r, sim);
     let decoders: Vec<_> = sim.clients.iter().map(ClientSim::decode_figures).collect();
     let ran = crate::config::RunConfig {
         seconds: sim.seconds,

@@ -1,6 +1,9 @@
 //! The game client's side of the high-level API.
 
+#[cfg(doc)]
+use super::ConnectionConfig;
 use super::felt::{FeltCosts, UNDERRUN_SAMPLE, UnderrunCosts, distance};
+use super::link::{ConnectionStats, LinkEvent, LinkState, LinkWatch};
 use super::{NetConfig, NetError};
 use crate::client::{ClientConfig, EntityEvent, ReplicationClient};
 use crate::deadreckoning::{DrCodec, DrMessage, DrReceiver};
@@ -119,6 +122,8 @@ pub struct ClientNetStats {
     /// outage) that prediction left for a newer one, rather than reload the world from
     /// each ([`MAX_DEFER`]).
     pub states_deferred: u64,
+    /// Interruptions of the link and the time spent in them ([`Client::link_state`]).
+    pub link: ConnectionStats,
 }
 
 /// What to draw this frame: every entity's pose, and the interpolated state of the
@@ -207,6 +212,8 @@ pub struct Client<W: PredictedWorld> {
     deferred_since: Option<Duration>,
     /// Replay settings, for telling such states.
     max_replay_ticks: u32,
+    /// Live, interrupted or recovering.
+    link: LinkWatch,
     stats: ClientNetStats,
 }
 
@@ -262,6 +269,7 @@ impl<W: PredictedWorld> Client<W> {
             now: Duration::ZERO,
             deferred_since: None,
             max_replay_ticks: config.prediction.max_replay_ticks,
+            link: LinkWatch::new(config.link),
             stats: ClientNetStats::default(),
         })
     }
@@ -291,6 +299,8 @@ impl<W: PredictedWorld> Client<W> {
     pub fn receive(&mut self, now: Duration, bytes: &[u8]) -> Result<(), NetError> {
         self.now = self.now.max(now);
         self.session.handle_packet(now, bytes)?;
+        self.link.heard(now, self.session.server_position(now));
+        self.stats.link = self.link.stats();
         let mut first_error = None;
         while let Some(snapshot) = self.session.poll_snapshot() {
             if snapshot.essential {
@@ -453,6 +463,7 @@ impl<W: PredictedWorld> Client<W> {
             self.stats.frames_refused += 1;
         }
         self.reconcile(tick, None);
+        self.link.applied(tick);
     }
 
     /// Reconciles the predicted world with the server's state of `tick` (the registry,
@@ -582,6 +593,19 @@ impl<W: PredictedWorld> Client<W> {
     pub fn update(&mut self, now: Duration) {
         self.now = self.now.max(now);
         self.session.update(now);
+        self.link.update(self.now);
+        self.stats.link = self.link.stats();
+    }
+
+    /// How the link to the server is doing: live, interrupted (nothing heard for
+    /// [`ConnectionConfig::interrupted_after`]; show "connection interrupted"), or recovering.
+    pub fn link_state(&self) -> LinkState {
+        self.link.state()
+    }
+
+    /// The next change of [`Client::link_state`], oldest first.
+    pub fn poll_link_event(&mut self) -> Option<LinkEvent> {
+        self.link.poll_event()
     }
 
     /// The next tick the client simulates: call [`Client::tick`] with the player's input
@@ -591,8 +615,13 @@ impl<W: PredictedWorld> Client<W> {
     }
 
     /// Tick `tick` with the player's `input`: it is sent to the server, and the
-    /// predicted world steps with it.
+    /// predicted world steps with it. Past [`ConnectionConfig::prediction_horizon`] into an
+    /// interruption, the input's `Default` goes in its place.
     pub fn tick(&mut self, tick: Tick, mut input: W::Input) {
+        if self.link.withhold_input() {
+            input = W::Input::default();
+        }
+        self.stats.link = self.link.stats();
         if let Some((t, essential)) = self.pending_essential.take() {
             // The full snapshot of its tick did not complete in time: the predicted
             // entities are corrected from the essential part alone.

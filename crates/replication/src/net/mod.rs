@@ -13,10 +13,15 @@
 
 mod client;
 mod felt;
+mod link;
 mod server;
 
 pub use client::{Client, ClientNetStats, MAX_DEFER, Policy, PredictedWorld, Render, Spectator};
 pub use felt::{FeltCosts, PRIOR_WRONG_TICK_IN_LEAD_TICKS, UNDERRUN_SAMPLE, UnderrunCosts};
+pub use link::{
+    ConnectionConfig, ConnectionStats, DEFAULT_INTERRUPTED_AFTER, DEFAULT_PREDICTION_HORIZON,
+    LinkEvent, LinkState,
+};
 pub use server::{CharacterRelevance, DepartedClient, Latency, Server, SnapshotCounters};
 
 use crate::budget::BudgetConfig;
@@ -66,6 +71,9 @@ pub struct NetConfig {
     /// a game whose predicted world cannot load a state holding only those entities turns
     /// it off. Only the server reads it.
     pub essential_parts: bool,
+    /// When the client calls the link interrupted, and how far it predicts the player
+    /// into an interruption ([`Client::link_state`]). Only the client reads it.
+    pub link: ConnectionConfig,
 }
 
 impl NetConfig {
@@ -84,6 +92,7 @@ impl NetConfig {
             dead_reckoning: None,
             snapshot_events: false,
             essential_parts: true,
+            link: ConnectionConfig::default(),
         }
     }
 

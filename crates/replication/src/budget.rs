@@ -94,19 +94,62 @@ pub struct BudgetController {
     stride: u32,
     /// Since when the link has not been congested, for relaxing the stride.
     clean_since: Duration,
+    /// When the link was last congested, for accelerating the probe past the ceiling.
+    congested_at: Duration,
     /// When the newest round-trip sample was taken, and the usual time between two.
     last_sample: Option<Duration>,
     sample_gap: Option<f64>,
     /// When the acknowledgements came back after the newest silence (see
     /// [`BudgetController::on_rtt`]).
     returned_at: Option<Duration>,
+    /// What the link delivers ([`BudgetController::delivery_kbps`]).
+    delivery: Delivery,
     stats: BudgetStats,
+}
+
+/// A snapshot sent and not yet known delivered.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    at: Duration,
+    bits: u64,
+    /// Bits delivered before it was sent, and when the newest of them was known.
+    delivered: u64,
+    delivered_at: Duration,
+}
+
+/// The delivery rate, measured as BBR measures it: for each acknowledged snapshot, the
+/// bits delivered between its sending and its acknowledgement over the time they took.
+/// A link can deliver no faster than it carries, so the largest recent sample is what it
+/// carries (or what was sent, when that was less).
+#[derive(Debug, Clone, Default)]
+struct Delivery {
+    sent: VecDeque<Sent>,
+    in_flight: u64,
+    delivered: u64,
+    delivered_at: Option<Duration>,
+    /// (time, bit/s) samples within [`RATE_WINDOW`].
+    rates: VecDeque<(Duration, f64)>,
+    /// (time, overhead bits) of the snapshots sent within the last second.
+    overheads: VecDeque<(Duration, u64)>,
 }
 
 /// Least time without a round-trip sample that is an outage of the link rather than a
 /// queue (see [`BudgetController::on_rtt`]): longer than the loss bursts of a mobile link
 /// (a few snapshots), shorter than a coverage hole.
 const SILENCE: Duration = Duration::from_millis(500);
+
+/// Past the ceiling, the creep doubles after each this long without congestion.
+const ACCELERATE: Duration = Duration::from_secs(4);
+
+/// Delivery-rate samples are kept this long ([`BudgetController::delivery_kbps`]).
+const RATE_WINDOW: Duration = Duration::from_secs(2);
+
+/// A delivery-rate sample spans at least this long, seconds: shorter ones measure how
+/// acknowledgements bunch up, not the link.
+const MIN_RATE_SPAN: f64 = 0.05;
+
+/// Most snapshots tracked in flight.
+const MAX_TRACKED: usize = 4096;
 
 /// Most the stride grows to, whatever the rates.
 const MAX_STRIDE: u32 = 64;
@@ -144,10 +187,94 @@ impl BudgetController {
             ceiling: None,
             stride: 1,
             clean_since: Duration::ZERO,
+            congested_at: Duration::ZERO,
             last_sample: None,
             sample_gap: None,
             returned_at: None,
+            delivery: Delivery::default(),
             stats: BudgetStats::default(),
+        }
+    }
+
+    /// A snapshot of `payload_bits` went out at `now`, in packets whose headers took
+    /// `overhead_bits`: what the delivery rate and the bits in flight count.
+    pub fn on_sent(&mut self, now: Duration, payload_bits: u64, overhead_bits: u64) {
+        let d = &mut self.delivery;
+        let bits = payload_bits + overhead_bits;
+        d.sent.push_back(Sent {
+            at: now,
+            bits,
+            delivered: d.delivered,
+            delivered_at: d.delivered_at.unwrap_or(now),
+        });
+        d.in_flight += bits;
+        d.overheads.push_back((now, overhead_bits));
+        while d
+            .overheads
+            .front()
+            .is_some_and(|(t, _)| *t + Duration::from_secs(1) < now)
+        {
+            d.overheads.pop_front();
+        }
+        // Snapshots never acknowledged (lost, or sent into an outage) stop counting as in
+        // flight after a while, or a link that lost them all would never be sent again.
+        let lost_after = Duration::from_secs_f64((self.srtt.unwrap_or(0.2) * 2.0 + 1.0).min(10.0));
+        while d.sent.len() > MAX_TRACKED || d.sent.front().is_some_and(|s| s.at + lost_after < now)
+        {
+            if let Some(s) = d.sent.pop_front() {
+                d.in_flight = d.in_flight.saturating_sub(s.bits);
+            }
+        }
+    }
+
+    /// What the link delivered lately, kbit/s (headers included): the largest delivery
+    /// rate measured within the last [`RATE_WINDOW`]; `None` before any.
+    pub fn delivery_kbps(&self) -> Option<f64> {
+        self.delivery
+            .rates
+            .iter()
+            .map(|(_, r)| *r / 1000.0)
+            .reduce(f64::max)
+    }
+
+    /// Bits sent and not yet acknowledged (nor given up on).
+    pub fn in_flight_bits(&self) -> u64 {
+        self.delivery.in_flight
+    }
+
+    /// Packet headers sent over the last second, kbit/s.
+    fn overhead_kbps(&self) -> f64 {
+        self.delivery
+            .overheads
+            .iter()
+            .map(|(_, b)| *b as f64)
+            .sum::<f64>()
+            / 1000.0
+    }
+
+    /// The acknowledged snapshot sent at `sent`, acknowledged at `now`: what was sent up
+    /// to it is delivered (or lost), and its delivery rate is a sample.
+    fn delivered(&mut self, now: Duration, sent: Duration, sample: bool) {
+        let d = &mut self.delivery;
+        let mut newest = None;
+        while d.sent.front().is_some_and(|s| s.at <= sent) {
+            if let Some(s) = d.sent.pop_front() {
+                d.in_flight = d.in_flight.saturating_sub(s.bits);
+                d.delivered += s.bits;
+                newest = Some(s);
+            }
+        }
+        let Some(p) = newest else {
+            return;
+        };
+        d.delivered_at = Some(now);
+        let span = now.saturating_sub(p.delivered_at).as_secs_f64();
+        if sample && span >= MIN_RATE_SPAN {
+            d.rates
+                .push_back((now, (d.delivered - p.delivered) as f64 / span));
+        }
+        while d.rates.front().is_some_and(|(t, _)| *t + RATE_WINDOW < now) {
+            d.rates.pop_front();
         }
     }
 
@@ -211,7 +338,9 @@ impl BudgetController {
         }
         self.last_sample = Some(self.last_sample.map_or(now, |l| l.max(now)));
         let sent = now.saturating_sub(Duration::from_secs_f64(secs.min(1e6)));
-        if self.returned_at.is_some_and(|back| sent < back) {
+        let rode_outage = self.returned_at.is_some_and(|back| sent < back);
+        self.delivered(now, sent, !rode_outage);
+        if rode_outage {
             self.stats.outage_samples += 1;
             return;
         }
@@ -273,14 +402,26 @@ impl BudgetController {
             return;
         }
         if self.congested() {
-            if self.kbps <= floor && self.queue_delay().is_some_and(|q| q >= STRIDE_QUEUE_SECS) {
+            let headers_fill = self
+                .delivery_kbps()
+                .is_some_and(|d| self.overhead_kbps() > d * 0.5);
+            if (self.kbps <= floor || headers_fill)
+                && self.queue_delay().is_some_and(|q| q >= STRIDE_QUEUE_SECS)
+            {
                 // Nothing left to cut from the payload, and a queue no interpolation
                 // buffer rides out: send fewer packets.
                 self.stride = (self.stride * 2).min(MAX_STRIDE);
             }
             self.clean_since = now;
+            self.congested_at = now;
             self.ceiling = Some(self.kbps);
-            self.kbps = (self.kbps * 0.7).max(floor);
+            // At once down to what the link delivers (its headers aside), when that is
+            // below a plain cut: a link that went thin would otherwise queue for the
+            // several round trips of cuts it takes to get there.
+            let carried = self
+                .delivery_kbps()
+                .map_or(f64::INFINITY, |d| d * CRUISE - self.overhead_kbps());
+            self.kbps = (self.kbps * 0.7).min(carried).max(floor);
             self.stats.decreases += 1;
             // Wait a round trip (and a little) for the cut to show before judging again.
             let rtt = self.srtt.unwrap_or(0.2);
@@ -306,7 +447,15 @@ impl BudgetController {
         let next = if self.kbps < cruise {
             (self.kbps + (self.kbps * FAST_PROBE).max(8.0) * dt).min(cruise)
         } else {
-            let next = self.kbps + (self.kbps * SLOW_PROBE).max(1.0) * dt;
+            // Clean for long past where the link last queued: the link may have grown
+            // (a thin stretch is over), so the creep doubles every [`ACCELERATE`] clean
+            // up to the fast rate, as BBR probes for more bandwidth.
+            let clean = self
+                .last_update
+                .map_or(0.0, |t| t.saturating_sub(self.congested_at).as_secs_f64());
+            let doublings = (clean / ACCELERATE.as_secs_f64()).floor().min(8.0);
+            let rate = (SLOW_PROBE * 2f64.powf(doublings)).min(FAST_PROBE);
+            let next = self.kbps + (self.kbps * rate).max(1.0) * dt;
             // Past where the link queued, and clean: the ceiling moves up with it
             // (forgetting it instead, to probe fast again, brings the sawtooth back).
             if let Some(c) = &mut self.ceiling {

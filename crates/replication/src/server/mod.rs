@@ -958,7 +958,11 @@ fn encode_client(
     let w = write::write(&sight, &lists.chosen, &changes, &worker.bodies, picked.used);
     let age = sight.age();
     c.track(&lists.chosen, changes, base_tick, tick, now);
-    c.count(w, base_tick, age, lists.chosen.len(), &picked, &room)
+    let snapshot = c.count(w, base_tick, age, lists.chosen.len(), &picked, &room);
+    let overhead = config.packet_overhead_bytes as u64 * 8;
+    c.budget
+        .on_sent(now, snapshot.bytes.len() as u64 * 8, overhead);
+    snapshot
 }
 
 #[cfg(test)]

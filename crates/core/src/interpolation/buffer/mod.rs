@@ -269,7 +269,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
     pub fn push(&mut self, tick: Tick, arrival: Duration, sample: T) -> Result<(), PushError> {
         if let Some(newest) = self.newest {
             let ahead = tick.diff(newest);
-            if ahead.abs() > self.max_jump_ticks {
+            if ahead.abs() > self.max_jump_ticks && !self.moved_on_during_silence(ahead, arrival) {
                 if !self.foreign_timeline(tick) {
                     return Err(if ahead > 0 {
                         self.stats.too_far_ahead += 1;
@@ -311,6 +311,21 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         self.foreign = None;
         self.learn(tick, arrival);
         Ok(())
+    }
+
+    /// True when a snapshot `ahead` ticks past the newest, arriving at `arrival`, is the
+    /// same timeline moved on through a silence of the link (an outage longer than
+    /// [`InterpolationConfig::max_tick_jump`]): the ticks it skipped took about as long as
+    /// the silence did. Taking it as a new timeline would throw away the delay the buffer
+    /// had learned and play the next seconds at a warm-up's safe delay.
+    fn moved_on_during_silence(&self, ahead: i64, arrival: Duration) -> bool {
+        let Some(last) = self.last_arrival else {
+            return false;
+        };
+        let silence = arrival.as_secs_f64() - last;
+        let skipped = ahead as f64 * self.period;
+        let slack = self.max_jump_ticks as f64 * self.period;
+        ahead > 0 && silence >= self.config.outage.as_secs_f64() && skipped <= silence + slack
     }
 
     /// Counts a snapshot from another timeline; true once enough consistent ones arrived.

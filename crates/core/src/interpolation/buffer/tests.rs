@@ -513,3 +513,42 @@ fn a_hole_in_the_link_is_skipped_not_learned_as_jitter() {
         "learning the hole: {before:?} before, {after:?} after"
     );
 }
+
+#[test]
+fn an_outage_longer_than_the_tick_jump_keeps_the_timeline_and_its_delay() {
+    let mut b = InterpolationBuffer::<f64>::new(InterpolationConfig {
+        tick_hz: 60,
+        ..InterpolationConfig::default()
+    });
+    let at =
+        |k: u32| Duration::from_secs_f64(f64::from(k) / 60.0) + MS * 40 + MS * ((k * 7919) % 9);
+    for k in 0..600u32 {
+        b.push(Tick(k), at(k), f64::from(k)).unwrap();
+        b.sample_at(at(k));
+    }
+    let before = b.target_delay().expect("learned");
+    // 8 s of silence (past the 4 s tick jump), then the same timeline moves on.
+    for k in 1080..1200u32 {
+        b.push(Tick(k), at(k), f64::from(k)).unwrap();
+        b.sample_at(at(k));
+    }
+    assert_eq!(b.stats().resyncs, 0, "{:?}", b.stats());
+    assert_eq!(b.stats().too_far_ahead, 0);
+    let after = b.target_delay().expect("learned");
+    assert!(
+        after <= before * 12 / 10 + MS * 2,
+        "{before:?} before, {after:?} after"
+    );
+    // A tick jump that time does not explain is still another timeline.
+    let mut c = InterpolationBuffer::<f64>::new(InterpolationConfig {
+        tick_hz: 60,
+        ..InterpolationConfig::default()
+    });
+    for k in 0..600u32 {
+        c.push(Tick(k), at(k), f64::from(k)).unwrap();
+    }
+    for k in 0..3u32 {
+        let _ = c.push(Tick(100_000 + k), at(600 + k), 0.0);
+    }
+    assert_eq!(c.stats().resyncs, 1, "{:?}", c.stats());
+}

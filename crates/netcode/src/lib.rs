@@ -157,7 +157,7 @@ pub const BUSY_REQUESTS_PER_WINDOW: u32 = 256;
 /// (2 or 3 a window), and as many while it answers a challenge: 4 covers one client a
 /// source; several behind one NAT share it, and connect one after another while the
 /// server is busy.
-pub const REQUESTS_PER_SOURCE_WHEN_BUSY: u16 = 4;
+pub const REQUESTS_PER_SOURCE_WHEN_BUSY: u8 = 4;
 /// Entries in the replay-protection window.
 pub const REPLAY_PROTECTION_BUFFER_SIZE: usize = 256;
 /// Payloads queued per client (server) or in total (client) before more are dropped.

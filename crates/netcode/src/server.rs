@@ -119,20 +119,23 @@ pub struct ServerStats {
 
 /// Rows and columns of [`SourceCounts`].
 const SKETCH_ROWS: usize = 4;
-const SKETCH_COLUMNS: usize = 2048;
+const SKETCH_COLUMNS: usize = 16_384;
 
 /// Connection requests decrypted per source in the current [`REQUEST_WINDOW`], as a
-/// count-min sketch: fixed memory (16 KiB), cleared each window, so no number of
+/// count-min sketch: fixed memory (64 KiB), cleared each window, so no number of
 /// sources can churn it the way they churn a table, and a count is never under the
 /// truth. A source's estimate is its smallest counter over four rows; the columns come
 /// from a hash keyed with the server's secret challenge key, so a flood cannot pick
 /// addresses that share a genuine client's counters. With 128 flooding sources a genuine
-/// source finds all four of its counters taken by them about once in 60 000 windows.
+/// source finds all four of its counters taken by them about once in 10^11 windows. The
+/// limit: a flood from many thousand sources in one window (each at its share, 16 384 of
+/// them fill every counter on average) makes a new source look crowded while the
+/// server is busy, and genuine requests are refused with the flood's.
 struct SourceCounts {
     window_start: Duration,
     /// Requests decrypted in this window, all sources.
     total: u32,
-    rows: Box<[[u16; SKETCH_COLUMNS]; SKETCH_ROWS]>,
+    rows: Box<[[u8; SKETCH_COLUMNS]; SKETCH_ROWS]>,
     hash_key: Key,
 }
 
@@ -157,7 +160,7 @@ impl SourceCounts {
     }
 
     fn columns(&self, source: IpAddr) -> [usize; SKETCH_ROWS] {
-        // SipHash over the secret key and the source: one 64-bit hash gives four 11-bit
+        // SipHash over the secret key and the source: one 64-bit hash gives four 14-bit
         // columns.
         let mut h = std::collections::hash_map::DefaultHasher::new();
         self.hash_key.hash(&mut h);

@@ -99,6 +99,9 @@ enum Command {
     Connect(Box<net_commands::ConnectArgs>),
     /// A UDP proxy applying a network profile between real clients and a real server.
     Proxy(Box<net_commands::ProxyArgs>),
+    /// Flood a server on this machine with valid connection requests that never answer
+    /// their challenge, from many loopback addresses (to measure the server under it).
+    Flood(Box<net_commands::FloodArgs>),
     /// Run a scene's server and a client in real time over the emulated network and
     /// show them in a browser page: drive the player with W/A/S/D and space, and turn
     /// the network, prediction, smoothing and interpolation knobs live.
@@ -732,6 +735,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => net_commands::serve(&args),
         Some(Command::Connect(args)) => net_commands::connect(&args),
         Some(Command::Proxy(args)) => net_commands::proxy(&args),
+        Some(Command::Flood(args)) => net_commands::flood(&args),
         Some(Command::View(args)) => view_command(args),
         None => run_command(RunArgs::parse_from(["run"])),
     };

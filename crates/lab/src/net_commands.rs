@@ -157,6 +157,31 @@ pub(crate) struct ConnectArgs {
 }
 
 #[derive(Args)]
+pub(crate) struct FloodArgs {
+    /// The server (or proxy) to flood; only loopback addresses are accepted.
+    #[arg(long)]
+    pub(crate) server: std::net::SocketAddr,
+    /// The server's private key file: the requests carry valid tokens.
+    #[arg(long)]
+    pub(crate) key_file: PathBuf,
+    /// Requests a second, all sources together.
+    #[arg(long, default_value_t = 20_000)]
+    pub(crate) rate: u64,
+    /// Source addresses (127.1.0.1 onwards).
+    #[arg(long, default_value_t = 128)]
+    pub(crate) sources: u16,
+    /// Ports (sockets, each with its own token) per source address.
+    #[arg(long, default_value_t = 12)]
+    pub(crate) ports: u16,
+    /// How long to flood.
+    #[arg(long, default_value_t = 20.0)]
+    pub(crate) seconds: f64,
+    /// Client id of the first flooding token (the others follow).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub(crate) first_client_id: u64,
+}
+
+#[derive(Args)]
 pub(crate) struct ProxyArgs {
     /// Where clients send to.
     #[arg(long)]
@@ -397,6 +422,34 @@ fn connect_scene<S: lagless_lab::scene::LabScene>(
 }
 
 /// `lagless proxy`.
+/// `lagless flood`.
+pub(crate) fn flood(a: &FloodArgs) -> Result<(), String> {
+    check_seconds(Some(a.seconds))?;
+    let key = keys::read_key_file(&a.key_file).map_err(|e| e.to_string())?;
+    let settings = lagless_lab::net::flood::FloodSettings {
+        target: a.server,
+        key,
+        rate: a.rate,
+        sources: a.sources,
+        ports: a.ports,
+        duration: Duration::try_from_secs_f64(a.seconds).map_err(|e| e.to_string())?,
+        first_client_id: a.first_client_id,
+    };
+    let stop = ctrl_c_flag()?;
+    let r = lagless_lab::net::flood::run(&settings, &stop).map_err(|e| e.to_string())?;
+    println!(
+        "flood: {} requests in {:.1} s ({:.0}/s) from {} x {} addresses; {} send errors; {} answers",
+        r.sent,
+        r.seconds,
+        r.rate(),
+        a.sources,
+        a.ports,
+        r.send_errors,
+        r.answers
+    );
+    Ok(())
+}
+
 pub(crate) fn proxy(a: &ProxyArgs) -> Result<(), String> {
     init_logging();
     check_seconds(a.seconds)?;

@@ -79,6 +79,18 @@ pub struct ClientStats {
 /// call [`Client::update`] every frame, feed it every datagram with
 /// [`Client::handle_packet`], send what [`Client::poll_transmit`] returns (to
 /// [`Client::server_addr`]) and read payloads with [`Client::recv`].
+///
+/// # The handshake under a flood
+///
+/// While it answers a challenge, the client sends its connection request again just
+/// ahead of each challenge response (both standard netcode.io 1.02 packets, 10 times a
+/// second). The server needs the token's packet keys to read a response, and it can only
+/// learn them from a request: keeping them from the first request until the response
+/// comes a round trip later is state a flood of valid requests from many addresses can
+/// push out of the server's bounded table first. With the request right ahead of it, the
+/// response needs the keys for the microseconds between the two datagrams, not for a
+/// round trip. A server with the keys still held just challenges again (this client
+/// ignores a second challenge); the reference server does the same.
 pub struct Client {
     token: Option<ConnectToken>,
     state: ClientState,
@@ -200,6 +212,18 @@ impl Client {
         self.last_send = Some(self.now);
     }
 
+    fn send_request(&mut self) {
+        if let Some(token) = &self.token {
+            let p = Packet::Request(RequestPacket {
+                protocol_id: token.protocol_id,
+                expire_timestamp: token.expire_timestamp,
+                nonce: token.nonce,
+                private_data: Box::new(token.private_data),
+            });
+            self.send(&p);
+        }
+    }
+
     fn reset_for_next_server(&mut self) {
         self.connect_start = self.now;
         self.last_send = None;
@@ -238,18 +262,11 @@ impl Client {
             .is_none_or(|t| t + PACKET_SEND_INTERVAL < now);
         if due {
             match self.state {
-                ClientState::SendingConnectionRequest => {
-                    if let Some(token) = &self.token {
-                        let p = Packet::Request(RequestPacket {
-                            protocol_id: token.protocol_id,
-                            expire_timestamp: token.expire_timestamp,
-                            nonce: token.nonce,
-                            private_data: Box::new(token.private_data),
-                        });
-                        self.send(&p);
-                    }
-                }
+                ClientState::SendingConnectionRequest => self.send_request(),
                 ClientState::SendingConnectionResponse => {
+                    // The request goes again, just ahead of the response: see "The
+                    // handshake under a flood" on [`Client`].
+                    self.send_request();
                     if let Some(c) = self.challenge.clone() {
                         self.send(&Packet::Response(c));
                     }
@@ -356,6 +373,11 @@ impl Client {
                 self.last_send = None;
                 self.state = ClientState::SendingConnectionResponse;
             }
+            // The server's answer to a request sent again with a response: the first
+            // challenge still answers (the server's challenge key has not changed), so
+            // this one changes nothing, not even the response timeout: a server that
+            // keeps challenging and never admits must still time out.
+            (Packet::Challenge(_), ClientState::SendingConnectionResponse) => {}
             (Packet::KeepAlive { .. }, ClientState::Connected) => self.last_receive = now,
             (
                 Packet::KeepAlive {

@@ -119,11 +119,17 @@ pub enum PacketError {
     /// A payload to send is empty or larger than 1200 bytes.
     #[error("payload size outside [1, 1200]")]
     PayloadSize,
+    /// A connection request refused before its token was decrypted: the server is busy
+    /// with requests and this source (IPv4 address or IPv6 /64) already had its share of
+    /// them decrypted in the current window (see "Requests under load" on
+    /// [`crate::Server`]).
+    #[error("connection request over its source's share while the server is busy")]
+    SourceOverShare,
 }
 
 impl PacketError {
     /// Every reason, in counter order.
-    pub const ALL: [PacketError; 24] = [
+    pub const ALL: [PacketError; 25] = [
         Self::TooSmall,
         Self::InvalidType,
         Self::TypeNotAllowed,
@@ -148,6 +154,7 @@ impl PacketError {
         Self::UnknownAddress,
         Self::QueueFull,
         Self::PayloadSize,
+        Self::SourceOverShare,
     ];
 
     /// A short snake_case name for logs and metrics; fixed, so greps and dashboards can
@@ -178,6 +185,7 @@ impl PacketError {
             Self::UnknownAddress => "unknown_address",
             Self::QueueFull => "queue_full",
             Self::PayloadSize => "payload_size",
+            Self::SourceOverShare => "source_over_share",
         }
     }
 }

@@ -143,6 +143,21 @@ pub const MAX_CONNECT_TOKEN_ENTRIES: usize = MAX_CLIENTS * 8;
 /// party connecting during a flood, and all a flooding host keeps of the table once it is
 /// full.
 pub const PENDING_SHARE_PER_SOURCE: usize = 16;
+/// The window over which a [`Server`] counts connection requests, to tell when it is busy
+/// and which sources ask for more than their share (see "Requests under load" on
+/// [`Server`]).
+pub const REQUEST_WINDOW: Duration = Duration::from_millis(250);
+/// Connection requests a [`Server`] decrypts in one [`REQUEST_WINDOW`] (about 1000 a
+/// second) before it counts as busy and holds each source to
+/// [`REQUESTS_PER_SOURCE_WHEN_BUSY`]. Below it nothing is refused for its source, so a
+/// LAN party or a load test behind one address connects as freely as ever.
+pub const BUSY_REQUESTS_PER_WINDOW: u32 = 256;
+/// Connection requests one source (IPv4 address or IPv6 /64) gets decrypted in one
+/// [`REQUEST_WINDOW`] while the [`Server`] is busy. A client sends 10 requests a second
+/// (2 or 3 a window), and as many while it answers a challenge: 4 covers one client a
+/// source; several behind one NAT share it, and connect one after another while the
+/// server is busy.
+pub const REQUESTS_PER_SOURCE_WHEN_BUSY: u8 = 4;
 /// Entries in the replay-protection window.
 pub const REPLAY_PROTECTION_BUFFER_SIZE: usize = 256;
 /// Payloads queued per client (server) or in total (client) before more are dropped.

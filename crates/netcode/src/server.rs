@@ -3,6 +3,7 @@
 //! packets and events out.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
@@ -12,8 +13,9 @@ use crate::packet::{self, ChallengeBody, Packet, PacketType};
 use crate::replay::ReplayProtection;
 use crate::token::{ChallengeToken, PrivateConnectToken};
 use crate::{
-    MAC_BYTES, MAX_CLIENTS, MAX_CONNECT_TOKEN_ENTRIES, MAX_ENCRYPTION_MAPPINGS,
-    NUM_DISCONNECT_PACKETS, PACKET_QUEUE_SIZE, PACKET_SEND_INTERVAL, PENDING_SHARE_PER_SOURCE,
+    BUSY_REQUESTS_PER_WINDOW, MAC_BYTES, MAX_CLIENTS, MAX_CONNECT_TOKEN_ENTRIES,
+    MAX_ENCRYPTION_MAPPINGS, NUM_DISCONNECT_PACKETS, PACKET_QUEUE_SIZE, PACKET_SEND_INTERVAL,
+    PENDING_SHARE_PER_SOURCE, REQUEST_PACKET_BYTES, REQUEST_WINDOW, REQUESTS_PER_SOURCE_WHEN_BUSY,
     Transmit, USER_DATA_BYTES, normalize,
 };
 
@@ -109,6 +111,84 @@ pub struct ServerStats {
     /// share, because they were the oldest: a flood spread over many sources (spoofed, or
     /// a botnet), or more genuine clients at once than the table holds.
     pub evicted_oldest: u64,
+    /// Connection requests whose token was decrypted (the expensive part of a request);
+    /// those refused before it are counted in [`ServerStats::drops`], as
+    /// [`PacketError::SourceOverShare`] among others.
+    pub requests_decrypted: u64,
+}
+
+/// Rows and columns of [`SourceCounts`].
+const SKETCH_ROWS: usize = 4;
+const SKETCH_COLUMNS: usize = 16_384;
+
+/// Connection requests decrypted per source in the current [`REQUEST_WINDOW`], as a
+/// count-min sketch: fixed memory (64 KiB), cleared each window, so no number of
+/// sources can churn it the way they churn a table, and a count is never under the
+/// truth. A source's estimate is its smallest counter over four rows; the columns come
+/// from a hash keyed with the server's secret challenge key, so a flood cannot pick
+/// addresses that share a genuine client's counters. With 128 flooding sources a genuine
+/// source finds all four of its counters taken by them about once in 10^11 windows. The
+/// limit: a flood from many thousand sources in one window (each at its share, 16 384 of
+/// them fill every counter on average) makes a new source look crowded while the
+/// server is busy, and genuine requests are refused with the flood's.
+struct SourceCounts {
+    window_start: Duration,
+    /// Requests decrypted in this window, all sources.
+    total: u32,
+    rows: Box<[[u8; SKETCH_COLUMNS]; SKETCH_ROWS]>,
+    hash_key: Key,
+}
+
+impl SourceCounts {
+    fn new(hash_key: Key, now: Duration) -> Self {
+        Self {
+            window_start: now,
+            total: 0,
+            rows: Box::new([[0; SKETCH_COLUMNS]; SKETCH_ROWS]),
+            hash_key,
+        }
+    }
+
+    fn roll(&mut self, now: Duration) {
+        if now >= self.window_start + REQUEST_WINDOW {
+            self.window_start = now;
+            self.total = 0;
+            for row in self.rows.iter_mut() {
+                row.fill(0);
+            }
+        }
+    }
+
+    fn columns(&self, source: IpAddr) -> [usize; SKETCH_ROWS] {
+        // SipHash over the secret key and the source: one 64-bit hash gives four 14-bit
+        // columns.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.hash_key.hash(&mut h);
+        source.hash(&mut h);
+        let x = h.finish();
+        std::array::from_fn(|r| ((x >> (16 * r)) as usize) % SKETCH_COLUMNS)
+    }
+
+    /// Whether `source` may have one more request decrypted now; counts it if so.
+    fn admit(&mut self, now: Duration, source: IpAddr) -> bool {
+        self.roll(now);
+        let cols = self.columns(source);
+        let busy = self.total >= BUSY_REQUESTS_PER_WINDOW;
+        if busy {
+            let estimate = (0..SKETCH_ROWS)
+                .map(|r| self.rows[r][cols[r]])
+                .min()
+                .unwrap_or(0);
+            if estimate >= REQUESTS_PER_SOURCE_WHEN_BUSY {
+                return false;
+            }
+        }
+        self.total = self.total.saturating_add(1);
+        for (row, col) in self.rows.iter_mut().zip(cols) {
+            row[col] = row[col].saturating_add(1);
+        }
+        true
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -176,6 +256,26 @@ struct Slot {
 /// freely as from many hosts. An entry keeps its place in line when its address sends
 /// the request again, so resending does not make a silent entry young. Evictions are
 /// counted in [`ServerStats::evicted_crowded_source`] and [`ServerStats::evicted_oldest`].
+///
+/// The table holds the one thing a response cannot carry: the token's packet keys, which
+/// the server needs to read the response at all (it is encrypted with them). All the
+/// rest, the client id and user data, travels sealed in the challenge token. This crate's
+/// [`crate::Client`] sends its request again right ahead of each response, so its keys
+/// are taken again microseconds before they are needed: a spread flood that evicts a
+/// pending entry within a round trip does not keep it out (see "The handshake under a
+/// flood" on [`crate::Client`]). A client that does not (the reference's) needs its entry
+/// to live a round trip, which the refusals below make likely but do not promise.
+///
+/// # Requests under load
+///
+/// A valid request costs an XChaCha20-Poly1305 decryption of 1 KiB and a challenge to
+/// seal; refusing one before that costs a hash. Requests are counted per source (as
+/// above) in windows of [`REQUEST_WINDOW`]: once [`BUSY_REQUESTS_PER_WINDOW`] were
+/// decrypted in a window, a source that already had [`REQUESTS_PER_SOURCE_WHEN_BUSY`]
+/// decrypted is refused until the next window, silently, with
+/// [`PacketError::SourceOverShare`]. A flood from 128 addresses then gets about 2000
+/// requests a second decrypted whatever its rate, and a pending entry lives about half a
+/// second. The counts are a sketch of fixed size, not a table a flood could churn.
 pub struct Server {
     config: ServerConfig,
     /// New clients are admitted ([`Server::set_accepting`]).
@@ -191,13 +291,21 @@ pub struct Server {
     mappings: HashMap<SocketAddr, Mapping>,
     /// The next [`Mapping::order`].
     mapping_order: u64,
-    /// Pending entries per source, rebuilt on each eviction; kept to reuse its memory.
+    /// The pending entries by [`Mapping::order`], oldest first: the oldest is found
+    /// without a scan, since a spread flood evicts one for every request it sends.
+    by_order: std::collections::BTreeMap<u64, SocketAddr>,
+    /// Pending entries per source, kept as entries come and go.
     per_source: HashMap<IpAddr, usize>,
+    /// Sources holding [`PENDING_SHARE_PER_SOURCE`] entries or more: only while there
+    /// are some does an eviction scan the table for the most crowded.
+    crowded_sources: usize,
     /// Connect-token history: the MAC of each token seen, oldest first, at most
     /// [`MAX_CONNECT_TOKEN_ENTRIES`] ...
     token_order: VecDeque<[u8; MAC_BYTES]>,
     /// ... and the address it came from first (same keys as `token_order`).
     token_addrs: HashMap<[u8; MAC_BYTES], SocketAddr>,
+    /// Requests decrypted per source in the current window.
+    source_counts: SourceCounts,
     transmits: VecDeque<Transmit>,
     events: VecDeque<ServerEvent>,
     stats: ServerStats,
@@ -238,9 +346,12 @@ impl Server {
             by_addr: HashMap::with_capacity(n),
             mappings: HashMap::new(),
             mapping_order: 0,
+            by_order: std::collections::BTreeMap::new(),
             per_source: HashMap::new(),
+            crowded_sources: 0,
             token_order: VecDeque::new(),
             token_addrs: HashMap::new(),
+            source_counts: SourceCounts::new(challenge_key, now),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             stats: ServerStats::default(),
@@ -396,7 +507,15 @@ impl Server {
     }
 
     fn process_request(&mut self, from: SocketAddr, bytes: &[u8]) -> Result<(), PacketError> {
+        // Only a request of the right size is counted against its source: anything else
+        // is refused as cheaply by its size.
+        if bytes.len() == REQUEST_PACKET_BYTES
+            && !self.source_counts.admit(self.now, source_of(from))
+        {
+            return Err(PacketError::SourceOverShare);
+        }
         let request = packet::read_request(bytes, self.config.protocol_id, self.unix_time())?;
+        self.stats.requests_decrypted += 1;
         let private = PrivateConnectToken::decrypt(
             &request.private_data,
             self.config.protocol_id,
@@ -500,37 +619,68 @@ impl Server {
                 *m = mapping;
                 return;
             }
+            self.remove_mapping(addr);
         }
-        if self.mappings.len() >= MAX_ENCRYPTION_MAPPINGS {
-            self.mappings.retain(|_, m| !m.expired(now));
+        // Expired entries go first, oldest first (the oldest is the likeliest expired);
+        // only then is a live one evicted.
+        while self.mappings.len() >= MAX_ENCRYPTION_MAPPINGS {
+            let oldest = self.by_order.first_key_value().map(|(_, a)| *a);
+            match oldest.and_then(|a| self.mappings.get(&a).map(|m| (a, m.expired(now)))) {
+                Some((a, true)) => {
+                    self.remove_mapping(a);
+                }
+                _ => break,
+            }
         }
         if self.mappings.len() >= MAX_ENCRYPTION_MAPPINGS {
             self.evict_pending();
         }
         mapping.order = self.mapping_order;
         self.mapping_order += 1;
+        self.by_order.insert(mapping.order, addr);
+        let n = self.per_source.entry(source_of(addr)).or_default();
+        *n += 1;
+        if *n == PENDING_SHARE_PER_SOURCE {
+            self.crowded_sources += 1;
+        }
         self.mappings.insert(addr, mapping);
     }
 
-    /// Evicts one pending entry: the oldest of the most crowded source if it holds its
-    /// share or more, else the oldest of all. Linear in the table, like the reference's
-    /// own scans of it, and only when the table is full.
-    fn evict_pending(&mut self) {
-        self.per_source.clear();
-        for addr in self.mappings.keys() {
-            *self.per_source.entry(source_of(*addr)).or_default() += 1;
+    /// Forgets `addr`'s pending entry, if any, keeping the indexes in step.
+    fn remove_mapping(&mut self, addr: SocketAddr) -> Option<Mapping> {
+        let m = self.mappings.remove(&addr)?;
+        self.by_order.remove(&m.order);
+        let source = source_of(addr);
+        if let Some(n) = self.per_source.get_mut(&source) {
+            if *n == PENDING_SHARE_PER_SOURCE {
+                self.crowded_sources = self.crowded_sources.saturating_sub(1);
+            }
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.per_source.remove(&source);
+            }
         }
-        let most = self.per_source.values().copied().max().unwrap_or(0);
-        let crowded = most >= PENDING_SHARE_PER_SOURCE;
-        let per_source = &self.per_source;
-        let victim = self
-            .mappings
-            .iter()
-            .filter(|(a, _)| !crowded || per_source.get(&source_of(**a)) == Some(&most))
-            .min_by_key(|(_, m)| m.order)
-            .map(|(a, _)| *a);
+        Some(m)
+    }
+
+    /// Evicts one pending entry: the oldest of the most crowded source if it holds its
+    /// share or more, else the oldest of all. The oldest is the first of `by_order`; the
+    /// most crowded source takes a scan of the table, but only while some source holds
+    /// its share, that is while one host floods from many ports and pays for it.
+    fn evict_pending(&mut self) {
+        let crowded = self.crowded_sources > 0;
+        let victim = if crowded {
+            let most = self.per_source.values().copied().max().unwrap_or(0);
+            let per_source = &self.per_source;
+            self.by_order
+                .values()
+                .find(|a| per_source.get(&source_of(**a)) == Some(&most))
+                .copied()
+        } else {
+            self.by_order.first_key_value().map(|(_, a)| *a)
+        };
         let Some(victim) = victim else { return };
-        self.mappings.remove(&victim);
+        self.remove_mapping(victim);
         if crowded {
             self.stats.evicted_crowded_source += 1;
         } else {
@@ -558,7 +708,7 @@ impl Server {
             self.send_global(&Packet::Denied, from, &mapping.send_key);
             return Ok(());
         };
-        self.mappings.remove(&from);
+        self.remove_mapping(from);
         self.slots[index] = Some(Slot {
             client_id: token.client_id,
             addr: from,
@@ -603,7 +753,7 @@ impl Server {
             return;
         };
         self.by_addr.remove(&slot.addr);
-        self.mappings.remove(&slot.addr);
+        self.remove_mapping(slot.addr);
         self.events.retain(
             |e| !matches!(e, ServerEvent::Payload { client_index, .. } if *client_index == index),
         );
@@ -636,7 +786,15 @@ impl Server {
                 self.send_keep_alive(i);
             }
         }
-        self.mappings.retain(|_, m| !m.expired(now));
+        let expired: Vec<SocketAddr> = self
+            .mappings
+            .iter()
+            .filter(|(_, m)| m.expired(now))
+            .map(|(a, _)| *a)
+            .collect();
+        for a in expired {
+            self.remove_mapping(a);
+        }
     }
 
     /// Sends a payload (1 to 1200 bytes) to the client in slot `client_index`. Until the

@@ -1,8 +1,9 @@
 //! [`UdpClient`]: a netcode.io client on a `std::net::UdpSocket`.
 
 use std::collections::VecDeque;
+use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use lagless_netcode::{Client, ClientState, ConnectToken};
 
@@ -10,14 +11,90 @@ use crate::reliable::{ChannelConfig, ReliableChannel};
 use crate::server::TransportStats;
 use crate::{TAG_RELIABLE, TAG_UNRELIABLE, TransportError, unreliable_packet};
 
+/// The first wait before a handshake is tried again; each later wait doubles, up to
+/// [`RETRY_BACKOFF_MAX`].
+pub const RETRY_BACKOFF_FIRST: Duration = Duration::from_millis(500);
+/// The longest wait between two handshake attempts.
+pub const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(4);
+/// Time an attempt needs at least, besides the wait before it, for it to be worth
+/// starting before the token expires: a few round trips.
+const RETRY_MIN_ATTEMPT: Duration = Duration::from_secs(1);
+
+/// Why a [`UdpClient`] stopped trying to connect ([`UdpClient::gave_up`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GaveUp {
+    /// Handshakes tried, the first included.
+    pub attempts: u32,
+    /// How the last one ended (a netcode.io error state).
+    pub last: ClientState,
+    /// Why no other was tried.
+    pub why: GaveUpWhy,
+}
+
+/// Why a [`UdpClient`] tried no other handshake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GaveUpWhy {
+    /// The server answered: it denied the client (full, or draining). Another token,
+    /// for another server, is the way back in, so the client does not wait here.
+    Denied,
+    /// The token cannot be read, or has expired.
+    Token,
+    /// The token expires before another attempt, after its wait, could finish.
+    NoTimeLeft,
+}
+
+impl fmt::Display for GaveUp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let last = match self.last {
+            ClientState::ConnectionRequestTimedOut => {
+                "no challenge or denial answered the requests within the token's timeout"
+            }
+            ClientState::ConnectionResponseTimedOut => {
+                "challenged, but no keep-alive answered the responses within the token's timeout"
+            }
+            ClientState::ConnectionDenied => "the server denied the connection (full or draining)",
+            ClientState::ConnectTokenExpired => "the connect token expired",
+            ClientState::InvalidConnectToken => "the connect token is invalid",
+            _ => "the handshake failed",
+        };
+        let why = match self.why {
+            GaveUpWhy::Denied => "a denial is the server's answer",
+            GaveUpWhy::Token => "the token is no use any more",
+            GaveUpWhy::NoTimeLeft => "the token expires before another attempt could finish",
+        };
+        write!(
+            f,
+            "gave up after {} handshake attempt{}: the last ended as {:?} ({last}); no retry: {why}",
+            self.attempts,
+            if self.attempts == 1 { "" } else { "s" },
+            self.last
+        )
+    }
+}
+
 /// A netcode.io client on a non-blocking UDP socket, with a real clock.
 ///
 /// Call [`UdpClient::update`] once per frame; once [`UdpClient::is_connected`], send with
 /// [`UdpClient::send`] / [`UdpClient::send_reliable`] and drain [`UdpClient::recv`] /
 /// [`UdpClient::recv_reliable`].
+///
+/// A handshake that times out (no challenge, or no keep-alive, within the token's
+/// timeout) is tried again from the same socket, so the server's check that a token
+/// comes from one address still passes, after a wait of [`RETRY_BACKOFF_FIRST`] doubling
+/// up to [`RETRY_BACKOFF_MAX`], for as long as the token is valid. Meanwhile
+/// [`UdpClient::state`] stays [`ClientState::SendingConnectionRequest`]. A denial is not
+/// tried again. When it stops, [`UdpClient::state`] is the last attempt's error state and
+/// [`UdpClient::gave_up`] says why.
 pub struct UdpClient {
     socket: UdpSocket,
     netcode: Client,
+    /// The token, for the next attempt.
+    token: ConnectToken,
+    /// Handshakes started.
+    attempts: u32,
+    /// When the next attempt starts, while waiting for it.
+    retry_at: Option<Duration>,
+    gave_up: Option<GaveUp>,
     start: Instant,
     channel_config: ChannelConfig,
     channel: Option<ReliableChannel>,
@@ -46,7 +123,11 @@ impl UdpClient {
         let start = Instant::now();
         let mut client = Self {
             socket,
-            netcode: Client::from_token(token, Duration::ZERO),
+            netcode: Client::from_token(token.clone(), Duration::ZERO),
+            token,
+            attempts: 1,
+            retry_at: None,
+            gave_up: None,
             start,
             channel_config: ChannelConfig::default(),
             channel: None,
@@ -74,9 +155,65 @@ impl UdpClient {
         &self.stats
     }
 
-    /// The connection state.
+    /// The connection state; [`ClientState::SendingConnectionRequest`] while waiting to
+    /// try the handshake again.
     pub fn state(&self) -> ClientState {
+        if self.retry_at.is_some() {
+            return ClientState::SendingConnectionRequest;
+        }
         self.netcode.state()
+    }
+
+    /// Handshakes started so far, the first included.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// Why the client stopped trying to connect, once it has.
+    pub fn gave_up(&self) -> Option<GaveUp> {
+        self.gave_up
+    }
+
+    /// After the state machine's update: starts the next attempt when its wait is over,
+    /// or decides whether a failed one is tried again.
+    fn retry(&mut self, now: Duration) {
+        if let Some(at) = self.retry_at {
+            if now >= at {
+                self.retry_at = None;
+                self.attempts += 1;
+                self.netcode = Client::from_token(self.token.clone(), now);
+            }
+            return;
+        }
+        let last = self.netcode.state();
+        if !last.is_error() || self.gave_up.is_some() {
+            return;
+        }
+        let why = match last {
+            ClientState::ConnectionRequestTimedOut | ClientState::ConnectionResponseTimedOut => {
+                let wait = RETRY_BACKOFF_FIRST
+                    .saturating_mul(1 << self.attempts.saturating_sub(1).min(16))
+                    .min(RETRY_BACKOFF_MAX);
+                let unix_now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap_or_default();
+                let expires = Duration::from_secs(self.token.expire_timestamp);
+                if unix_now + wait + RETRY_MIN_ATTEMPT < expires {
+                    self.retry_at = Some(now + wait);
+                    return;
+                }
+                GaveUpWhy::NoTimeLeft
+            }
+            ClientState::ConnectionDenied => GaveUpWhy::Denied,
+            ClientState::ConnectTokenExpired | ClientState::InvalidConnectToken => GaveUpWhy::Token,
+            // Connected, then lost: not a handshake to try again.
+            _ => return,
+        };
+        self.gave_up = Some(GaveUp {
+            attempts: self.attempts,
+            last,
+            why,
+        });
     }
 
     /// True when connected.
@@ -105,6 +242,7 @@ impl UdpClient {
             }
         }
         self.netcode.update(now);
+        self.retry(now);
         if self.netcode.is_connected() {
             if self.channel.is_none() {
                 self.channel = Some(ReliableChannel::new(self.channel_config.clone()));

@@ -65,7 +65,7 @@ pub mod reliable;
 mod server;
 pub mod session;
 
-pub use client::UdpClient;
+pub use client::{GaveUp, GaveUpWhy, RETRY_BACKOFF_FIRST, RETRY_BACKOFF_MAX, UdpClient};
 pub use error::TransportError;
 pub use proxy::{Proxy, ProxyConfig, ProxyStats};
 pub use server::{ConnectionEvent, ServerSettings, TransportStats, UdpServer};

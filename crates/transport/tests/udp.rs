@@ -419,3 +419,59 @@ fn sixteen_clients_one_vanishes_the_others_play_on() {
     assert_eq!(s.clients().len(), 15);
     assert!(!heard.contains(&103));
 }
+
+#[test]
+fn a_handshake_that_times_out_is_tried_again_while_the_token_is_valid() {
+    let key = keys::generate_private_key().expect("key");
+    // The server's port, bound by nobody yet: the first attempt hears nothing.
+    let addr = UdpSocket::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr");
+    let mut c = UdpClient::connect(&token_for(&key, 3, addr, 1)).expect("client");
+    until(5, "a second attempt", || {
+        c.update();
+        c.attempts() >= 2
+    });
+    assert!(c.gave_up().is_none());
+    assert_eq!(c.state(), ClientState::SendingConnectionRequest);
+    // The server comes up: the attempt under way connects, from the same address.
+    let mut s = UdpServer::bind(addr, ServerSettings::new(PROTOCOL_ID, key, 4)).expect("bind");
+    until(10, "the retry to connect", || {
+        s.update();
+        c.update();
+        c.is_connected()
+    });
+    assert!(c.attempts() >= 2);
+    assert_eq!(s.clients(), vec![3]);
+}
+
+#[test]
+fn a_client_says_why_it_gave_up() {
+    let key = keys::generate_private_key().expect("key");
+    let addr = UdpSocket::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr");
+    // Valid for 2 s with a 1 s timeout: after the first attempt no other fits.
+    let token = keys::issue_token(&key, PROTOCOL_ID, 4, vec![addr], 2, 1)
+        .expect("token")
+        .write()
+        .expect("write");
+    let mut c = UdpClient::connect(&token).expect("client");
+    until(5, "the client to give up", || {
+        c.update();
+        c.gave_up().is_some()
+    });
+    let g = c.gave_up().expect("gave up");
+    assert_eq!(g.last, ClientState::ConnectionRequestTimedOut);
+    assert_eq!(c.state(), ClientState::ConnectionRequestTimedOut);
+    assert_eq!(g.why, lagless_transport::GaveUpWhy::NoTimeLeft);
+    assert_eq!(g.attempts, c.attempts());
+    let text = g.to_string();
+    assert!(
+        text.contains("gave up after 1 handshake attempt:"),
+        "{text}"
+    );
+    assert!(text.contains("the token expires"), "{text}");
+}

@@ -223,11 +223,24 @@ fn wait_for_welcome(
     settings: &ConnectSettings,
     stop: &AtomicBool,
 ) -> Result<Control, UdpRunError> {
-    let deadline = Instant::now() + settings.connect_timeout;
+    let started = Instant::now();
+    let deadline = started + settings.connect_timeout;
+    let mut logged = false;
     loop {
         udp.update();
+        if udp.is_connected() && !logged {
+            logged = true;
+            tracing::info!(
+                connect_ms = started.elapsed().as_millis() as u64,
+                attempts = udp.attempts(),
+                "netcode.io connected"
+            );
+        }
         if udp.state().is_error() {
-            return Err(UdpRunError::Connect(format!("{:?}", udp.state())));
+            return Err(UdpRunError::Connect(match udp.gave_up() {
+                Some(g) => g.to_string(),
+                None => format!("{:?}", udp.state()),
+            }));
         }
         let welcome = udp
             .recv_reliable()
@@ -240,9 +253,10 @@ fn wait_for_welcome(
         udp.recv().for_each(drop);
         if Instant::now() >= deadline || stop.load(Ordering::Relaxed) {
             return Err(UdpRunError::Connect(format!(
-                "no welcome within {:?} (state {:?})",
+                "no welcome within {:?} (state {:?}, {} handshake attempt(s))",
                 settings.connect_timeout,
-                udp.state()
+                udp.state(),
+                udp.attempts()
             )));
         }
         std::thread::sleep(Duration::from_millis(1));

@@ -26,6 +26,7 @@
 
 pub mod admin;
 pub mod connect;
+pub mod flood;
 mod matches;
 pub mod proxy;
 pub mod report;

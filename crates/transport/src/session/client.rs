@@ -205,7 +205,14 @@ impl<W: PredictedWorld> GameClient<W> {
             }
             ClientState::ConnectionTimedOut => return self.end(SessionError::TimedOut),
             ClientState::Disconnected => return self.end(SessionError::ServerClosed),
-            s if s.is_error() => return self.end(SessionError::Connect(s)),
+            s if s.is_error() => {
+                let gave_up = self.udp.gave_up().unwrap_or(crate::GaveUp {
+                    attempts: self.udp.attempts(),
+                    last: s,
+                    why: crate::GaveUpWhy::Token,
+                });
+                return self.end(SessionError::Connect(gave_up));
+            }
             _ => {}
         }
         if self.state == SessionState::AwaitingHello

@@ -28,7 +28,6 @@ pub use server::{
 };
 
 use lagless_core::{Reader, WireError, Writer};
-use lagless_netcode::ClientState;
 use thiserror::Error;
 
 /// Ticks between snapshots for a snapshot rate, rounded as
@@ -86,9 +85,10 @@ pub enum SessionError {
     #[error("refused by the server: {0}")]
     Refused(Mismatch),
     /// netcode.io did not connect: the token expired or is invalid, the server is full,
-    /// or no server answered.
-    #[error("could not connect: {0:?}")]
-    Connect(ClientState),
+    /// or no server answered any handshake tried within the token's validity; says how
+    /// many were tried and why no other was.
+    #[error("could not connect: {0}")]
+    Connect(crate::GaveUp),
     /// Connected, but no hello came from the server in time: it does not speak this
     /// session (a bare [`crate::UdpServer`], say).
     #[error("no hello from the server within {0:?}")]

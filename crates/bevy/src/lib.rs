@@ -44,13 +44,21 @@ pub mod bevy {
 }
 
 mod client;
+mod message;
 mod ownership;
+mod pose;
 mod predict;
 mod protocol;
 mod server;
 mod transport;
 
-pub use client::{ClientPlugin, InterpolationStatus, NetClient, NetworkStatus, PredictionStatus};
+pub use client::{
+    ClientPlugin, ConnectedToServer, Controlled, DisconnectedFromServer, Interpolated,
+    InterpolationStatus, LocalClient, NetClient, NetGeneration, NetworkStatus, Predicted,
+    PredictionStatus, SnapshotEvents,
+};
+pub use message::{FromClient, FromServer, NetMessage, Target, ToClients, ToServer};
+pub use pose::{NetPose, NetSystems, TransformSync};
 pub use predict::{PredictionWorld, Saved};
 pub use protocol::{
     Authority, LateInputs, LocalInput, NetClock, NetComponent, NetId, NetInput, NetKind, NetTick,
@@ -82,15 +90,11 @@ macro_rules! net_component {
     };
 }
 
-pub use lagless_replication::{Kind, NetConfig, StateReader, StateWriter};
-
-use bevy_math::{Quat, Vec3};
-use bevy_transform::components::Transform;
-use lagless_replication::Pose;
+pub use lagless_replication::{
+    Delivery, Kind, NetConfig, Reader, StateReader, StateWriter, WireError, Writer,
+};
 
 /// The `Transform` a pose shows (2D kinds in the plane z = 0, turned about z).
-pub fn transform_of(pose: &Pose) -> Transform {
-    let [x, y, z, w] = pose.rotation;
-    Transform::from_translation(Vec3::from(pose.position))
-        .with_rotation(Quat::from_xyzw(x, y, z, w))
+pub fn transform_of(pose: &lagless_replication::Pose) -> bevy_transform::components::Transform {
+    NetPose::of(pose).transform()
 }

@@ -8,12 +8,11 @@ use crate::protocol::{NetInput, NetTick, Protocol, SimTick};
 use lagless_replication::{
     Input, KindId, Pose, PredictedWorld, ReplicationClient, Rollback, Tick, pose_of, values_of,
 };
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
 
-/// Codes further apart than this (quantization steps) on any field are a misprediction:
-/// the server and the client both quantize unrounded floats, so one step either way is
-/// rounding, not disagreement.
-const TOLERANCE_CODES: i32 = 1;
+/// Snapshot events kept for the app until its next frame takes them; older ones go.
+const MAX_SNAPSHOT_EVENTS: usize = 1024;
 
 /// An entity of the prediction world.
 #[derive(Debug, Clone, Copy)]
@@ -31,6 +30,10 @@ pub struct PredictionWorld<I: Input + Sync> {
     schedule: Schedule,
     owned: BTreeSet<u32>,
     held: BTreeMap<u32, Held>,
+    /// Snapshot events (tick, bytes) not yet passed to the app.
+    events: VecDeque<(u32, Vec<u8>)>,
+    /// Whether the game was warned that its simulation spawns in the prediction world.
+    warned_leak: bool,
     _input: std::marker::PhantomData<I>,
 }
 
@@ -50,6 +53,8 @@ impl<I: Input + Sync> PredictionWorld<I> {
             schedule,
             owned: BTreeSet::new(),
             held: BTreeMap::new(),
+            events: VecDeque::new(),
+            warned_leak: false,
             _input: std::marker::PhantomData,
         }
     }
@@ -87,6 +92,49 @@ impl<I: Input + Sync> PredictionWorld<I> {
         Some((held.kind, values_of(kind, &codes)))
     }
 
+    /// Predicted entity `id`'s generation, kind and current values, if the world holds
+    /// it.
+    pub fn held(&self, id: u32) -> Option<(u32, KindId, Vec<f32>)> {
+        let generation = self.held.get(&id)?.generation;
+        let (kind, values) = self.values(id)?;
+        Some((generation, kind, values))
+    }
+
+    /// Takes the snapshot events that arrived since the last call, oldest first.
+    pub fn take_snapshot_events(&mut self) -> Vec<(u32, Vec<u8>)> {
+        self.events.drain(..).collect()
+    }
+
+    /// Despawns entities of a replicated kind the simulation spawned here: on a client
+    /// only the server spawns them (they come in a snapshot), so one spawned by a
+    /// prediction step would pile up, a copy per tick and per replay. The game is warned
+    /// once: the system that spawns wants `run_if(resource_exists::<Authority>)`.
+    fn despawn_leaked(&mut self) {
+        let held: BTreeSet<Entity> = self.held.values().map(|h| h.entity).collect();
+        let leaked: Vec<Entity> = self
+            .protocol
+            .marked(&mut self.world)
+            .into_iter()
+            .map(|(_, e)| e)
+            .filter(|e| !held.contains(e))
+            .collect();
+        if leaked.is_empty() {
+            return;
+        }
+        if !self.warned_leak {
+            self.warned_leak = true;
+            tracing::warn!(
+                "lagless-bevy: a NetTick system spawned {} replicated entities in a client's \
+                 prediction world; they are despawned (only the server spawns): run it with \
+                 run_if(resource_exists::<Authority>)",
+                leaked.len()
+            );
+        }
+        for e in leaked {
+            self.world.despawn(e);
+        }
+    }
+
     fn codes(&self, held: &Held) -> Option<Vec<i32>> {
         let entity = self.world.get_entity(held.entity).ok()?;
         self.protocol.codes(held.kind, &entity)
@@ -110,11 +158,13 @@ impl<I: Input + Sync> Rollback for PredictionWorld<I> {
                 e.insert(NetInput(input));
             }
         }
-        self.world.insert_resource(SimTick(tick.0));
+        // The state this step reaches, as the server names it (see `SimTick`).
+        self.world.insert_resource(SimTick(tick.0.wrapping_add(1)));
         self.schedule.run(&mut self.world);
         // A system may have despawned an owned entity: forget it until the server says.
         let world = &self.world;
         self.held.retain(|_, h| world.get_entity(h.entity).is_ok());
+        self.despawn_leaked();
     }
 
     fn save(&self) -> Saved {
@@ -129,11 +179,15 @@ impl<I: Input + Sync> Rollback for PredictionWorld<I> {
             match (predicted.get(id), confirmed.get(*id)) {
                 (None, None) => false,
                 (Some((generation, codes)), Some(server)) => {
+                    // Per code: ints and bools exact, floats within a step (or as the
+                    // component declared).
+                    let tolerances = self.protocol.tolerances(server.kind);
                     *generation != server.generation
                         || codes.len() != server.codes.len()
-                        || codes.iter().zip(server.codes.iter()).any(|(a, b)| {
-                            (i64::from(*a) - i64::from(*b)).abs() > i64::from(TOLERANCE_CODES)
-                        })
+                        || codes.len() != tolerances.len()
+                        || codes.iter().zip(server.codes.iter()).zip(tolerances).any(
+                            |((a, b), t)| (i64::from(*a) - i64::from(*b)).abs() > i64::from(*t),
+                        )
                 }
                 // Spawned or despawned on the server, or not yet held here.
                 _ => true,
@@ -181,5 +235,12 @@ impl<I: Input + Sync> PredictedWorld for PredictionWorld<I> {
     fn pose(&self, id: u32) -> Option<Pose> {
         let (kind, values) = self.values(id)?;
         pose_of(self.protocol.schema().get(kind)?, &values)
+    }
+
+    fn snapshot_events(&mut self, tick: Tick, bytes: &[u8], _rtt: Option<Duration>) {
+        if self.events.len() >= MAX_SNAPSHOT_EVENTS {
+            self.events.pop_front();
+        }
+        self.events.push_back((tick.0, bytes.to_vec()));
     }
 }

@@ -3,20 +3,24 @@
 
 use crate::bevy::ecs::schedule::{Schedule, ScheduleLabel};
 use crate::bevy::prelude::*;
+use crate::message::{MessageFns, NetMessage};
 use lagless_replication::{
-    Client, Input, Kind, KindId, NetConfig, NetError, Schema, SchemaError, Server, StateReader,
-    StateWriter,
+    Client, FieldType, Input, Kind, KindId, NetConfig, NetError, Schema, SchemaError, Server,
+    StateReader, StateWriter,
 };
 use std::sync::Arc;
 
 /// A component the server replicates: it declares its fields (names, limits,
 /// resolution) and writes and reads them in that order.
 ///
+/// `PartialEq` lets the client write a component only when its value changed, so
+/// `Changed<C>` and `On<Insert, C>` mean what a Bevy game expects.
+///
 /// ```
 /// # use lagless_bevy::bevy::prelude::*;
 /// # use lagless_bevy::NetComponent;
 /// # use lagless_replication::{Kind, StateReader, StateWriter};
-/// #[derive(Component, Clone, Copy)]
+/// #[derive(Component, Clone, Copy, PartialEq)]
 /// struct Position(Vec2);
 /// impl NetComponent for Position {
 ///     fn declare(kind: Kind) -> Kind { kind.vec2("position", 50.0, 0.01) } // ±50 m, 1 cm
@@ -25,8 +29,14 @@ use std::sync::Arc;
 /// }
 /// ```
 pub trait NetComponent:
-    Component<Mutability = crate::bevy::ecs::component::Mutable> + Clone
+    Component<Mutability = crate::bevy::ecs::component::Mutable> + Clone + PartialEq
 {
+    /// How many quantization codes a predicted value of this component's fields may
+    /// differ from the server's before it is a misprediction. `None` (the default): by
+    /// field type, none for ints and bools (one code of an int is a whole point) and one
+    /// for vectors, rotations and angles (both ends quantize unrounded floats, so one
+    /// step either way is rounding, not disagreement).
+    const TOLERANCE_CODES: Option<i32> = None;
     /// Adds this component's fields to `kind`.
     fn declare(kind: Kind) -> Kind;
     /// Writes the fields, one call per declared field, in order.
@@ -71,7 +81,11 @@ impl<I: Input + Sync> Default for LateInputs<I> {
     }
 }
 
-/// The tick being simulated, a resource while [`NetTick`] runs.
+/// The tick being simulated, a resource while [`NetTick`] runs: the tick the state
+/// reaches when this step is done, as every other tick names it (the snapshot's,
+/// [`crate::ServerStatus::tick`], [`crate::PredictionStatus::predicted_tick`], the
+/// render tick). An entity spawned while `SimTick` is `t` is in the snapshot of tick `t`
+/// and shown from render tick `t`. The inputs applied are those sent for tick `t - 1`.
 #[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SimTick(pub u32);
 
@@ -99,6 +113,9 @@ struct ComponentFns {
     has: Has,
     write: Write,
     apply: Apply,
+    /// Its fields' indices in the kind, and its declared tolerance.
+    fields: (usize, usize),
+    tolerance: Option<i32>,
 }
 
 /// An entity kind: the marker component that makes a Bevy entity one, and the
@@ -121,7 +138,9 @@ impl NetKind {
                 q.iter(world).collect()
             },
             mark: |e| {
-                e.insert(M::default());
+                if !e.contains::<M>() {
+                    e.insert(M::default());
+                }
             },
             components: Vec::new(),
         }
@@ -129,16 +148,29 @@ impl NetKind {
 
     /// Replicates component `C` on this kind.
     pub fn with<C: NetComponent>(mut self) -> Self {
+        let first = self.kind.fields().len();
         self.kind = C::declare(self.kind);
         self.components.push(ComponentFns {
+            fields: (first, self.kind.fields().len()),
+            tolerance: C::TOLERANCE_CODES,
             has: |e| e.contains::<C>(),
             write: |e, w| {
                 if let Some(c) = e.get::<C>() {
                     c.write(w);
                 }
             },
+            // Only a changed value is written, so `Changed<C>` fires once per change
+            // and an insert observer once per entity.
             apply: |r, e| {
-                e.insert(C::read(r));
+                let value = C::read(r);
+                match e.get_mut::<C>() {
+                    Some(mut c) => {
+                        c.set_if_neq(value);
+                    }
+                    None => {
+                        e.insert(value);
+                    }
+                }
             },
         });
         self
@@ -152,18 +184,25 @@ pub struct Protocol {
     inner: Arc<Inner>,
 }
 
+/// What builds the game's simulation into a world and its [`NetTick`] schedule.
+type Simulation = Arc<dyn Fn(&mut World, &mut Schedule) + Send + Sync>;
+
 struct Inner {
     config: NetConfig,
     schema: Schema,
     kinds: Vec<NetKind>,
-    simulation: fn(&mut World, &mut Schedule),
+    /// Per kind, per code: how far a prediction may be from the server's.
+    tolerances: Vec<Vec<i32>>,
+    messages: Vec<MessageFns>,
+    simulation: Simulation,
 }
 
 /// Builds a [`Protocol`].
 pub struct ProtocolBuilder {
     config: NetConfig,
     kinds: Vec<NetKind>,
-    simulation: fn(&mut World, &mut Schedule),
+    messages: Vec<MessageFns>,
+    simulation: Simulation,
 }
 
 impl Protocol {
@@ -172,7 +211,8 @@ impl Protocol {
         ProtocolBuilder {
             config,
             kinds: Vec::new(),
-            simulation: |_, _| {},
+            messages: Vec::new(),
+            simulation: Arc::new(|_, _| {}),
         }
     }
 
@@ -203,6 +243,19 @@ impl Protocol {
     /// Adds the simulation's systems and resources to `world` and `schedule`.
     pub(crate) fn build_simulation(&self, world: &mut World, schedule: &mut Schedule) {
         (self.inner.simulation)(world, schedule);
+    }
+
+    /// The game's message types, in registration order (their index is their tag).
+    pub(crate) fn messages(&self) -> &[MessageFns] {
+        &self.inner.messages
+    }
+
+    /// Per code of `kind`: the quantization steps a prediction may be off by.
+    pub(crate) fn tolerances(&self, kind: KindId) -> &[i32] {
+        self.inner
+            .tolerances
+            .get(usize::from(kind))
+            .map_or(&[], Vec::as_slice)
     }
 
     /// The kind of `entity` (the first whose marker it has), scanning `world`.
@@ -269,8 +322,20 @@ impl ProtocolBuilder {
     /// The game's simulation: adds its systems to the [`NetTick`] schedule (and any
     /// resources they read to the world). It runs on the server's world and, on each
     /// client, on a prediction world that holds only the entities the client owns.
-    pub fn simulation(mut self, simulation: fn(&mut World, &mut Schedule)) -> Self {
-        self.simulation = simulation;
+    pub fn simulation(
+        mut self,
+        simulation: impl Fn(&mut World, &mut Schedule) + Send + Sync + 'static,
+    ) -> Self {
+        self.simulation = Arc::new(simulation);
+        self
+    }
+
+    /// Registers game message `M`, both ways: a client reads [`crate::FromServer<M>`]
+    /// and writes [`crate::ToServer<M>`]; the server reads [`crate::FromClient<M>`] and
+    /// writes [`crate::ToClients<M>`]. Register the same types in the same order on every end (the
+    /// protocol is shared, so they are).
+    pub fn message<M: NetMessage>(mut self) -> Self {
+        self.messages.push(MessageFns::of::<M>());
         self
     }
 
@@ -281,11 +346,32 @@ impl ProtocolBuilder {
             .iter()
             .fold(Schema::new(), |s, k| s.kind(k.kind.clone()))
             .build()?;
+        let tolerances = self
+            .kinds
+            .iter()
+            .map(|k| {
+                k.components
+                    .iter()
+                    .flat_map(|c| {
+                        let fields = &k.kind.fields()[c.fields.0..c.fields.1];
+                        fields.iter().flat_map(move |f| {
+                            let by_type = match f.ty {
+                                FieldType::Int { .. } | FieldType::Bool => 0,
+                                _ => 1,
+                            };
+                            std::iter::repeat_n(c.tolerance.unwrap_or(by_type), f.ty.width())
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
         Ok(Protocol {
             inner: Arc::new(Inner {
                 config: self.config,
                 schema,
                 kinds: self.kinds,
+                tolerances,
+                messages: self.messages,
                 simulation: self.simulation,
             }),
         })

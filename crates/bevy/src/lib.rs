@@ -35,7 +35,15 @@ pub mod bevy {
     pub use bevy_transform as transform;
 
     /// Everything a game's systems usually name.
+    ///
+    /// It also names the `bevy_ecs` crate: Bevy's derives (`Component`, `Resource`,
+    /// `Message`, `SystemSet`) expand to paths starting `bevy_ecs::` when the game's
+    /// manifest names neither `bevy` nor `bevy_ecs`, and this glob import is what those
+    /// paths then find. A game that depends on nothing but `lagless-bevy` derives them
+    /// in any module that imports this prelude.
     pub mod prelude {
+        pub use bevy_ecs;
+
         pub use bevy_app::prelude::*;
         pub use bevy_ecs::prelude::*;
         pub use bevy_math::prelude::*;

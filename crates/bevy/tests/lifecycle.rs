@@ -42,7 +42,10 @@ fn ready_events_markers_link_loss_and_disconnect() {
         a.update();
         net.advance(Duration::from_millis(5));
     }
-    assert!(!a.world().resource::<NetworkStatus>().ready, "ready, unheard");
+    assert!(
+        !a.world().resource::<NetworkStatus>().ready,
+        "ready, unheard"
+    );
     let (mut connected, mut server_heard) = (0, false);
     for _ in 0..400 {
         step(&net, &mut server, &mut [&mut a, &mut b]);

@@ -34,6 +34,12 @@ pub struct PredictionStatus {
     pub owned: Vec<u32>,
     /// Corrections too large to smooth, shown at once.
     pub smoothing_snaps: u64,
+    /// Replicated entities the simulation spawned in the prediction world (despawned
+    /// there: only the server spawns; see [`crate::PredictionWorld::leaked`]).
+    pub leaked_entities: u64,
+    /// Components the simulation names that the prediction world never holds, once
+    /// prediction fails most comparisons ([`crate::PredictionWorld::lacking`]).
+    pub lacking_components: Vec<String>,
 }
 
 /// Interpolation as it stands, refreshed every frame.
@@ -379,6 +385,8 @@ impl<I: Input + Sync> NetClient<I> {
             predicted_tick: client.predicted_tick().map(|t| t.0),
             owned: client.world().owned().iter().copied().collect(),
             smoothing_snaps: client.smoothing_snaps(),
+            leaked_entities: client.world().leaked(),
+            lacking_components: client.world().lacking().to_vec(),
         };
         let interpolation = InterpolationStatus {
             render_tick: self.render.as_ref().and_then(|r| r.render_tick),

@@ -2,14 +2,20 @@
 //! the client owns, stepped by the game's [`NetTick`] systems (partial simulation: the
 //! rest of the world is interpolated, never re-simulated).
 
+use crate::bevy::ecs::component::ComponentId;
 use crate::bevy::ecs::schedule::Schedule;
 use crate::bevy::prelude::{Entity, World};
-use crate::protocol::{NetInput, NetTick, Protocol, SimTick};
+use crate::protocol::{NetId, NetInput, NetTick, Protocol, SimTick};
 use lagless_replication::{
     Input, KindId, Pose, PredictedWorld, ReplicationClient, Rollback, Tick, pose_of, values_of,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+/// Comparisons with the server before prediction's failures are looked into: two
+/// seconds of snapshots at 30 Hz. Prediction that works fails a few in a thousand.
+const WATCH_COMPARES: u64 = 60;
 
 /// Snapshot events kept for the app until its next frame takes them; older ones go.
 const MAX_SNAPSHOT_EVENTS: usize = 1024;
@@ -34,6 +40,18 @@ pub struct PredictionWorld<I: Input + Sync> {
     events: VecDeque<(u32, Vec<u8>)>,
     /// Whether the game was warned that its simulation spawns in the prediction world.
     warned_leak: bool,
+    /// Replicated entities the simulation spawned here, despawned.
+    leaked: u64,
+    /// Components the world had before the game's simulation was built, and the
+    /// protocol's: never suspects for a system that cannot run.
+    known: BTreeSet<ComponentId>,
+    /// Comparisons with the server's state, and how many diverged (`diverged` takes
+    /// `&self`; atomics keep the world `Sync`).
+    compared: AtomicU64,
+    diverged: AtomicU64,
+    /// Components the simulation's systems name that no entity here has: set when
+    /// prediction fails most comparisons.
+    lacking: Vec<String>,
     _input: std::marker::PhantomData<I>,
 }
 
@@ -45,6 +63,14 @@ impl<I: Input + Sync> PredictionWorld<I> {
     pub fn new(protocol: Protocol) -> Self {
         let mut world = World::new();
         let mut schedule = Schedule::new(NetTick);
+        world.register_component::<NetId>();
+        world.register_component::<NetInput<I>>();
+        let mut known: BTreeSet<ComponentId> = world
+            .components()
+            .iter_registered()
+            .map(|c| c.id())
+            .collect();
+        known.extend(protocol.register_components(&mut world));
         protocol.build_simulation(&mut world, &mut schedule);
         world.insert_resource(SimTick(0));
         Self {
@@ -55,6 +81,11 @@ impl<I: Input + Sync> PredictionWorld<I> {
             held: BTreeMap::new(),
             events: VecDeque::new(),
             warned_leak: false,
+            leaked: 0,
+            known,
+            compared: AtomicU64::new(0),
+            diverged: AtomicU64::new(0),
+            lacking: Vec::new(),
             _input: std::marker::PhantomData,
         }
     }
@@ -130,9 +161,63 @@ impl<I: Input + Sync> PredictionWorld<I> {
                 leaked.len()
             );
         }
+        self.leaked += leaked.len() as u64;
         for e in leaked {
             self.world.despawn(e);
         }
+    }
+
+    /// Replicated entities the simulation spawned in this world (and that were
+    /// despawned): nonzero means a spawning system wants the `Authority` gate.
+    pub fn leaked(&self) -> u64 {
+        self.leaked
+    }
+
+    /// Components the simulation's systems name but no entity here holds, once
+    /// prediction has failed most of its comparisons with the server: a system that
+    /// reads one finds nothing to step (a component the server adds but does not
+    /// replicate, say). Empty while prediction works.
+    pub fn lacking(&self) -> &[String] {
+        &self.lacking
+    }
+
+    /// When most comparisons with the server failed (at least [`WATCH_COMPARES`]),
+    /// finds the components the simulation names that this world never holds and warns
+    /// once, naming them.
+    fn watch_failures(&mut self) {
+        let compared = self.compared.load(Ordering::Relaxed);
+        let diverged = self.diverged.load(Ordering::Relaxed);
+        if !self.lacking.is_empty() || compared < WATCH_COMPARES || diverged * 2 < compared {
+            return;
+        }
+        let held: Vec<ComponentId> = self
+            .world
+            .archetypes()
+            .iter()
+            .filter(|a| !a.is_empty())
+            .flat_map(|a| a.components().iter().copied())
+            .collect();
+        self.lacking = self
+            .world
+            .components()
+            .iter_registered()
+            .filter(|c| !self.known.contains(&c.id()) && !held.contains(&c.id()))
+            .map(|c| c.name().to_string())
+            // Bevy's own (a schedule's events, registered on its first run).
+            .filter(|name| !name.starts_with("bevy_"))
+            .collect();
+        if self.lacking.is_empty() {
+            // Nothing to name; keep the check from running every tick.
+            self.lacking.push(String::from("(none found)"));
+        }
+        tracing::warn!(
+            "lagless-bevy: the prediction world disagreed with the server on {diverged} of \
+             {compared} snapshots. It holds only the owned entities' replicated components, \
+             their kind's marker, NetId and NetInput; the NetTick systems name these \
+             components it never holds: {:?}. A system reading one steps nothing here \
+             (replicate the component, or run the system on the server only)",
+            self.lacking
+        );
     }
 
     fn codes(&self, held: &Held) -> Option<Vec<i32>> {
@@ -165,6 +250,7 @@ impl<I: Input + Sync> Rollback for PredictionWorld<I> {
         let world = &self.world;
         self.held.retain(|_, h| world.get_entity(h.entity).is_ok());
         self.despawn_leaked();
+        self.watch_failures();
     }
 
     fn save(&self) -> Saved {
@@ -175,7 +261,7 @@ impl<I: Input + Sync> Rollback for PredictionWorld<I> {
     }
 
     fn diverged(&self, predicted: &Saved, confirmed: &ReplicationClient) -> bool {
-        self.owned.iter().any(|id| {
+        let diverged = self.owned.iter().any(|id| {
             match (predicted.get(id), confirmed.get(*id)) {
                 (None, None) => false,
                 (Some((generation, codes)), Some(server)) => {
@@ -192,7 +278,13 @@ impl<I: Input + Sync> Rollback for PredictionWorld<I> {
                 // Spawned or despawned on the server, or not yet held here.
                 _ => true,
             }
-        })
+        });
+        if !self.held.is_empty() {
+            self.compared.fetch_add(1, Ordering::Relaxed);
+            self.diverged
+                .fetch_add(u64::from(diverged), Ordering::Relaxed);
+        }
+        diverged
     }
 
     fn load(&mut self, confirmed: &ReplicationClient, _predicted: Option<&Saved>) {

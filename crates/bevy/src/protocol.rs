@@ -1,6 +1,7 @@
 //! What a game declares once: its replicated components with their quantization, the
 //! kinds of entity that carry them, and the systems that are its simulation.
 
+use crate::bevy::ecs::component::ComponentId;
 use crate::bevy::ecs::schedule::{Schedule, ScheduleLabel};
 use crate::bevy::prelude::*;
 use crate::message::{MessageFns, NetMessage};
@@ -116,6 +117,7 @@ struct ComponentFns {
     /// Its fields' indices in the kind, and its declared tolerance.
     fields: (usize, usize),
     tolerance: Option<i32>,
+    register: fn(&mut World) -> ComponentId,
 }
 
 /// An entity kind: the marker component that makes a Bevy entity one, and the
@@ -125,6 +127,8 @@ pub struct NetKind {
     kind: Kind,
     marked: fn(&mut World) -> Vec<Entity>,
     mark: fn(&mut EntityWorldMut),
+    /// Registers the marker in a world; returns its id.
+    register_marker: fn(&mut World) -> ComponentId,
     components: Vec<ComponentFns>,
 }
 
@@ -137,6 +141,7 @@ impl NetKind {
                 let mut q = world.query_filtered::<Entity, With<M>>();
                 q.iter(world).collect()
             },
+            register_marker: |world| world.register_component::<M>(),
             mark: |e| {
                 if !e.contains::<M>() {
                     e.insert(M::default());
@@ -153,6 +158,7 @@ impl NetKind {
         self.components.push(ComponentFns {
             fields: (first, self.kind.fields().len()),
             tolerance: C::TOLERANCE_CODES,
+            register: |world| world.register_component::<C>(),
             has: |e| e.contains::<C>(),
             write: |e, w| {
                 if let Some(c) = e.get::<C>() {
@@ -248,6 +254,16 @@ impl Protocol {
     /// The game's message types, in registration order (their index is their tag).
     pub(crate) fn messages(&self) -> &[MessageFns] {
         &self.inner.messages
+    }
+
+    /// Registers every kind's marker and replicated components in `world`: their ids.
+    pub(crate) fn register_components(&self, world: &mut World) -> Vec<ComponentId> {
+        let mut ids = Vec::new();
+        for k in &self.inner.kinds {
+            ids.push((k.register_marker)(world));
+            ids.extend(k.components.iter().map(|c| (c.register)(world)));
+        }
+        ids
     }
 
     /// Per code of `kind`: the quantization steps a prediction may be off by.

@@ -40,6 +40,10 @@ pub struct PredictionStatus {
     /// Components the simulation names that the prediction world never holds, once
     /// prediction fails most comparisons ([`crate::PredictionWorld::lacking`]).
     pub lacking_components: Vec<String>,
+    /// Systems added to the client app's own `NetTick` schedule: they never run (a
+    /// client steps its prediction world, built by `ProtocolBuilder::simulation`).
+    /// Warned about once.
+    pub ignored_systems: usize,
 }
 
 /// Interpolation as it stands, refreshed every frame.
@@ -137,6 +141,8 @@ pub struct NetClient<I: Input + Sync> {
     connected: bool,
     /// Set by [`NetClient::disconnect`]: the next frame leaves.
     leave: bool,
+    /// Systems found in the app's own `NetTick` (checked once, at the first frame).
+    ignored_systems: Option<usize>,
 }
 
 impl<I: Input + Sync> NetClient<I> {
@@ -387,6 +393,7 @@ impl<I: Input + Sync> NetClient<I> {
             smoothing_snaps: client.smoothing_snaps(),
             leaked_entities: client.world().leaked(),
             lacking_components: client.world().lacking().to_vec(),
+            ignored_systems: self.ignored_systems.unwrap_or(0),
         };
         let interpolation = InterpolationStatus {
             render_tick: self.render.as_ref().and_then(|r| r.render_tick),
@@ -426,8 +433,27 @@ fn read_clock<I: Input + Sync>(net: Res<NetClient<I>>, mut clock: ResMut<NetCloc
     clock.0 = net.now();
 }
 
+/// Systems in the app's own [`crate::NetTick`] schedule, which a client never runs.
+fn app_net_tick_systems(world: &World) -> usize {
+    world
+        .get_resource::<crate::bevy::ecs::schedule::Schedules>()
+        .and_then(|s| s.get(crate::NetTick))
+        .map_or(0, |s| s.systems_len())
+}
+
 fn client_frame<I: Input + Sync>(world: &mut World) {
     world.resource_scope(|world, mut net: Mut<NetClient<I>>| {
+        if net.ignored_systems.is_none() {
+            let n = app_net_tick_systems(world);
+            if n > 0 {
+                tracing::warn!(
+                    "lagless-bevy: {n} systems were added to a client app's NetTick \
+                     schedule; a client never runs it (it steps its prediction world): add \
+                     them in ProtocolBuilder::simulation"
+                );
+            }
+            net.ignored_systems = Some(n);
+        }
         net.frame(world);
         let (p, i, n) = net.statuses();
         // Written only when changed, like the components.
@@ -507,6 +533,7 @@ impl<I: Input + Sync> Plugin for ClientPlugin<I> {
                 render: None,
                 connected: false,
                 leave: false,
+                ignored_systems: None,
             })
             .add_systems(PreUpdate, read_clock::<I>.in_set(NetSystems::Clock))
             .add_systems(PostUpdate, client_frame::<I>.in_set(NetSystems::Frame));

@@ -45,6 +45,11 @@ fn join(mut commands: Commands, mut joined: MessageReader<ClientConnected>) {
 
 /// Runs a server and one client over `mobile` for `seconds`, the client moving.
 fn run(protocol: &Protocol, seconds: u64) -> App {
+    run_with(protocol, seconds, |_| {})
+}
+
+/// [`run`], with `setup` applied to the client's app.
+fn run_with(protocol: &Protocol, seconds: u64, setup: impl FnOnce(&mut App)) -> App {
     let net = EmulatedNetwork::new();
     let mut server = App::new();
     server
@@ -62,6 +67,7 @@ fn run(protocol: &Protocol, seconds: u64) -> App {
             net.client(1, protocol.client::<u8>().expect("a client")),
         ))
         .insert_resource(LocalInput(1u8));
+    setup(&mut client);
     while net.now() <= Duration::from_secs(seconds) {
         server.update();
         client.update();
@@ -138,4 +144,32 @@ fn a_simulation_that_fits_names_nothing() {
     let status = client.world().resource::<PredictionStatus>();
     assert_eq!(status.leaked_entities, 0);
     assert!(status.lacking_components.is_empty(), "{status:?}");
+}
+
+#[test]
+fn systems_added_to_a_client_apps_net_tick_are_reported() {
+    let protocol = kinds()
+        .simulation(|_, schedule| {
+            schedule.add_systems(walk);
+        })
+        .build()
+        .expect("a valid protocol");
+    let client = run_with(&protocol, 1, |app| {
+        app.add_systems(NetTick, walk);
+    });
+    assert_eq!(
+        client
+            .world()
+            .resource::<PredictionStatus>()
+            .ignored_systems,
+        1
+    );
+    let client = run(&protocol, 1);
+    assert_eq!(
+        client
+            .world()
+            .resource::<PredictionStatus>()
+            .ignored_systems,
+        0
+    );
 }

@@ -195,3 +195,63 @@ fn messages_both_ways_reliable_once_in_order_unreliable_at_most_once() {
         }
     }
 }
+
+#[derive(Resource, Default)]
+struct Events(Vec<(u32, Vec<u8>)>);
+
+fn server_events(mut net: ResMut<NetServer<u8>>, status: Res<ServerStatus>) {
+    if status.clients == 1 {
+        // What rides in front of the next snapshot: the tick it was set at.
+        let bytes = status.tick.to_le_bytes().to_vec();
+        let _ = net.server_mut().set_snapshot_events(1, bytes);
+    }
+}
+
+fn client_events(mut got: ResMut<Events>, mut events: MessageReader<SnapshotEvents>) {
+    got.0
+        .extend(events.read().map(|e| (e.tick, e.bytes.clone())));
+}
+
+#[test]
+fn snapshot_events_reach_the_client_app() {
+    let mut config = NetConfig::new(30);
+    config.snapshot_events = true;
+    let protocol = Protocol::builder(config)
+        .kind(NetKind::new::<Player>("player").with::<Position>())
+        .build()
+        .expect("a valid protocol");
+    let net = EmulatedNetwork::new();
+    let mut server = App::new();
+    server
+        .add_plugins(ServerPlugin::<u8>::new(
+            protocol.clone(),
+            net.server(protocol.server().expect("a server")),
+        ))
+        .add_systems(Update, (server_join, server_events));
+    let link = Duplex::symmetric(profile("mobile").expect("a profile"), 4).expect("a link");
+    net.add_client(1, link);
+    let mut client = App::new();
+    client
+        .add_plugins(ClientPlugin::<u8>::new(
+            protocol.clone(),
+            net.client(1, protocol.client::<u8>().expect("a client")),
+        ))
+        .init_resource::<Events>()
+        .add_systems(Update, client_events);
+    while net.now() <= Duration::from_secs(3) {
+        server.update();
+        client.update();
+        net.advance(Duration::from_millis(5));
+    }
+    let got = &client.world().resource::<Events>().0;
+    // About 30 snapshots a second for the last two seconds or so, less the lost ones.
+    assert!(got.len() > 30, "{} snapshot events", got.len());
+    for (tick, bytes) in got {
+        let set = u32::from_le_bytes(bytes[..].try_into().expect("4 bytes"));
+        // Set in the frame before the snapshot of `tick` was sent.
+        assert!(
+            set <= *tick && *tick <= set + 2,
+            "set at {set}, came with {tick}"
+        );
+    }
+}

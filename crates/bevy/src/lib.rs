@@ -7,11 +7,18 @@
 //! component) and its simulation: systems in the [`NetTick`] schedule, which read each
 //! player's [`NetInput`]. Both ends run those systems: the server once per tick on the
 //! world, each client on a prediction world holding only the entities it owns (and again
-//! on every rollback). The rest is interpolated. Every replicated entity is a Bevy entity
-//! with a [`NetId`], its components and a `Transform` as the player should see it,
-//! corrections smoothed. The game writes its player's input to [`LocalInput`] each frame.
-//! [`PredictionStatus`], [`InterpolationStatus`], [`NetworkStatus`] and [`ServerStatus`]
-//! are resources.
+//! on every rollback). The rest is interpolated. A replicated entity is a Bevy entity
+//! while the frame the player is shown holds it (interpolated ones from their spawn tick
+//! to their despawn tick at the render tick, one Bevy entity per generation of an id),
+//! with a [`NetId`], a [`NetGeneration`], its components (written only when they change),
+//! a [`NetPose`] where the player should see it (corrections smoothed) and a
+//! [`Predicted`] or [`Interpolated`] marker ([`Controlled`] on what the client owns).
+//! `Transform` is the game's: it is set at spawn, and follows [`NetPose`] only with
+//! [`TransformSync`]. The game writes its player's input to [`LocalInput`] each frame,
+//! and its messages as [`ToServer`]/[`ToClients`] (read as [`FromClient`]/[`FromServer`]),
+//! registered once with [`ProtocolBuilder::message`]. The adapter's systems are in
+//! [`NetSystems`]. [`PredictionStatus`], [`InterpolationStatus`], [`NetworkStatus`],
+//! [`ServerStatus`] and [`LocalClient`] are resources.
 //!
 //! Transports: the seeded emulator ([`EmulatedNetwork`]) and real UDP with netcode.io
 //! (`lagless_transport::{GameServer, GameClient}`, both [`ServerHost`]/[`ClientHost`]).
@@ -24,7 +31,8 @@
 //! server_app.add_plugins(ServerPlugin::<u8>::new(protocol.clone(), net.server(protocol.server()?)));
 //! client_app.add_plugins(ClientPlugin::<u8>::new(protocol.clone(), net.client(1, protocol.client()?)));
 //! ```
-//! The arena example (`examples/arena.rs`) is a whole game.
+//! The arena example (`examples/arena.rs`) is a whole game; `examples/projectiles.rs`
+//! spawns and despawns shots every second.
 
 /// The parts of Bevy the adapter is built on, under the `bevy` crate's paths, for a game
 /// that depends on nothing else (the examples do).

@@ -468,7 +468,8 @@ fn client_frame<I: Input + Sync>(world: &mut World) {
     });
 }
 
-fn set_resource<R: Resource + PartialEq>(world: &mut World, value: R) {
+/// Inserts `value` unless the resource already holds it (so `is_changed` means a change).
+pub(crate) fn set_resource<R: Resource + PartialEq>(world: &mut World, value: R) {
     if world.get_resource::<R>() != Some(&value) {
         world.insert_resource(value);
     }

@@ -29,7 +29,9 @@ pub trait NetMessage: Send + Sync + Sized + 'static {
 #[derive(Message, Debug, Clone, PartialEq)]
 pub struct FromServer<M: NetMessage>(pub M);
 
-/// A message for the server: write it on a client; it goes out in the same frame.
+/// A message for the server: write it on a client; it goes out in the same frame. One
+/// written while the client is not playing (before [`crate::NetworkStatus::ready`]'s
+/// transport is, or after the session ended) is dropped.
 #[derive(Message, Debug, Clone, PartialEq)]
 pub struct ToServer<M: NetMessage> {
     /// Reliable (once, in order) or unreliable.

@@ -70,7 +70,8 @@ pub struct NetClock(pub std::time::Duration);
 
 /// On the server, while [`NetTick`] runs: inputs that arrived after their tick was
 /// simulated without them (the server's guess stood), as `(client, the input's tick,
-/// input)`, each once ([`lagless_core::TickInputs::late`]). For what must not be lost to
+/// input)`, each once ([`lagless_core::TickInputs::late`]). The input's tick is the
+/// tick it was sent for: the step it drove reached [`SimTick`] one more. For what must not be lost to
 /// a late packet, such as a shot, judged as of its own tick. Empty on most ticks, and in
 /// a client's prediction world.
 #[derive(Resource, Debug, Clone, PartialEq, Eq)]

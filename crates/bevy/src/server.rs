@@ -339,8 +339,8 @@ fn read_clock<I: Input + Sync>(net: Res<NetServer<I>>, mut clock: ResMut<NetCloc
 fn server_frame<I: Input + Sync>(world: &mut World) {
     world.resource_scope(|world, mut net: Mut<NetServer<I>>| {
         net.frame(world);
-        let status = net.status.clone();
-        world.insert_resource(status);
+        // Written only when changed, like the components.
+        crate::client::set_resource(world, net.status.clone());
     });
 }
 

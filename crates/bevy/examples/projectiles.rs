@@ -73,7 +73,7 @@ fn fly(
     mut commands: Commands,
     mut shots: Query<(Entity, &mut Position, &Flight), Without<Player>>, // shots fly
     mut players: Query<(Entity, &Position, &mut Score), With<Player>>,
-    tick: Res<SimTick>,
+    (tick, scoring): (Res<SimTick>, Res<Scoring>),
 ) {
     for (shot, mut at, flight) in &mut shots {
         at.0 += flight.0;
@@ -81,7 +81,7 @@ fn fly(
             .iter()
             .find(|(e, p, _)| *e != flight.1 && p.0.distance(at.0) < 0.6);
         if hit.is_some() {
-            if let Ok((.., mut score)) = players.get_mut(flight.1) {
+            if let (true, Ok((.., mut score))) = (scoring.0, players.get_mut(flight.1)) {
                 score.0 += 1;
             }
             commands.entity(shot).despawn();
@@ -91,7 +91,11 @@ fn fly(
     }
 }
 
-pub(crate) fn protocol() -> Protocol {
+/// Whether a hit scores (a test compares prediction with and without server-only scores).
+#[derive(Resource)]
+pub(crate) struct Scoring(pub bool);
+
+pub(crate) fn protocol(scoring: bool) -> Protocol {
     let player = NetKind::new::<Player>("player")
         .with::<Position>()
         .with::<Score>();
@@ -101,8 +105,9 @@ pub(crate) fn protocol() -> Protocol {
     Protocol::builder(NetConfig::new(HZ))
         .kind(player)
         .kind(shot)
-        .simulation(|world, schedule| {
+        .simulation(move |world, schedule| {
             world.init_resource::<Fired>();
+            world.insert_resource(Scoring(scoring));
             let server_only = resource_exists::<Authority>; // shots are the server's
             schedule.add_systems((walk, (fly, fire).chain().run_if(server_only)).chain());
         })
@@ -134,10 +139,10 @@ fn drive(clock: Res<NetClock>, me: Res<Me>, mut input: ResMut<LocalInput<u8>>) {
 pub(crate) fn play(
     network: &str,
     seed: u64,
-    (clients, seconds): (u64, u64),
+    (clients, seconds, scoring): (u64, u64, bool),
     mut each: impl FnMut(&mut App, &mut [App]),
 ) {
-    let (net, protocol) = (EmulatedNetwork::new(), protocol());
+    let (net, protocol) = (EmulatedNetwork::new(), protocol(scoring));
     let server = net.server::<u8>(protocol.server().expect("a server"));
     let mut server_app = App::new();
     server_app
@@ -179,7 +184,7 @@ fn main() {
     play(
         "mobile",
         1,
-        (3, u64::from(FIRING) + 4),
+        (3, u64::from(FIRING) + 4, true),
         |server, clients| {
             server_scores = scores(server);
             shown = clients.iter_mut().map(scores).collect();

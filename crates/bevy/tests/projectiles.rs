@@ -101,7 +101,7 @@ fn run(seed: u64) -> Run {
     projectiles::play(
         "mobile",
         seed,
-        (3, u64::from(FIRING) + 4),
+        (3, u64::from(FIRING) + 4, true),
         |server, clients| {
             if seen.is_empty() {
                 server.insert_resource(lives.clone());
@@ -218,6 +218,69 @@ fn shots_spawn_and_despawn_on_time_with_their_generation() {
                 seen.changed_unchanged
             );
             assert_eq!(r.client_scores[k], r.server_scores, "final scores");
+        }
+    }
+}
+
+/// The own player's error, cm, p99 per client after a 2 s warm-up: where it is shown
+/// (`NetPose`, corrections smoothed) at the predicted tick against the server's at that
+/// tick.
+fn own_error_p99(seed: u64, scoring: bool) -> Vec<f32> {
+    use lagless_bevy::{Controlled, NetPose, ServerStatus};
+    let mut truth: BTreeMap<(u32, u32), Vec2> = BTreeMap::new();
+    let mut shown: Vec<Vec<((u32, u32), Vec2)>> = vec![Vec::new(); 3];
+    let setup = (3, u64::from(FIRING) + 4, scoring);
+    projectiles::play("mobile", seed, setup, |server, clients| {
+        let tick = server.world().resource::<ServerStatus>().tick;
+        let w = server.world_mut();
+        let mut q = w.query_filtered::<(&NetId, &projectiles::Position), With<Player>>();
+        truth.extend(q.iter(w).map(|(id, p)| ((tick, id.0), p.0)));
+        for (c, out) in clients.iter_mut().zip(&mut shown) {
+            let Some(t) = c.world().resource::<PredictionStatus>().predicted_tick else {
+                continue;
+            };
+            let w = c.world_mut();
+            let mut q = w.query_filtered::<(&NetId, &NetPose), With<Controlled>>();
+            out.extend(
+                q.iter(w)
+                    .map(|(id, p)| ((t, id.0), p.translation.truncate())),
+            );
+        }
+    });
+    shown
+        .iter()
+        .map(|s| {
+            let mut e: Vec<f32> = s
+                .iter()
+                .filter(|((t, _), _)| *t > 2 * projectiles::HZ)
+                .filter_map(|(k, p)| Some(truth.get(k)?.distance(*p) * 100.0))
+                .collect();
+            e.sort_by(f32::total_cmp);
+            e.get(e.len().saturating_sub(1) * 99 / 100)
+                .copied()
+                .unwrap_or(f32::NAN)
+        })
+        .collect()
+}
+
+/// The last target: own-player error p99 with server-only score changes within
+/// 10% of the same game without them. Not met yet, so ignored (run it with `--ignored`):
+/// seeds 1 and 2 are within it or within half a centimetre, but on seed 3 two clients
+/// show their own player 37 cm off for a while (0.47 cm without scores). The shown
+/// position, and the predicted `Position` itself, is then about three ticks ahead of
+/// the tick it is labelled with, a constant offset that lasts; it comes with the
+/// rollbacks the server-only scores cause (none without them). The cause is not found.
+#[test]
+#[ignore = "target not met: seed 3 shows the own player 37 cm off after score rollbacks"]
+fn server_only_scores_cost_the_own_player_nothing() {
+    for seed in 1..=3 {
+        let (with, without) = (own_error_p99(seed, true), own_error_p99(seed, false));
+        println!(
+            "seed {seed}: own-player p99 cm with server-only scores {with:?}, without {without:?}"
+        );
+        for (a, b) in with.iter().zip(&without) {
+            assert!(a.is_finite() && b.is_finite());
+            assert!((a - b).abs() <= (0.1 * b).max(0.5), "{a} vs {b}");
         }
     }
 }

@@ -266,10 +266,10 @@ fn own_error_p99(seed: u64, scoring: bool) -> Vec<f32> {
 /// The last target: own-player error p99 with server-only score changes within
 /// 10% of the same game without them. Not met yet, so ignored (run it with `--ignored`):
 /// seeds 1 and 2 are within it or within half a centimetre, but on seed 3 two clients
-/// show their own player 37 cm off for a while (0.47 cm without scores). The shown
-/// position, and the predicted `Position` itself, is then about three ticks ahead of
-/// the tick it is labelled with, a constant offset that lasts; it comes with the
-/// rollbacks the server-only scores cause (none without them). The cause is not found.
+/// show their own player 37 cm off for a while (0.47 cm without scores): an ordinary
+/// misprediction from a starved tick, because the first score rollback makes the
+/// client's felt cost of a lead tick positive and its lead falls from 14 ticks to 5-7.
+/// The cost is in the replication crate's lead policy (docs/bevy.md).
 #[test]
 #[ignore = "target not met: seed 3 shows the own player 37 cm off after score rollbacks"]
 fn server_only_scores_cost_the_own_player_nothing() {

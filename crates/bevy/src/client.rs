@@ -346,28 +346,28 @@ impl<I: Input + Sync> NetClient<I> {
                 world.despawn(e);
             }
         }
+        // New entities first, so references among this frame's entities map.
+        for (id, s) in &shown {
+            if !self.entities.contains_key(id) {
+                let pose = s.pose.unwrap_or_default();
+                let bundle = (
+                    NetId(*id),
+                    NetGeneration(s.generation),
+                    pose,
+                    pose.transform(),
+                );
+                self.entities
+                    .insert(*id, (world.spawn(bundle).id(), s.generation));
+            }
+        }
         let owned = self.host.client().world().owned().clone();
+        let entities = &self.entities;
+        let entity_of = |id: u32| entities.get(&id).map(|(e, _)| *e);
         for (id, s) in std::mem::take(&mut shown) {
-            let entity = match self.entities.get(&id) {
-                Some((e, _)) => *e,
-                None => {
-                    let pose = s.pose.unwrap_or_default();
-                    let e = world
-                        .spawn((
-                            NetId(id),
-                            NetGeneration(s.generation),
-                            pose,
-                            pose.transform(),
-                        ))
-                        .id();
-                    self.entities.insert(id, (e, s.generation));
-                    e
-                }
-            };
-            let Ok(mut e) = world.get_entity_mut(entity) else {
+            let Some(Ok(mut e)) = entities.get(&id).map(|(e, _)| world.get_entity_mut(*e)) else {
                 continue;
             };
-            self.protocol.apply(s.kind, &s.values, &mut e);
+            self.protocol.apply(s.kind, &s.values, &mut e, &entity_of);
             if let Some(pose) = s.pose {
                 match e.get_mut::<NetPose>() {
                     Some(mut p) => {

@@ -77,8 +77,8 @@ pub use message::{FromClient, FromServer, NetMessage, Target, ToClients, ToServe
 pub use pose::{NetPose, NetSystems, TransformSync};
 pub use predict::{PredictionWorld, Saved};
 pub use protocol::{
-    Authority, LateInputs, LocalInput, NetClock, NetComponent, NetId, NetInput, NetKind, NetTick,
-    Owner, Protocol, ProtocolBuilder, SimTick,
+    Authority, LateInputs, LocalInput, NetClock, NetComponent, NetId, NetInput, NetKind, NetRef,
+    NetTick, Owner, Protocol, ProtocolBuilder, SimTick,
 };
 pub use server::{ClientConnected, ClientDisconnected, NetServer, ServerPlugin, ServerStatus};
 pub use transport::{

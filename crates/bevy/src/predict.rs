@@ -316,8 +316,11 @@ impl<I: Input + Sync> Rollback for PredictionWorld<I> {
                     entity
                 }
             };
+            let held = &self.held;
+            let entity_of = |id: u32| held.get(&id).map(|h| h.entity);
             if let Ok(mut e) = self.world.get_entity_mut(entity) {
-                self.protocol.apply(server.kind, &server.values, &mut e);
+                self.protocol
+                    .apply(server.kind, &server.values, &mut e, &entity_of);
             }
         }
     }

@@ -44,6 +44,66 @@ pub trait NetComponent:
     fn write(&self, w: &mut StateWriter);
     /// Reads the fields back (from values the schema produced, never raw bytes).
     fn read(r: &mut StateReader) -> Self;
+    /// Maps the references to other replicated entities this component holds
+    /// ([`NetRef`]) to the local entities showing them, after [`NetComponent::read`]:
+    /// `entity_of` gives the entity showing a replicated id on this end (the app's on a
+    /// client, the prediction world's there). The default holds none.
+    fn map_entities(&mut self, _entity_of: &dyn Fn(u32) -> Option<Entity>) {}
+}
+
+/// A reference to another replicated entity, inside a replicated component: the server
+/// sets `id` (the target's [`NetId`], [`NetRef::to`]); on a client the adapter sets
+/// `entity` to the Bevy entity showing that id (`None` while none does, such as before
+/// the target's spawn tick), through the component's [`NetComponent::map_entities`]
+/// calling [`NetRef::map`]. It travels as one int field ([`NetRef::declare`]), ids up to
+/// [`NetRef::MAX_ID`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NetRef {
+    /// The target's replicated id, if any.
+    pub id: Option<u32>,
+    /// The local entity showing it (set by the adapter on a client).
+    pub entity: Option<Entity>,
+}
+
+impl NetRef {
+    /// The largest id a reference carries (a larger one travels as none).
+    pub const MAX_ID: u32 = (1 << 24) - 2;
+
+    /// A reference to replicated entity `id`.
+    pub fn to(id: u32) -> Self {
+        Self {
+            id: Some(id),
+            entity: None,
+        }
+    }
+
+    /// Adds its field, named `name`, to `kind`.
+    pub fn declare(kind: Kind, name: &str) -> Kind {
+        kind.int(name, 0, (Self::MAX_ID + 1) as i32)
+    }
+
+    /// Writes it (0 for none, else the id plus one).
+    pub fn write(&self, w: &mut StateWriter) {
+        let code = self
+            .id
+            .filter(|id| *id <= Self::MAX_ID)
+            .map_or(0, |id| id + 1);
+        w.int(code as i32);
+    }
+
+    /// Reads it back, unmapped.
+    pub fn read(r: &mut StateReader) -> Self {
+        let code = r.int();
+        Self {
+            id: u32::try_from(code).ok().and_then(|c| c.checked_sub(1)),
+            entity: None,
+        }
+    }
+
+    /// Sets `entity` from `id`.
+    pub fn map(&mut self, entity_of: &dyn Fn(u32) -> Option<Entity>) {
+        self.entity = self.id.and_then(entity_of);
+    }
 }
 
 /// The schedule that is the game's simulation: run once per network tick on the server
@@ -107,7 +167,7 @@ pub struct Owner(pub lagless_replication::ClientId);
 
 type Has = fn(&EntityRef) -> bool;
 type Write = fn(&EntityRef, &mut StateWriter);
-type Apply = fn(&mut StateReader, &mut EntityWorldMut);
+type Apply = fn(&mut StateReader, &mut EntityWorldMut, &dyn Fn(u32) -> Option<Entity>);
 
 /// One replicated component, type-erased.
 #[derive(Clone, Copy)]
@@ -168,8 +228,9 @@ impl NetKind {
             },
             // Only a changed value is written, so `Changed<C>` fires once per change
             // and an insert observer once per entity.
-            apply: |r, e| {
-                let value = C::read(r);
+            apply: |r, e, entity_of| {
+                let mut value = C::read(r);
+                value.map_entities(entity_of);
                 match e.get_mut::<C>() {
                     Some(mut c) => {
                         c.set_if_neq(value);
@@ -310,7 +371,15 @@ impl Protocol {
     }
 
     /// Inserts the components `values` hold (and the kind's marker) on `entity`.
-    pub(crate) fn apply(&self, kind: KindId, values: &[f32], entity: &mut EntityWorldMut) {
+    /// `entity_of` maps a replicated id to the local entity showing it
+    /// ([`NetComponent::map_entities`]).
+    pub(crate) fn apply(
+        &self,
+        kind: KindId,
+        values: &[f32],
+        entity: &mut EntityWorldMut,
+        entity_of: &dyn Fn(u32) -> Option<Entity>,
+    ) {
         let (Some(k), Some(schema_kind)) = (self.kind(kind), self.inner.schema.get(kind)) else {
             return;
         };
@@ -319,7 +388,7 @@ impl Protocol {
         }
         let mut r = StateReader::new(schema_kind, values);
         for c in &k.components {
-            (c.apply)(&mut r, entity);
+            (c.apply)(&mut r, entity, entity_of);
         }
         (k.mark)(entity);
     }

@@ -15,9 +15,9 @@ pub(crate) const COINS: [[f32; 2]; 4] = [[0.0, 0.5], [0.5, 0.0], [0.0, -0.5], [-
 pub(crate) struct Player;
 #[derive(Component, Default)]
 pub(crate) struct Coin;
-#[derive(Component, Clone, Copy, Debug)]
+#[derive(Component, Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Position(pub Vec2);
-#[derive(Component, Clone, Copy, Default, Debug)]
+#[derive(Component, Clone, Copy, Default, Debug, PartialEq)]
 pub(crate) struct Score(pub i32);
 
 net_component!(Position, vec2("position", 50.0, 0.01)); // ±50 m at 1 cm
@@ -105,7 +105,8 @@ fn drive(clock: Res<NetClock>, me: Res<Me>, mut input: ResMut<LocalInput<u8>>) {
 /// The server's app; with `host`, a local player with that client id plays in it.
 pub(crate) fn server_app(net: &EmulatedNetwork, protocol: &Protocol, host: Option<u64>) -> App {
     let server = net.server::<u8>(protocol.server().expect("a server"));
-    let mut plugin = ServerPlugin::new(protocol.clone(), server);
+    let mut plugin =
+        ServerPlugin::new(protocol.clone(), server).with_transform_sync(TransformSync::Planar);
     let mut app = App::new();
     if let Some(id) = host {
         plugin = plugin.with_host_client(id);
@@ -120,7 +121,9 @@ pub(crate) fn client_app(net: &EmulatedNetwork, protocol: &Protocol, id: u64, li
     net.add_client(id, link);
     let client = net.client(id, protocol.client::<u8>().expect("a client"));
     let mut app = App::new();
-    app.add_plugins(ClientPlugin::new(protocol.clone(), client))
+    let plugin =
+        ClientPlugin::new(protocol.clone(), client).with_transform_sync(TransformSync::Planar);
+    app.add_plugins(plugin)
         .insert_resource(Me(id))
         .add_systems(Update, drive);
     app

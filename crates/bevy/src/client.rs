@@ -1,15 +1,23 @@
 //! The client plugin: replicated entities become Bevy entities; the ones this client owns
 //! are predicted by the game's own [`NetTick`] systems in a prediction world, the rest
-//! interpolated; every entity's components and `Transform` show what the player should
-//! see, corrections smoothed.
+//! interpolated. An entity exists in the app exactly while the frame the player is shown
+//! holds it: an interpolated one from its spawn tick to its despawn tick as the render
+//! tick reaches them, a predicted one while the prediction world holds it, each of one
+//! generation (a reused id is a new Bevy entity).
+//!
+//! [`NetTick`]: crate::NetTick
 
 use crate::bevy::prelude::*;
+use crate::message::{self, TAG_GAME, TAG_OWNED};
 use crate::ownership;
+use crate::pose::{NetPose, NetSystems, TransformSync};
 use crate::predict::PredictionWorld;
 use crate::protocol::{LocalInput, NetClock, NetId, Protocol};
 use crate::transport::ClientHost;
 use lagless_core::interpolation::InterpolationStats;
-use lagless_replication::{ClientNetStats, EntityEvent, Input, Policy, Render};
+use lagless_replication::{
+    ClientId, ClientNetStats, Input, KindId, Policy, Reader, Render, WireError,
+};
 use lagless_transport::session::SessionError;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -26,6 +34,16 @@ pub struct PredictionStatus {
     pub owned: Vec<u32>,
     /// Corrections too large to smooth, shown at once.
     pub smoothing_snaps: u64,
+    /// Replicated entities the simulation spawned in the prediction world (despawned
+    /// there: only the server spawns; see [`crate::PredictionWorld::leaked`]).
+    pub leaked_entities: u64,
+    /// Components the simulation names that the prediction world never holds, once
+    /// prediction fails most comparisons ([`crate::PredictionWorld::lacking`]).
+    pub lacking_components: Vec<String>,
+    /// Systems added to the client app's own `NetTick` schedule: they never run (a
+    /// client steps its prediction world, built by `ProtocolBuilder::simulation`).
+    /// Warned about once.
+    pub ignored_systems: usize,
 }
 
 /// Interpolation as it stands, refreshed every frame.
@@ -44,7 +62,8 @@ pub struct InterpolationStatus {
 /// The connection as it stands, refreshed every frame.
 #[derive(Resource, Debug, Clone, Default, PartialEq)]
 pub struct NetworkStatus {
-    /// True while the client plays (connected, settings checked).
+    /// True while the client plays: connected, settings checked, and the server has
+    /// heard it (its first snapshot came).
     pub ready: bool,
     /// Why the session ended, if it did.
     pub error: Option<SessionError>,
@@ -60,16 +79,70 @@ pub struct NetworkStatus {
     pub malformed_messages: u64,
 }
 
+/// This client's id, once known (from the transport).
+#[derive(Resource, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalClient(pub ClientId);
+
+/// The client is playing: the server has heard it (its first snapshot came).
+#[derive(Message, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectedToServer;
+
+/// The session ended; every replicated entity has been despawned.
+#[derive(Message, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DisconnectedFromServer(pub SessionError);
+
+/// Events the server framed with a snapshot (`Server::set_snapshot_events`), as the
+/// snapshot arrives: the snapshot's tick and the game's bytes (repeats possible).
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotEvents {
+    /// The snapshot's server tick.
+    pub tick: u32,
+    /// The game's bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// On a client: this entity is predicted (simulated ahead in the prediction world).
+#[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Predicted;
+
+/// On a client: this entity is shown interpolated, in the past.
+#[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Interpolated;
+
+/// On a client: this client owns this entity (drives it with its input).
+#[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Controlled;
+
+/// On a client: the replicated entity's generation (an id reused by the server is a new
+/// generation, and a new Bevy entity).
+#[derive(Component, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NetGeneration(pub u32);
+
+/// One replicated entity as this frame shows it.
+struct Shown {
+    generation: u32,
+    kind: KindId,
+    values: Vec<f32>,
+    pose: Option<NetPose>,
+    predicted: bool,
+}
+
 /// The hosted client and the Bevy entities it shows.
 #[derive(Resource)]
 pub struct NetClient<I: Input + Sync> {
     host: Box<dyn ClientHost<PredictionWorld<I>>>,
     protocol: Protocol,
-    /// Replicated id to (Bevy entity, generation).
+    /// Replicated id to (Bevy entity, generation), as shown.
     entities: BTreeMap<u32, (Entity, u32)>,
     error: Option<SessionError>,
     malformed: u64,
     render: Option<Render>,
+    /// Whether [`ConnectedToServer`] was sent.
+    connected: bool,
+    /// Set by [`NetClient::disconnect`]: the next frame leaves.
+    leave: bool,
+    /// Systems found in the app's own `NetTick` (checked once, at the first frame).
+    ignored_systems: Option<usize>,
 }
 
 impl<I: Input + Sync> NetClient<I> {
@@ -93,96 +166,221 @@ impl<I: Input + Sync> NetClient<I> {
         self.render.as_ref()
     }
 
-    /// One frame: packets in, ticks due, packets out, entities shown.
+    /// Leaves the server at the next frame: the transport says goodbye (the server
+    /// hears it at once rather than after a timeout), every replicated entity is
+    /// despawned and [`DisconnectedFromServer`] is written.
+    pub fn disconnect(&mut self) {
+        self.leave = true;
+    }
+
+    /// One frame: packets in, messages, ticks due, packets out, entities shown.
     fn frame(&mut self, world: &mut World) {
         if self.error.is_some() {
             return;
         }
+        if self.leave {
+            self.host.disconnect();
+            self.end(world, SessionError::Left);
+            return;
+        }
         if let Err(e) = self.host.update() {
-            self.error = Some(e);
+            self.end(world, e);
             return;
         }
         if !self.host.is_ready() {
             return;
         }
+        self.receive_messages(world);
         let client = self.host.client_mut();
-        while let Some((_, bytes)) = client.poll_message() {
-            let Ok(owned) = ownership::decode(&bytes) else {
-                self.malformed += 1;
-                continue;
-            };
-            let before = client.world().owned().clone();
-            for id in before.difference(&owned) {
-                client.set_policy(*id, Policy::Interpolated);
-            }
-            for id in owned.difference(&before) {
-                client.set_policy(*id, Policy::Predicted);
-            }
-            client.world_mut().set_owned(owned);
-        }
         let input = world.get_resource::<LocalInput<I>>().map(|l| l.0);
         while let Some(tick) = client.next_tick() {
             client.tick(tick, input.unwrap_or_default());
         }
+        for (delivery, bytes) in message::client_outgoing(self.protocol.messages(), world) {
+            // Refused only when the channel is full: the message is lost, as a Bevy
+            // game's message would be on a full socket.
+            let _ = self.host.client_mut().send_message(delivery, &bytes);
+        }
         self.host.transmit();
-        self.spawn_and_despawn(world);
+        let client = self.host.client_mut();
+        // Entities follow the rendered frame (below), not these events.
+        while client.poll_event().is_some() {}
+        for (tick, bytes) in client.world_mut().take_snapshot_events() {
+            world.write_message(SnapshotEvents { tick, bytes });
+        }
+        if !self.connected && client.replication().newest().is_some() {
+            self.connected = true;
+            world.write_message(ConnectedToServer);
+        }
         let now = self.host.now();
         let render = self.host.client_mut().render(now);
         self.show(world, &render);
         self.render = Some(render);
     }
 
-    /// Maps the replication's spawns and despawns to Bevy entities.
-    fn spawn_and_despawn(&mut self, world: &mut World) {
-        let client = self.host.client_mut();
-        while let Some(event) = client.poll_event() {
-            match event {
-                EntityEvent::Spawned {
-                    id,
-                    generation,
-                    kind,
-                } => {
-                    if let Some((old, _)) = self.entities.remove(&id) {
-                        world.despawn(old);
-                    }
-                    let mut e = world.spawn(NetId(id));
-                    if let Some(state) = client.replication().get(id) {
-                        self.protocol.apply(kind, &state.values, &mut e);
-                    }
-                    self.entities.insert(id, (e.id(), generation));
-                }
-                EntityEvent::Despawned { id, generation } => {
-                    // A despawn of an older generation than the one shown is stale.
-                    if let Some(&(e, g)) = self.entities.get(&id)
-                        && g == generation
-                    {
-                        self.entities.remove(&id);
-                        world.despawn(e);
-                    }
-                }
+    /// The session is over: what it showed goes.
+    fn end(&mut self, world: &mut World, error: SessionError) {
+        self.error = Some(error);
+        for (_, (e, _)) in std::mem::take(&mut self.entities) {
+            world.despawn(e);
+        }
+        world.write_message(DisconnectedFromServer(error));
+    }
+
+    /// Reads the server's messages: the adapter's ownership ones and the game's.
+    fn receive_messages(&mut self, world: &mut World) {
+        while let Some((_, bytes)) = self.host.client_mut().poll_message() {
+            if self.receive_message(world, &bytes).is_err() {
+                self.malformed += 1;
             }
         }
     }
 
-    /// Writes what the player sees: the predicted entities' components from the
-    /// prediction world, the others' from the interpolated frame, and every `Transform`
-    /// from its smoothed pose.
-    fn show(&self, world: &mut World, render: &Render) {
+    fn receive_message(&mut self, world: &mut World, bytes: &[u8]) -> Result<(), WireError> {
+        let mut r = Reader::new(bytes);
+        match r.read_u8()? {
+            TAG_OWNED => {
+                let owned = ownership::decode(bytes)?;
+                let client = self.host.client_mut();
+                let before = client.world().owned().clone();
+                for id in before.difference(&owned) {
+                    client.set_policy(*id, Policy::Interpolated);
+                }
+                for id in owned.difference(&before) {
+                    client.set_policy(*id, Policy::Predicted);
+                }
+                client.world_mut().set_owned(owned);
+                Ok(())
+            }
+            TAG_GAME => {
+                let messages = self.protocol.messages();
+                let i = message::read_index(messages, &mut r)?;
+                (messages[i].client_in)(world, &mut r)
+            }
+            _ => Err(WireError::Invalid {
+                what: "adapter message tag",
+            }),
+        }
+    }
+
+    /// What the player is shown of each replicated entity this frame: the predicted ones
+    /// as the prediction world holds them, the others as the rendered frame has them at
+    /// the render tick (so an entity appears at its spawn tick and goes at its
+    /// despawn tick), each with its generation.
+    fn shown(&self, render: &Render) -> BTreeMap<u32, Shown> {
         let client = self.host.client();
-        for (id, (entity, _)) in &self.entities {
-            let Ok(mut e) = world.get_entity_mut(*entity) else {
+        let mut out = BTreeMap::new();
+        for &id in client.world().owned() {
+            if client.policy(id) != Policy::Predicted {
+                continue;
+            }
+            if let Some((generation, kind, values)) = client.world().held(id) {
+                let pose = render.pose(id).map(|p| NetPose::of(&p));
+                let predicted = true;
+                out.insert(
+                    id,
+                    Shown {
+                        generation,
+                        kind,
+                        values,
+                        pose,
+                        predicted,
+                    },
+                );
+            } else if let (Some(generation), Some((kind, values))) = (
+                render.interpolated.generation(id),
+                render.interpolated.get(id),
+            ) {
+                // Owned but not yet in the prediction world (it enters at the next
+                // reconciliation): shown interpolated meanwhile, not dropped.
+                let pose = render.interpolated.pose(id).map(|p| NetPose::of(&p));
+                let values = values.to_vec();
+                let predicted = false;
+                out.insert(
+                    id,
+                    Shown {
+                        generation,
+                        kind,
+                        values,
+                        pose,
+                        predicted,
+                    },
+                );
+            }
+        }
+        for id in render.frame.ids() {
+            let (Some(generation), Some((kind, values))) =
+                (render.frame.generation(id), render.frame.get(id))
+            else {
                 continue;
             };
-            let values = match client.policy(*id) {
-                Policy::Predicted => client.world().values(*id),
-                _ => render.frame.get(*id).map(|(k, v)| (k, v.to_vec())),
+            // The render's pose of an id in its frame comes from that frame (the same
+            // generation), with a policy switch smoothed.
+            let pose = render.pose(id).map(|p| NetPose::of(&p));
+            let values = values.to_vec();
+            let predicted = false;
+            out.entry(id).or_insert(Shown {
+                generation,
+                kind,
+                values,
+                pose,
+                predicted,
+            });
+        }
+        out
+    }
+
+    /// Spawns, writes and despawns the Bevy entities to match what is shown. A value is
+    /// written only when it changed; a new entity gets its components, its pose and a
+    /// `Transform` at once.
+    fn show(&mut self, world: &mut World, render: &Render) {
+        let mut shown = self.shown(render);
+        let gone: Vec<u32> = self
+            .entities
+            .iter()
+            .filter(|(id, (_, g))| shown.get(id).is_none_or(|s| s.generation != *g))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in gone {
+            if let Some((e, _)) = self.entities.remove(&id) {
+                world.despawn(e);
+            }
+        }
+        // New entities first, so references among this frame's entities map.
+        for (id, s) in &shown {
+            if !self.entities.contains_key(id) {
+                let pose = s.pose.unwrap_or_default();
+                let bundle = (
+                    NetId(*id),
+                    NetGeneration(s.generation),
+                    pose,
+                    pose.transform(),
+                );
+                self.entities
+                    .insert(*id, (world.spawn(bundle).id(), s.generation));
+            }
+        }
+        let owned = self.host.client().world().owned().clone();
+        let entities = &self.entities;
+        let entity_of = |id: u32| entities.get(&id).map(|(e, _)| *e);
+        for (id, s) in std::mem::take(&mut shown) {
+            let Some(Ok(mut e)) = entities.get(&id).map(|(e, _)| world.get_entity_mut(*e)) else {
+                continue;
             };
-            if let Some((kind, values)) = values {
-                self.protocol.apply(kind, &values, &mut e);
+            self.protocol.apply(s.kind, &s.values, &mut e, &entity_of);
+            if let Some(pose) = s.pose {
+                match e.get_mut::<NetPose>() {
+                    Some(mut p) => {
+                        p.set_if_neq(pose);
+                    }
+                    None => {
+                        e.insert(pose);
+                    }
+                }
             }
-            if let Some(pose) = render.pose(*id) {
-                e.insert(crate::transform_of(&pose));
-            }
+            set_marker(&mut e, Predicted, s.predicted);
+            set_marker(&mut e, Interpolated, !s.predicted);
+            set_marker(&mut e, Controlled, owned.contains(&id));
         }
     }
 
@@ -193,6 +391,9 @@ impl<I: Input + Sync> NetClient<I> {
             predicted_tick: client.predicted_tick().map(|t| t.0),
             owned: client.world().owned().iter().copied().collect(),
             smoothing_snaps: client.smoothing_snaps(),
+            leaked_entities: client.world().leaked(),
+            lacking_components: client.world().lacking().to_vec(),
+            ignored_systems: self.ignored_systems.unwrap_or(0),
         };
         let interpolation = InterpolationStatus {
             render_tick: self.render.as_ref().and_then(|r| r.render_tick),
@@ -202,7 +403,7 @@ impl<I: Input + Sync> NetClient<I> {
         };
         let session = client.session();
         let network = NetworkStatus {
-            ready: self.host.is_ready() && self.error.is_none(),
+            ready: self.host.is_ready() && self.connected && self.error.is_none(),
             error: self.error,
             rtt: session.rtt().smoothed(),
             lead_ticks: session.target_lead_ticks(),
@@ -214,27 +415,74 @@ impl<I: Input + Sync> NetClient<I> {
     }
 }
 
+/// Inserts or removes marker `M`, touching nothing when it is already as wanted.
+fn set_marker<M: Component>(e: &mut EntityWorldMut, marker: M, on: bool) {
+    match (on, e.contains::<M>()) {
+        (true, false) => {
+            e.insert(marker);
+        }
+        (false, true) => {
+            e.remove::<M>();
+        }
+        _ => {}
+    }
+}
+
 /// The transport's clock for the frame's `Update` (the game's input, say).
 fn read_clock<I: Input + Sync>(net: Res<NetClient<I>>, mut clock: ResMut<NetClock>) {
     clock.0 = net.now();
 }
 
+/// Systems in the app's own [`crate::NetTick`] schedule, which a client never runs.
+fn app_net_tick_systems(world: &World) -> usize {
+    world
+        .get_resource::<crate::bevy::ecs::schedule::Schedules>()
+        .and_then(|s| s.get(crate::NetTick))
+        .map_or(0, |s| s.systems_len())
+}
+
 fn client_frame<I: Input + Sync>(world: &mut World) {
     world.resource_scope(|world, mut net: Mut<NetClient<I>>| {
+        if net.ignored_systems.is_none() {
+            let n = app_net_tick_systems(world);
+            if n > 0 {
+                tracing::warn!(
+                    "lagless-bevy: {n} systems were added to a client app's NetTick \
+                     schedule; a client never runs it (it steps its prediction world): add \
+                     them in ProtocolBuilder::simulation"
+                );
+            }
+            net.ignored_systems = Some(n);
+        }
         net.frame(world);
         let (p, i, n) = net.statuses();
-        world.insert_resource(p);
-        world.insert_resource(i);
-        world.insert_resource(n);
+        // Written only when changed, like the components.
+        set_resource(world, p);
+        set_resource(world, i);
+        set_resource(world, n);
+        if let Some(id) = net.host.id()
+            && world.get_resource::<LocalClient>() != Some(&LocalClient(id))
+        {
+            world.insert_resource(LocalClient(id));
+        }
     });
+}
+
+/// Inserts `value` unless the resource already holds it (so `is_changed` means a change).
+pub(crate) fn set_resource<R: Resource + PartialEq>(world: &mut World, value: R) {
+    if world.get_resource::<R>() != Some(&value) {
+        world.insert_resource(value);
+    }
 }
 
 /// Runs a client in the app, on a transport ([`crate::EmulatedNetwork::client`] or a
 /// `lagless_transport::GameClient`) hosting a client made by [`Protocol::client`]. The
-/// game writes [`LocalInput`] in `Update`; the plugin runs in `PostUpdate`.
+/// game writes [`LocalInput`] in `Update`; the plugin runs in `PostUpdate`
+/// ([`NetSystems`]).
 pub struct ClientPlugin<I: Input + Sync> {
     protocol: Protocol,
     host: Mutex<Option<Box<dyn ClientHost<PredictionWorld<I>>>>>,
+    sync: TransformSync,
 }
 
 impl<I: Input + Sync> ClientPlugin<I> {
@@ -243,7 +491,15 @@ impl<I: Input + Sync> ClientPlugin<I> {
         Self {
             protocol,
             host: Mutex::new(Some(Box::new(host))),
+            sync: TransformSync::Off,
         }
+    }
+
+    /// Writes `Transform` from each entity's [`NetPose`] as `sync` says (off by default:
+    /// the game owns `Transform`).
+    pub fn with_transform_sync(mut self, sync: TransformSync) -> Self {
+        self.sync = sync;
+        self
     }
 }
 
@@ -257,7 +513,14 @@ impl<I: Input + Sync> Plugin for ClientPlugin<I> {
         let Some(host) = host else {
             return;
         };
-        app.init_resource::<LocalInput<I>>()
+        for m in self.protocol.messages() {
+            (m.add_client)(app);
+        }
+        crate::pose::configure(app, self.sync);
+        app.add_message::<ConnectedToServer>()
+            .add_message::<DisconnectedFromServer>()
+            .add_message::<SnapshotEvents>()
+            .init_resource::<LocalInput<I>>()
             .init_resource::<PredictionStatus>()
             .init_resource::<NetClock>()
             .init_resource::<InterpolationStatus>()
@@ -269,8 +532,11 @@ impl<I: Input + Sync> Plugin for ClientPlugin<I> {
                 error: None,
                 malformed: 0,
                 render: None,
+                connected: false,
+                leave: false,
+                ignored_systems: None,
             })
-            .add_systems(PreUpdate, read_clock::<I>)
-            .add_systems(PostUpdate, client_frame::<I>);
+            .add_systems(PreUpdate, read_clock::<I>.in_set(NetSystems::Clock))
+            .add_systems(PostUpdate, client_frame::<I>.in_set(NetSystems::Frame));
     }
 }

@@ -7,11 +7,18 @@
 //! component) and its simulation: systems in the [`NetTick`] schedule, which read each
 //! player's [`NetInput`]. Both ends run those systems: the server once per tick on the
 //! world, each client on a prediction world holding only the entities it owns (and again
-//! on every rollback). The rest is interpolated. Every replicated entity is a Bevy entity
-//! with a [`NetId`], its components and a `Transform` as the player should see it,
-//! corrections smoothed. The game writes its player's input to [`LocalInput`] each frame.
-//! [`PredictionStatus`], [`InterpolationStatus`], [`NetworkStatus`] and [`ServerStatus`]
-//! are resources.
+//! on every rollback). The rest is interpolated. A replicated entity is a Bevy entity
+//! while the frame the player is shown holds it (interpolated ones from their spawn tick
+//! to their despawn tick at the render tick, one Bevy entity per generation of an id),
+//! with a [`NetId`], a [`NetGeneration`], its components (written only when they change),
+//! a [`NetPose`] where the player should see it (corrections smoothed) and a
+//! [`Predicted`] or [`Interpolated`] marker ([`Controlled`] on what the client owns).
+//! `Transform` is the game's: it is set at spawn, and follows [`NetPose`] only with
+//! [`TransformSync`]. The game writes its player's input to [`LocalInput`] each frame,
+//! and its messages as [`ToServer`]/[`ToClients`] (read as [`FromClient`]/[`FromServer`]),
+//! registered once with [`ProtocolBuilder::message`]. The adapter's systems are in
+//! [`NetSystems`]. [`PredictionStatus`], [`InterpolationStatus`], [`NetworkStatus`],
+//! [`ServerStatus`] and [`LocalClient`] are resources.
 //!
 //! Transports: the seeded emulator ([`EmulatedNetwork`]) and real UDP with netcode.io
 //! (`lagless_transport::{GameServer, GameClient}`, both [`ServerHost`]/[`ClientHost`]).
@@ -24,7 +31,8 @@
 //! server_app.add_plugins(ServerPlugin::<u8>::new(protocol.clone(), net.server(protocol.server()?)));
 //! client_app.add_plugins(ClientPlugin::<u8>::new(protocol.clone(), net.client(1, protocol.client()?)));
 //! ```
-//! The arena example (`examples/arena.rs`) is a whole game.
+//! The arena example (`examples/arena.rs`) is a whole game; `examples/projectiles.rs`
+//! spawns and despawns shots every second.
 
 /// The parts of Bevy the adapter is built on, under the `bevy` crate's paths, for a game
 /// that depends on nothing else (the examples do).
@@ -35,7 +43,15 @@ pub mod bevy {
     pub use bevy_transform as transform;
 
     /// Everything a game's systems usually name.
+    ///
+    /// It also names the `bevy_ecs` crate: Bevy's derives (`Component`, `Resource`,
+    /// `Message`, `SystemSet`) expand to paths starting `bevy_ecs::` when the game's
+    /// manifest names neither `bevy` nor `bevy_ecs`, and this glob import is what those
+    /// paths then find. A game that depends on nothing but `lagless-bevy` derives them
+    /// in any module that imports this prelude.
     pub mod prelude {
+        pub use bevy_ecs;
+
         pub use bevy_app::prelude::*;
         pub use bevy_ecs::prelude::*;
         pub use bevy_math::prelude::*;
@@ -44,17 +60,25 @@ pub mod bevy {
 }
 
 mod client;
+mod message;
 mod ownership;
+mod pose;
 mod predict;
 mod protocol;
 mod server;
 mod transport;
 
-pub use client::{ClientPlugin, InterpolationStatus, NetClient, NetworkStatus, PredictionStatus};
+pub use client::{
+    ClientPlugin, ConnectedToServer, Controlled, DisconnectedFromServer, Interpolated,
+    InterpolationStatus, LocalClient, NetClient, NetGeneration, NetworkStatus, Predicted,
+    PredictionStatus, SnapshotEvents,
+};
+pub use message::{FromClient, FromServer, NetMessage, Target, ToClients, ToServer};
+pub use pose::{NetPose, NetSystems, TransformSync};
 pub use predict::{PredictionWorld, Saved};
 pub use protocol::{
-    Authority, LateInputs, LocalInput, NetClock, NetComponent, NetId, NetInput, NetKind, NetTick,
-    Owner, Protocol, ProtocolBuilder, SimTick,
+    Authority, LateInputs, LocalInput, NetClock, NetComponent, NetId, NetInput, NetKind, NetRef,
+    NetTick, Owner, Protocol, ProtocolBuilder, SimTick,
 };
 pub use server::{ClientConnected, ClientDisconnected, NetServer, ServerPlugin, ServerStatus};
 pub use transport::{
@@ -82,15 +106,11 @@ macro_rules! net_component {
     };
 }
 
-pub use lagless_replication::{Kind, NetConfig, StateReader, StateWriter};
-
-use bevy_math::{Quat, Vec3};
-use bevy_transform::components::Transform;
-use lagless_replication::Pose;
+pub use lagless_replication::{
+    Delivery, Kind, NetConfig, Reader, StateReader, StateWriter, WireError, Writer,
+};
 
 /// The `Transform` a pose shows (2D kinds in the plane z = 0, turned about z).
-pub fn transform_of(pose: &Pose) -> Transform {
-    let [x, y, z, w] = pose.rotation;
-    Transform::from_translation(Vec3::from(pose.position))
-        .with_rotation(Quat::from_xyzw(x, y, z, w))
+pub fn transform_of(pose: &lagless_replication::Pose) -> bevy_transform::components::Transform {
+    NetPose::of(pose).transform()
 }

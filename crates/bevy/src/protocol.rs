@@ -1,22 +1,27 @@
 //! What a game declares once: its replicated components with their quantization, the
 //! kinds of entity that carry them, and the systems that are its simulation.
 
+use crate::bevy::ecs::component::ComponentId;
 use crate::bevy::ecs::schedule::{Schedule, ScheduleLabel};
 use crate::bevy::prelude::*;
+use crate::message::{MessageFns, NetMessage};
 use lagless_replication::{
-    Client, Input, Kind, KindId, NetConfig, NetError, Schema, SchemaError, Server, StateReader,
-    StateWriter,
+    Client, FieldType, Input, Kind, KindId, NetConfig, NetError, Schema, SchemaError, Server,
+    StateReader, StateWriter,
 };
 use std::sync::Arc;
 
 /// A component the server replicates: it declares its fields (names, limits,
 /// resolution) and writes and reads them in that order.
 ///
+/// `PartialEq` lets the client write a component only when its value changed, so
+/// `Changed<C>` and `On<Insert, C>` mean what a Bevy game expects.
+///
 /// ```
 /// # use lagless_bevy::bevy::prelude::*;
 /// # use lagless_bevy::NetComponent;
 /// # use lagless_replication::{Kind, StateReader, StateWriter};
-/// #[derive(Component, Clone, Copy)]
+/// #[derive(Component, Clone, Copy, PartialEq)]
 /// struct Position(Vec2);
 /// impl NetComponent for Position {
 ///     fn declare(kind: Kind) -> Kind { kind.vec2("position", 50.0, 0.01) } // ±50 m, 1 cm
@@ -25,14 +30,80 @@ use std::sync::Arc;
 /// }
 /// ```
 pub trait NetComponent:
-    Component<Mutability = crate::bevy::ecs::component::Mutable> + Clone
+    Component<Mutability = crate::bevy::ecs::component::Mutable> + Clone + PartialEq
 {
+    /// How many quantization codes a predicted value of this component's fields may
+    /// differ from the server's before it is a misprediction. `None` (the default): by
+    /// field type, none for ints and bools (one code of an int is a whole point) and one
+    /// for vectors, rotations and angles (both ends quantize unrounded floats, so one
+    /// step either way is rounding, not disagreement).
+    const TOLERANCE_CODES: Option<i32> = None;
     /// Adds this component's fields to `kind`.
     fn declare(kind: Kind) -> Kind;
     /// Writes the fields, one call per declared field, in order.
     fn write(&self, w: &mut StateWriter);
     /// Reads the fields back (from values the schema produced, never raw bytes).
     fn read(r: &mut StateReader) -> Self;
+    /// Maps the references to other replicated entities this component holds
+    /// ([`NetRef`]) to the local entities showing them, after [`NetComponent::read`]:
+    /// `entity_of` gives the entity showing a replicated id on this end (the app's on a
+    /// client, the prediction world's there). The default holds none.
+    fn map_entities(&mut self, _entity_of: &dyn Fn(u32) -> Option<Entity>) {}
+}
+
+/// A reference to another replicated entity, inside a replicated component: the server
+/// sets `id` (the target's [`NetId`], [`NetRef::to`]); on a client the adapter sets
+/// `entity` to the Bevy entity showing that id (`None` while none does, such as before
+/// the target's spawn tick), through the component's [`NetComponent::map_entities`]
+/// calling [`NetRef::map`]. It travels as one int field ([`NetRef::declare`]), ids up to
+/// [`NetRef::MAX_ID`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NetRef {
+    /// The target's replicated id, if any.
+    pub id: Option<u32>,
+    /// The local entity showing it (set by the adapter on a client).
+    pub entity: Option<Entity>,
+}
+
+impl NetRef {
+    /// The largest id a reference carries (a larger one travels as none).
+    pub const MAX_ID: u32 = (1 << 24) - 2;
+
+    /// A reference to replicated entity `id`.
+    pub fn to(id: u32) -> Self {
+        Self {
+            id: Some(id),
+            entity: None,
+        }
+    }
+
+    /// Adds its field, named `name`, to `kind`.
+    pub fn declare(kind: Kind, name: &str) -> Kind {
+        kind.int(name, 0, (Self::MAX_ID + 1) as i32)
+    }
+
+    /// Writes it (0 for none, else the id plus one).
+    pub fn write(&self, w: &mut StateWriter) {
+        let code = self
+            .id
+            .filter(|id| *id <= Self::MAX_ID)
+            .map_or(0, |id| id + 1);
+        w.int(code as i32);
+    }
+
+    /// Reads it back, unmapped.
+    pub fn read(r: &mut StateReader) -> Self {
+        let code = r.int();
+        Self {
+            id: u32::try_from(code).ok().and_then(|c| c.checked_sub(1)),
+            entity: None,
+        }
+    }
+
+    /// Sets `entity` from `id`.
+    pub fn map(&mut self, entity_of: &dyn Fn(u32) -> Option<Entity>) {
+        self.entity = self.id.and_then(entity_of);
+    }
 }
 
 /// The schedule that is the game's simulation: run once per network tick on the server
@@ -59,7 +130,8 @@ pub struct NetClock(pub std::time::Duration);
 
 /// On the server, while [`NetTick`] runs: inputs that arrived after their tick was
 /// simulated without them (the server's guess stood), as `(client, the input's tick,
-/// input)`, each once ([`lagless_core::TickInputs::late`]). For what must not be lost to
+/// input)`, each once ([`lagless_core::TickInputs::late`]). The input's tick is the
+/// tick it was sent for: the step it drove reached [`SimTick`] one more. For what must not be lost to
 /// a late packet, such as a shot, judged as of its own tick. Empty on most ticks, and in
 /// a client's prediction world.
 #[derive(Resource, Debug, Clone, PartialEq, Eq)]
@@ -71,7 +143,11 @@ impl<I: Input + Sync> Default for LateInputs<I> {
     }
 }
 
-/// The tick being simulated, a resource while [`NetTick`] runs.
+/// The tick being simulated, a resource while [`NetTick`] runs: the tick the state
+/// reaches when this step is done, as every other tick names it (the snapshot's,
+/// [`crate::ServerStatus::tick`], [`crate::PredictionStatus::predicted_tick`], the
+/// render tick). An entity spawned while `SimTick` is `t` is in the snapshot of tick `t`
+/// and shown from render tick `t`. The inputs applied are those sent for tick `t - 1`.
 #[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SimTick(pub u32);
 
@@ -91,7 +167,7 @@ pub struct Owner(pub lagless_replication::ClientId);
 
 type Has = fn(&EntityRef) -> bool;
 type Write = fn(&EntityRef, &mut StateWriter);
-type Apply = fn(&mut StateReader, &mut EntityWorldMut);
+type Apply = fn(&mut StateReader, &mut EntityWorldMut, &dyn Fn(u32) -> Option<Entity>);
 
 /// One replicated component, type-erased.
 #[derive(Clone, Copy)]
@@ -99,6 +175,10 @@ struct ComponentFns {
     has: Has,
     write: Write,
     apply: Apply,
+    /// Its fields' indices in the kind, and its declared tolerance.
+    fields: (usize, usize),
+    tolerance: Option<i32>,
+    register: fn(&mut World) -> ComponentId,
 }
 
 /// An entity kind: the marker component that makes a Bevy entity one, and the
@@ -108,6 +188,8 @@ pub struct NetKind {
     kind: Kind,
     marked: fn(&mut World) -> Vec<Entity>,
     mark: fn(&mut EntityWorldMut),
+    /// Registers the marker in a world; returns its id.
+    register_marker: fn(&mut World) -> ComponentId,
     components: Vec<ComponentFns>,
 }
 
@@ -120,8 +202,11 @@ impl NetKind {
                 let mut q = world.query_filtered::<Entity, With<M>>();
                 q.iter(world).collect()
             },
+            register_marker: |world| world.register_component::<M>(),
             mark: |e| {
-                e.insert(M::default());
+                if !e.contains::<M>() {
+                    e.insert(M::default());
+                }
             },
             components: Vec::new(),
         }
@@ -129,16 +214,31 @@ impl NetKind {
 
     /// Replicates component `C` on this kind.
     pub fn with<C: NetComponent>(mut self) -> Self {
+        let first = self.kind.fields().len();
         self.kind = C::declare(self.kind);
         self.components.push(ComponentFns {
+            fields: (first, self.kind.fields().len()),
+            tolerance: C::TOLERANCE_CODES,
+            register: |world| world.register_component::<C>(),
             has: |e| e.contains::<C>(),
             write: |e, w| {
                 if let Some(c) = e.get::<C>() {
                     c.write(w);
                 }
             },
-            apply: |r, e| {
-                e.insert(C::read(r));
+            // Only a changed value is written, so `Changed<C>` fires once per change
+            // and an insert observer once per entity.
+            apply: |r, e, entity_of| {
+                let mut value = C::read(r);
+                value.map_entities(entity_of);
+                match e.get_mut::<C>() {
+                    Some(mut c) => {
+                        c.set_if_neq(value);
+                    }
+                    None => {
+                        e.insert(value);
+                    }
+                }
             },
         });
         self
@@ -152,18 +252,25 @@ pub struct Protocol {
     inner: Arc<Inner>,
 }
 
+/// What builds the game's simulation into a world and its [`NetTick`] schedule.
+type Simulation = Arc<dyn Fn(&mut World, &mut Schedule) + Send + Sync>;
+
 struct Inner {
     config: NetConfig,
     schema: Schema,
     kinds: Vec<NetKind>,
-    simulation: fn(&mut World, &mut Schedule),
+    /// Per kind, per code: how far a prediction may be from the server's.
+    tolerances: Vec<Vec<i32>>,
+    messages: Vec<MessageFns>,
+    simulation: Simulation,
 }
 
 /// Builds a [`Protocol`].
 pub struct ProtocolBuilder {
     config: NetConfig,
     kinds: Vec<NetKind>,
-    simulation: fn(&mut World, &mut Schedule),
+    messages: Vec<MessageFns>,
+    simulation: Simulation,
 }
 
 impl Protocol {
@@ -172,7 +279,8 @@ impl Protocol {
         ProtocolBuilder {
             config,
             kinds: Vec::new(),
-            simulation: |_, _| {},
+            messages: Vec::new(),
+            simulation: Arc::new(|_, _| {}),
         }
     }
 
@@ -203,6 +311,29 @@ impl Protocol {
     /// Adds the simulation's systems and resources to `world` and `schedule`.
     pub(crate) fn build_simulation(&self, world: &mut World, schedule: &mut Schedule) {
         (self.inner.simulation)(world, schedule);
+    }
+
+    /// The game's message types, in registration order (their index is their tag).
+    pub(crate) fn messages(&self) -> &[MessageFns] {
+        &self.inner.messages
+    }
+
+    /// Registers every kind's marker and replicated components in `world`: their ids.
+    pub(crate) fn register_components(&self, world: &mut World) -> Vec<ComponentId> {
+        let mut ids = Vec::new();
+        for k in &self.inner.kinds {
+            ids.push((k.register_marker)(world));
+            ids.extend(k.components.iter().map(|c| (c.register)(world)));
+        }
+        ids
+    }
+
+    /// Per code of `kind`: the quantization steps a prediction may be off by.
+    pub(crate) fn tolerances(&self, kind: KindId) -> &[i32] {
+        self.inner
+            .tolerances
+            .get(usize::from(kind))
+            .map_or(&[], Vec::as_slice)
     }
 
     /// The kind of `entity` (the first whose marker it has), scanning `world`.
@@ -240,7 +371,15 @@ impl Protocol {
     }
 
     /// Inserts the components `values` hold (and the kind's marker) on `entity`.
-    pub(crate) fn apply(&self, kind: KindId, values: &[f32], entity: &mut EntityWorldMut) {
+    /// `entity_of` maps a replicated id to the local entity showing it
+    /// ([`NetComponent::map_entities`]).
+    pub(crate) fn apply(
+        &self,
+        kind: KindId,
+        values: &[f32],
+        entity: &mut EntityWorldMut,
+        entity_of: &dyn Fn(u32) -> Option<Entity>,
+    ) {
         let (Some(k), Some(schema_kind)) = (self.kind(kind), self.inner.schema.get(kind)) else {
             return;
         };
@@ -249,7 +388,7 @@ impl Protocol {
         }
         let mut r = StateReader::new(schema_kind, values);
         for c in &k.components {
-            (c.apply)(&mut r, entity);
+            (c.apply)(&mut r, entity, entity_of);
         }
         (k.mark)(entity);
     }
@@ -269,8 +408,20 @@ impl ProtocolBuilder {
     /// The game's simulation: adds its systems to the [`NetTick`] schedule (and any
     /// resources they read to the world). It runs on the server's world and, on each
     /// client, on a prediction world that holds only the entities the client owns.
-    pub fn simulation(mut self, simulation: fn(&mut World, &mut Schedule)) -> Self {
-        self.simulation = simulation;
+    pub fn simulation(
+        mut self,
+        simulation: impl Fn(&mut World, &mut Schedule) + Send + Sync + 'static,
+    ) -> Self {
+        self.simulation = Arc::new(simulation);
+        self
+    }
+
+    /// Registers game message `M`, both ways: a client reads [`crate::FromServer<M>`]
+    /// and writes [`crate::ToServer<M>`]; the server reads [`crate::FromClient<M>`] and
+    /// writes [`crate::ToClients<M>`]. Register the same types in the same order on every end (the
+    /// protocol is shared, so they are).
+    pub fn message<M: NetMessage>(mut self) -> Self {
+        self.messages.push(MessageFns::of::<M>());
         self
     }
 
@@ -281,11 +432,32 @@ impl ProtocolBuilder {
             .iter()
             .fold(Schema::new(), |s, k| s.kind(k.kind.clone()))
             .build()?;
+        let tolerances = self
+            .kinds
+            .iter()
+            .map(|k| {
+                k.components
+                    .iter()
+                    .flat_map(|c| {
+                        let fields = &k.kind.fields()[c.fields.0..c.fields.1];
+                        fields.iter().flat_map(move |f| {
+                            let by_type = match f.ty {
+                                FieldType::Int { .. } | FieldType::Bool => 0,
+                                _ => 1,
+                            };
+                            std::iter::repeat_n(c.tolerance.unwrap_or(by_type), f.ty.width())
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
         Ok(Protocol {
             inner: Arc::new(Inner {
                 config: self.config,
                 schema,
                 kinds: self.kinds,
+                tolerances,
+                messages: self.messages,
                 simulation: self.simulation,
             }),
         })

@@ -5,12 +5,16 @@
 
 use crate::bevy::ecs::schedule::Schedule;
 use crate::bevy::prelude::*;
+use crate::message::{self, TAG_GAME};
 use crate::ownership;
+use crate::pose::{NetPose, NetSystems, TransformSync};
 use crate::protocol::{
     Authority, LateInputs, LocalInput, NetClock, NetId, NetInput, NetTick, Owner, Protocol, SimTick,
 };
 use crate::transport::{Connection, ServerHost};
-use lagless_replication::{ClientId, Delivery, Input, KindId, Server, pose_of, values_of};
+use lagless_replication::{
+    ClientId, Delivery, Input, KindId, Reader, Server, WireError, pose_of, values_of,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
@@ -31,10 +35,12 @@ pub struct ServerStatus {
     pub clients: usize,
     /// Replicated entities.
     pub entities: usize,
-    /// Replication bits sent to all clients since the start.
+    /// Replication bits sent to all clients since the start (those that left too).
     pub snapshot_bits: u64,
     /// Entities left out because a component was missing when they were written.
     pub incomplete: u64,
+    /// Messages from clients the adapter did not understand.
+    pub malformed_messages: u64,
 }
 
 /// The hosted server and what the adapter keeps beside it.
@@ -49,6 +55,10 @@ pub struct NetServer<I: Input + Sync> {
     host_client: Option<ClientId>,
     host_announced: bool,
     status: ServerStatus,
+    /// Replication bits sent to clients that have left.
+    departed_bits: u64,
+    /// Per connected client, the bits last counted.
+    last_bits: BTreeMap<ClientId, u64>,
 }
 
 impl<I: Input + Sync> NetServer<I> {
@@ -183,6 +193,8 @@ impl<I: Input + Sync> NetServer<I> {
                 }
                 Connection::Disconnected(id) => {
                     self.told.remove(&id);
+                    // Its counters go with it; the total keeps what it was sent.
+                    self.departed_bits += self.last_bits.remove(&id).unwrap_or(0);
                     let mut q = world.query::<(Entity, &Owner)>();
                     let owned: Vec<Entity> = q
                         .iter(world)
@@ -196,6 +208,7 @@ impl<I: Input + Sync> NetServer<I> {
                 }
             }
         }
+        self.receive_messages(world);
         self.register(world);
         self.tell_owners(world);
         let now = self.host.now();
@@ -218,7 +231,8 @@ impl<I: Input + Sync> NetServer<I> {
             }
             let late = step.late.iter().map(|&(c, t, i)| (c, t.0, i)).collect();
             world.insert_resource(LateInputs(late));
-            world.insert_resource(SimTick(step.tick.0));
+            // The state this step reaches: the snapshot's tick (see `SimTick`).
+            world.insert_resource(SimTick(step.tick.0.wrapping_add(1)));
             world.run_schedule(NetTick);
             self.register(world);
             self.write_states(world);
@@ -227,6 +241,7 @@ impl<I: Input + Sync> NetServer<I> {
                 self.status.incomplete += 1;
             }
         }
+        self.send_messages(world);
         self.host.transmit();
         if self.host_client.is_some() {
             self.show(world);
@@ -235,16 +250,59 @@ impl<I: Input + Sync> NetServer<I> {
         self.status.tick = server.current_tick().0;
         self.status.clients = self.told.len();
         self.status.entities = self.ids.len();
-        self.status.snapshot_bits = self
-            .told
-            .keys()
-            .filter_map(|c| server.replication_stats(*c))
-            .map(|s| s.bits)
-            .sum();
+        for c in self.told.keys() {
+            if let Some(s) = server.replication_stats(*c) {
+                self.last_bits.insert(*c, s.bits);
+            }
+        }
+        self.status.snapshot_bits = self.departed_bits + self.last_bits.values().sum::<u64>();
     }
 
-    /// On a host: every replicated entity's `Transform` from its current state (the host
-    /// shows the authoritative present).
+    /// Reads the clients' game messages into [`crate::FromClient`] messages.
+    fn receive_messages(&mut self, world: &mut World) {
+        while let Some((client, _, bytes)) = self.host.server_mut().poll_message() {
+            if self.receive_message(world, client, &bytes).is_err() {
+                self.status.malformed_messages += 1;
+            }
+        }
+    }
+
+    fn receive_message(
+        &self,
+        world: &mut World,
+        client: ClientId,
+        bytes: &[u8],
+    ) -> Result<(), WireError> {
+        let mut r = Reader::new(bytes);
+        if r.read_u8()? != TAG_GAME {
+            return Err(WireError::Invalid {
+                what: "adapter message tag",
+            });
+        }
+        let messages = self.protocol.messages();
+        let i = message::read_index(messages, &mut r)?;
+        (messages[i].server_in)(world, client, &mut r)
+    }
+
+    /// Sends the game's [`crate::ToClients`] messages written this frame.
+    fn send_messages(&mut self, world: &mut World) {
+        let clients: Vec<ClientId> = self.told.keys().copied().collect();
+        for (i, m) in self.protocol.messages().iter().enumerate() {
+            let mut out: message::OutgoingToClients = Vec::new();
+            (m.server_out)(world, &mut out);
+            for (target, delivery, body) in out {
+                let bytes = message::frame_game(i, &body);
+                for c in clients.iter().filter(|c| target.includes(**c)) {
+                    // Refused only when the client's channel is full: lost, as on a
+                    // full socket.
+                    let _ = self.host.server_mut().send_message(*c, delivery, &bytes);
+                }
+            }
+        }
+    }
+
+    /// On a host: every replicated entity's [`NetPose`] from its current state (the
+    /// host shows the authoritative present), written when it changed.
     fn show(&self, world: &mut World) {
         for (entity, (_, kind)) in &self.ids {
             let pose = world.get_entity(*entity).ok().and_then(|r| {
@@ -253,7 +311,21 @@ impl<I: Input + Sync> NetServer<I> {
                 pose_of(k, &values_of(k, &codes))
             });
             if let (Some(p), Ok(mut e)) = (pose, world.get_entity_mut(*entity)) {
-                e.insert(crate::transform_of(&p));
+                let pose = NetPose::of(&p);
+                let has_transform = e.contains::<Transform>();
+                match e.get_mut::<NetPose>() {
+                    Some(mut old) => {
+                        old.set_if_neq(pose);
+                    }
+                    // A new entity gets a `Transform` at its pose with it, so a
+                    // visual never sits at the origin.
+                    None if has_transform => {
+                        e.insert(pose);
+                    }
+                    None => {
+                        e.insert((pose, pose.transform()));
+                    }
+                }
             }
         }
     }
@@ -267,8 +339,8 @@ fn read_clock<I: Input + Sync>(net: Res<NetServer<I>>, mut clock: ResMut<NetCloc
 fn server_frame<I: Input + Sync>(world: &mut World) {
     world.resource_scope(|world, mut net: Mut<NetServer<I>>| {
         net.frame(world);
-        let status = net.status.clone();
-        world.insert_resource(status);
+        // Written only when changed, like the components.
+        crate::client::set_resource(world, net.status.clone());
     });
 }
 
@@ -280,6 +352,7 @@ pub struct ServerPlugin<I: Input + Sync> {
     protocol: Protocol,
     host: Mutex<Option<Box<dyn ServerHost<I>>>>,
     host_client: Option<ClientId>,
+    sync: TransformSync,
 }
 
 impl<I: Input + Sync> ServerPlugin<I> {
@@ -289,7 +362,15 @@ impl<I: Input + Sync> ServerPlugin<I> {
             protocol,
             host: Mutex::new(Some(Box::new(host))),
             host_client: None,
+            sync: TransformSync::Off,
         }
+    }
+
+    /// On a host, writes `Transform` from each replicated entity's [`NetPose`] as `sync`
+    /// says (off by default: the game owns `Transform`).
+    pub fn with_transform_sync(mut self, sync: TransformSync) -> Self {
+        self.sync = sync;
+        self
     }
 
     /// Host-client mode: a local player with client id `id` plays in this app, its
@@ -315,6 +396,10 @@ impl<I: Input + Sync> Plugin for ServerPlugin<I> {
         let mut schedule = Schedule::new(NetTick);
         self.protocol
             .build_simulation(app.world_mut(), &mut schedule);
+        for m in self.protocol.messages() {
+            (m.add_server)(app);
+        }
+        crate::pose::configure(app, self.sync);
         app.add_schedule(schedule)
             .add_message::<ClientConnected>()
             .add_message::<ClientDisconnected>()
@@ -331,8 +416,10 @@ impl<I: Input + Sync> Plugin for ServerPlugin<I> {
                 host_client: self.host_client,
                 host_announced: false,
                 status: ServerStatus::default(),
+                departed_bits: 0,
+                last_bits: BTreeMap::new(),
             })
-            .add_systems(PreUpdate, read_clock::<I>)
-            .add_systems(PostUpdate, server_frame::<I>);
+            .add_systems(PreUpdate, read_clock::<I>.in_set(NetSystems::Clock))
+            .add_systems(PostUpdate, server_frame::<I>.in_set(NetSystems::Frame));
     }
 }

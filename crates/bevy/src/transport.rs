@@ -49,6 +49,13 @@ pub trait ClientHost<W: PredictedWorld>: Send + Sync + 'static {
     fn is_ready(&self) -> bool;
     /// Sends what the client queued.
     fn transmit(&mut self);
+    /// Leaves: the server is told at once where the transport can (rather than
+    /// timing the client out).
+    fn disconnect(&mut self);
+    /// This client's id, if the transport knows it.
+    fn id(&self) -> Option<ClientId> {
+        None
+    }
 }
 
 impl<I: Input + Sync> ServerHost<I> for GameServer<I> {
@@ -102,6 +109,9 @@ where
     }
     fn transmit(&mut self) {
         GameClient::transmit(self);
+    }
+    fn disconnect(&mut self) {
+        GameClient::disconnect(self);
     }
 }
 
@@ -269,5 +279,13 @@ where
                 link.up.send(now, p);
             }
         }
+    }
+    fn disconnect(&mut self) {
+        // The emulator's goodbye: the link goes, and the server sees it at its next
+        // update (as netcode.io's disconnect packets make it on UDP).
+        self.net.remove_client(self.id);
+    }
+    fn id(&self) -> Option<ClientId> {
+        Some(self.id)
     }
 }

@@ -107,6 +107,12 @@ pub struct ClientStats {
     /// ours: the late inputs that cost a misprediction. Our input history holds what the
     /// server applied for them, so a replay through them matches the server.
     pub guesses_wrong: u64,
+    /// Times a packet named another server instance than the one the client was playing
+    /// with ([`crate::ServerConfig::instance`]): the server restarted, and the client
+    /// started over at once (as for `tick_resyncs`, not counted there), its message
+    /// channel too, since the new server's is new: messages the old server had not
+    /// acknowledged are dropped.
+    pub server_restarts: u64,
 }
 
 /// How far, in seconds of server ticks, a packet's tick may lie from where the client
@@ -184,6 +190,10 @@ pub struct ClientSession<I: Input> {
     resync_flag: bool,
     /// What the server's starved-tick reports have told so far.
     starved: StarvedTicks<I>,
+    /// The server instance heard with the tick rate ([`crate::ServerConfig::instance`]).
+    server_instance: Option<u32>,
+    /// Times everything keyed on the server's ticks was forgotten ([`ClientSession::epoch`]).
+    epoch: u64,
     stats: ClientStats,
 }
 
@@ -256,6 +266,8 @@ impl<I: Input> ClientSession<I> {
                 last_delivered: None,
                 run: 0,
             },
+            server_instance: None,
+            epoch: 0,
             stats: ClientStats::default(),
             config,
         }
@@ -303,6 +315,22 @@ impl<I: Input> ClientSession<I> {
     /// Fraction of the way to the next tick, for rendering between ticks.
     pub fn alpha(&self) -> f64 {
         self.timestep.alpha()
+    }
+
+    /// How many times the client forgot everything it knew keyed on the server's ticks: a
+    /// resync ([`ClientStats::tick_resyncs`]), a server restart
+    /// ([`ClientStats::server_restarts`]), a first tick found bogus. Whatever the game
+    /// keyed on server ticks before it changed (decoded snapshots, interpolation, predicted
+    /// history) belongs to another timeline and must go with it: the ticks that follow
+    /// may be lower. `lagless-replication`'s `Client` follows it by itself.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The server instance the client is playing with, once heard
+    /// ([`crate::ServerConfig::instance`]).
+    pub fn server_instance(&self) -> Option<u32> {
+        self.server_instance
     }
 
     /// The newest server tick seen in any packet.
@@ -396,6 +424,9 @@ impl<I: Input> ClientSession<I> {
                 ours: self.config.tick_hz,
                 theirs,
             });
+        }
+        if frag.tick_hz.is_some() {
+            self.take_instance(frag.server_instance);
         }
         let tick = Tick(frag.tick);
         // A server never gets there; a clock started from such a stamp would run into the
@@ -709,7 +740,21 @@ impl<I: Input> ClientSession<I> {
             return false;
         }
         self.resync();
+        self.stats.tick_resyncs += 1;
         true
+    }
+
+    /// Notes the server instance a packet names; another than the one played with means
+    /// the server restarted: its ticks, acknowledgements and message channel are new, and
+    /// the client starts over at once rather than wait for its ticks to contradict the
+    /// clock (they may not, after a short run).
+    fn take_instance(&mut self, instance: u32) {
+        if self.server_instance.is_some_and(|i| i != instance) {
+            self.resync();
+            self.channel = MessageChannel::new(self.config.channel.clone());
+            self.stats.server_restarts += 1;
+        }
+        self.server_instance = Some(instance);
     }
 
     /// [`TICK_TRUST_SECS`] in ticks.
@@ -737,6 +782,7 @@ impl<I: Input> ClientSession<I> {
         self.reassembler = reassembler(&self.config);
         self.newest_essential = None;
         self.snapshots.clear();
+        self.epoch += 1;
     }
 
     /// Starts over as if newly connected, keeping the settings, the counters, the RTT
@@ -755,7 +801,6 @@ impl<I: Input> ClientSession<I> {
         self.contradictions = None;
         self.sent_leads.clear();
         self.echoed_lead = None;
-        self.stats.tick_resyncs += 1;
     }
 
     fn push_snapshot(&mut self, snapshot: ReceivedSnapshot) {

@@ -56,6 +56,15 @@ pub struct ServerConfig {
     /// queue bounds, and `max_packet_bytes`, the most a message section may add to one
     /// snapshot.
     pub channel: ChannelConfig,
+    /// This run of the server, told to its clients with the tick rate until they hold one
+    /// of its snapshots ([`crate::ClientStats::server_restarts`]): a client kept across a
+    /// restart hears another instance and starts over at once, whatever the new server's
+    /// ticks. Give every start of a server a fresh value (random, or a start counter);
+    /// the core reads no randomness itself. `lagless_transport`'s `GameServer` draws one.
+    /// With the default 0 on every run, a restart goes unrecognised until eight packets
+    /// contradict the client's clock ([`crate::limits::RESYNC_AFTER_PACKETS`]), and not at all
+    /// when the old server ran less than [`crate::limits::TICK_TRUST_SECS`].
+    pub instance: u32,
 }
 
 impl Default for ServerConfig {
@@ -70,6 +79,7 @@ impl Default for ServerConfig {
             max_backlog_ticks: 8,
             max_late_ticks: 16,
             channel: ChannelConfig::default(),
+            instance: 0,
         }
     }
 }
@@ -186,6 +196,9 @@ struct ClientSlot<I> {
     snapshot_ack: Option<Tick>,
     /// The tick of the last snapshot queued for this client.
     snapshot_sent: Option<Tick>,
+    /// The tick of the first snapshot queued for this client: an acknowledgement of an
+    /// older one is of another server's (a client kept across a restart).
+    first_snapshot: Option<Tick>,
     /// The client's newest packet asked for a snapshot against nothing.
     resync: bool,
     channel: MessageChannel,
@@ -293,6 +306,7 @@ impl<I: Input> ServerSession<I> {
                 send_seq: Seq16(0),
                 snapshot_ack: None,
                 snapshot_sent: None,
+                first_snapshot: None,
                 resync: false,
                 channel: MessageChannel::new(self.config.channel.clone()),
                 stats: ServerClientStats::default(),
@@ -579,6 +593,13 @@ impl<I: Input> ServerSession<I> {
         self.config.snapshot_interval = interval.max(1);
     }
 
+    /// Names this run of the server [`ServerConfig::instance`] from now on (a host that
+    /// draws it after the game built its server). Clients that already hold one of this
+    /// server's snapshots are not told again; set it before the first client connects.
+    pub fn set_instance(&mut self, instance: u32) {
+        self.config.instance = instance;
+    }
+
     /// True when a snapshot should be sent for the current state (every
     /// `snapshot_interval` ticks).
     pub fn snapshot_due(&self) -> bool {
@@ -644,6 +665,7 @@ impl<I: Input> ServerSession<I> {
         }
         let current = self.current_tick();
         let tick_hz = self.config.tick_hz;
+        let instance = self.config.instance;
         let client = self
             .clients
             .get_mut(&id)
@@ -652,6 +674,10 @@ impl<I: Input> ServerSession<I> {
             return Err(ProtocolError::SnapshotAlreadySent(current));
         }
         client.snapshot_sent = Some(current);
+        let first = *client.first_snapshot.get_or_insert(current);
+        // Until the client holds a snapshot of ours, so it can check it runs at our rate
+        // and learn which server this is.
+        let hello = client.snapshot_ack.is_none_or(|a| a < first || a > current);
         let policy = self.config.missing_input;
         let echo = client.echo.map(|(t, at)| PingEcho {
             client_time_us: t,
@@ -711,8 +737,8 @@ impl<I: Input> ServerSession<I> {
                 index,
                 count,
                 essential,
-                // Until the client holds a snapshot, so it can check it runs at our rate.
-                tick_hz: client.snapshot_ack.is_none().then_some(tick_hz as u16),
+                tick_hz: hello.then_some(tick_hz as u16),
+                server_instance: if hello { instance } else { 0 },
                 messages: if essential { None } else { messages.take() },
                 payload: chunk.to_vec(),
             };

@@ -119,6 +119,10 @@ pub struct ClientNetStats {
     /// outage) that prediction left for a newer one, rather than reload the world from
     /// each ([`MAX_DEFER`]).
     pub states_deferred: u64,
+    /// Times the client started over with its session ([`ClientSession::epoch`]: the
+    /// server restarted, or the ticks it went by were bogus): its entities were despawned
+    /// and came back from the next snapshot against nothing.
+    pub restarts: u64,
 }
 
 /// What to draw this frame: every entity's pose, and the interpolated state of the
@@ -207,6 +211,8 @@ pub struct Client<W: PredictedWorld> {
     deferred_since: Option<Duration>,
     /// Replay settings, for telling such states.
     max_replay_ticks: u32,
+    /// The session's [`ClientSession::epoch`] this client's tick-keyed state belongs to.
+    epoch: u64,
     stats: ClientNetStats,
 }
 
@@ -262,6 +268,7 @@ impl<W: PredictedWorld> Client<W> {
             now: Duration::ZERO,
             deferred_since: None,
             max_replay_ticks: config.prediction.max_replay_ticks,
+            epoch: 0,
             stats: ClientNetStats::default(),
         })
     }
@@ -290,7 +297,10 @@ impl<W: PredictedWorld> Client<W> {
     /// dropped (and counted).
     pub fn receive(&mut self, now: Duration, bytes: &[u8]) -> Result<(), NetError> {
         self.now = self.now.max(now);
-        self.session.handle_packet(now, bytes)?;
+        let handled = self.session.handle_packet(now, bytes);
+        // Before the packet's snapshot: it belongs to the session's new timeline.
+        self.follow_session();
+        handled?;
         let mut first_error = None;
         while let Some(snapshot) = self.session.poll_snapshot() {
             if snapshot.essential {
@@ -359,6 +369,31 @@ impl<W: PredictedWorld> Client<W> {
         self.session.poll_message()
     }
 
+    /// Starts over with the session when it started over ([`ClientSession::epoch`]: the
+    /// server restarted, or the ticks it went by were bogus): everything keyed on the
+    /// server's ticks goes, or the registry, the interpolation buffer, prediction and dead
+    /// reckoning would refuse every tick up to the old newest as stale (one corrupted tick
+    /// pinned them for good). The shown entities are despawned (events for the game) and
+    /// come back with the new timeline's first snapshot, which is asked for against
+    /// nothing.
+    fn follow_session(&mut self) {
+        let epoch = self.session.epoch();
+        if epoch == self.epoch {
+            return;
+        }
+        self.epoch = epoch;
+        self.stats.restarts += 1;
+        self.replication.start_over();
+        self.take_registry_events();
+        self.interpolation.reset();
+        self.predictor.reset();
+        self.pending_essential = None;
+        self.reconciled = None;
+        self.deferred_since = None;
+        self.render_tick = None;
+        self.session.set_resync(true);
+    }
+
     /// Hands the events in front of snapshot `tick` to the world, and returns the bytes
     /// after them (all of them when snapshots carry no events).
     fn take_events<'a>(&mut self, tick: Tick, payload: &'a [u8]) -> Result<&'a [u8], NetError> {
@@ -409,9 +444,9 @@ impl<W: PredictedWorld> Client<W> {
         Ok((messages, &payload[bits.bit_position() / 8..]))
     }
 
-    /// A decoded snapshot of `tick`: spawn and despawn bookkeeping, the interpolation
-    /// frame, and reconciliation.
-    fn apply(&mut self, now: Duration, tick: Tick) {
+    /// Passes the registry's spawns and despawns on to the game, and keeps the per-entity
+    /// state (smoothing, dead reckoning) in step with them.
+    fn take_registry_events(&mut self) {
         while let Some(event) = self.replication.poll_event() {
             if self.events.len() >= MAX_EVENTS {
                 self.events.pop_front();
@@ -435,6 +470,12 @@ impl<W: PredictedWorld> Client<W> {
                 }
             }
         }
+    }
+
+    /// A decoded snapshot of `tick`: spawn and despawn bookkeeping, the interpolation
+    /// frame, and reconciliation.
+    fn apply(&mut self, now: Duration, tick: Tick) {
+        self.take_registry_events();
         // Every entity goes in, whatever its policy now: one switched to interpolated
         // has its past ready at once.
         let mut frame = Frame::new(Arc::clone(&self.schema));

@@ -40,6 +40,22 @@ pub enum LeaveReason {
     MatchEnded,
 }
 
+/// Draws a random instance for `server` unless the game named one
+/// ([`lagless_core::ServerConfig::instance`]): a client kept across a restart of this
+/// process then knows at once that it talks to a new server, and starts over.
+fn name_instance<I: Input>(server: &mut Server<I>) -> Result<(), TransportError> {
+    if server.session().config().instance != 0 {
+        return Ok(());
+    }
+    let mut bytes = [0; 4];
+    getrandom::fill(&mut bytes).map_err(|e| TransportError::Random(e.to_string()))?;
+    // Never 0, the value of a server nobody named.
+    server
+        .session_mut()
+        .set_instance(u32::from_le_bytes(bytes).max(1));
+    Ok(())
+}
+
 /// A match's id among those a [`GameServer`] hosts.
 pub type MatchId = u32;
 
@@ -305,9 +321,12 @@ impl<I: Input> GameServer<I> {
     fn bind_with(
         addr: SocketAddr,
         settings: ServerSettings,
-        matches: BTreeMap<MatchId, Server<I>>,
+        mut matches: BTreeMap<MatchId, Server<I>>,
         routed: bool,
     ) -> Result<Self, TransportError> {
+        for server in matches.values_mut() {
+            name_instance(server)?;
+        }
         let first = matches
             .values()
             .next()
@@ -388,10 +407,12 @@ impl<I: Input> GameServer<I> {
     /// old match stays): its clients are disconnected (their
     /// [`SessionEvent::Disconnected`] come with [`LeaveReason::MatchEnded`]). Returns the
     /// old server; `None` (and `fresh` dropped) if no such match is hosted.
-    pub fn restart_match(&mut self, id: MatchId, fresh: Server<I>) -> Option<Server<I>> {
+    pub fn restart_match(&mut self, id: MatchId, mut fresh: Server<I>) -> Option<Server<I>> {
         if !self.matches.contains_key(&id) {
             return None;
         }
+        // Without randomness the match keeps the instance its server was built with.
+        let _ = name_instance(&mut fresh);
         let clients: Vec<ClientId> = self
             .client_match
             .iter()

@@ -744,14 +744,23 @@ impl<I: Input> ClientSession<I> {
         true
     }
 
+    /// Starts over as a new connection (a reconnection, given a new slot on the server):
+    /// the clock, the input history, everything keyed on the server's ticks
+    /// ([`ClientSession::epoch`] moves) and the message channel go, since the new slot's
+    /// are new; queued messages are dropped. Settings, counters and the RTT estimate stay.
+    pub fn restart(&mut self) {
+        self.resync();
+        self.channel = MessageChannel::new(self.config.channel.clone());
+        self.server_instance = None;
+    }
+
     /// Notes the server instance a packet names; another than the one played with means
     /// the server restarted: its ticks, acknowledgements and message channel are new, and
     /// the client starts over at once rather than wait for its ticks to contradict the
     /// clock (they may not, after a short run).
     fn take_instance(&mut self, instance: u32) {
         if self.server_instance.is_some_and(|i| i != instance) {
-            self.resync();
-            self.channel = MessageChannel::new(self.config.channel.clone());
+            self.restart();
             self.stats.server_restarts += 1;
         }
         self.server_instance = Some(instance);

@@ -512,3 +512,42 @@ fn a_draining_server_turns_new_clients_away_and_keeps_the_playing_ones() {
         again.is_ready()
     });
 }
+
+#[test]
+fn a_client_frozen_longer_than_its_timeout_wakes_disconnected_and_reconnects() {
+    let key = keys::generate_private_key().expect("key");
+    let mut host = host(key, 30, 4);
+    let addr = host.local_addr().expect("addr");
+    let mut events = Vec::new();
+    let mut c = game_client(&token(&key, 12, addr, 1), 30);
+    until(5, "the client plays", || {
+        serve(&mut host, &mut events);
+        c.step(|_| 0).expect("no error");
+        c.is_ready() && c.client().replication().newest().is_some()
+    });
+    // The app goes to the background: the client runs nothing for longer than its
+    // 1 s timeout, while the server runs on, sends snapshots into its socket, and drops it.
+    let frozen = Instant::now();
+    until(5, "the server drops it", || {
+        serve(&mut host, &mut events);
+        left(&events, 12).is_some() && frozen.elapsed() >= Duration::from_millis(1500)
+    });
+    assert_eq!(left(&events, 12), Some(LeaveReason::TimedOut));
+    // It wakes: the queued snapshots do not make a dead connection look alive.
+    let woke = c.update();
+    assert!(
+        matches!(woke, Err(SessionError::Suspended(d)) if d >= Duration::from_millis(1500)),
+        "{woke:?}"
+    );
+    assert!(!c.is_ready());
+    let before = c.client().session().stats().snapshots_received;
+    // With a fresh token it plays again, the same Client kept.
+    c.reconnect(&token(&key, 12, addr, 5)).expect("reconnect");
+    until(5, "the client plays again", || {
+        serve(&mut host, &mut events);
+        c.step(|_| 0).expect("no error");
+        c.is_ready() && c.client().session().stats().snapshots_received > before + 5
+    });
+    assert_eq!(host.clients(), vec![12]);
+    assert_eq!(c.client().stats().restarts, 1);
+}

@@ -394,6 +394,15 @@ impl<W: PredictedWorld> Client<W> {
         self.session.set_resync(true);
     }
 
+    /// Starts over as a new connection (a reconnection to a new slot on the server):
+    /// the session restarts ([`ClientSession::restart`]) and the client with it, as after
+    /// a server restart: its entities are despawned (events for the game) and come back
+    /// from the next snapshot. The world, the policies and the counters stay.
+    pub fn start_over(&mut self) {
+        self.session.restart();
+        self.follow_session();
+    }
+
     /// Hands the events in front of snapshot `tick` to the world, and returns the bytes
     /// after them (all of them when snapshots carry no events).
     fn take_events<'a>(&mut self, tick: Tick, payload: &'a [u8]) -> Result<&'a [u8], NetError> {

@@ -102,6 +102,14 @@ pub enum SessionError {
     /// This client left ([`GameClient::disconnect`]).
     #[error("disconnected")]
     Left,
+    /// The client was not updated for this long, longer than the connection's timeout
+    /// (the app was in the background, the process stopped): the server has dropped it,
+    /// whatever packets wait in the socket, so it does not play on. Reconnect with a
+    /// fresh token ([`GameClient::reconnect`]).
+    #[error(
+        "silent for {0:?}, longer than the connection's timeout: the server has dropped this client"
+    )]
+    Suspended(std::time::Duration),
 }
 
 /// A message of the session on the transport's reliable channel (server to client).

@@ -551,3 +551,41 @@ fn a_client_frozen_longer_than_its_timeout_wakes_disconnected_and_reconnects() {
     assert_eq!(host.clients(), vec![12]);
     assert_eq!(c.client().stats().restarts, 1);
 }
+
+#[test]
+fn a_client_that_sends_only_keep_alives_is_dropped_as_idle_with_the_reason_on_both_ends() {
+    let key = keys::generate_private_key().expect("key");
+    let mut host = host(key, 30, 4);
+    assert_eq!(
+        host.idle_timeout(),
+        Some(lagless_transport::session::DEFAULT_IDLE_TIMEOUT)
+    );
+    let idle_after = Duration::from_millis(500);
+    host.set_idle_timeout(Some(idle_after));
+    let addr = host.local_addr().expect("addr");
+    let mut events = Vec::new();
+    // One client plays; the other's game never ticks it: its transport still sends
+    // netcode.io keep-alives, so the connection lives.
+    let mut playing = game_client(&token(&key, 13, addr, 5), 30);
+    let mut idle = game_client(&token(&key, 14, addr, 5), 30);
+    let mut idle_end = None;
+    until(5, "the idle client's drop, told on both ends", || {
+        serve(&mut host, &mut events);
+        playing.step(|_| 0).expect("the playing client plays on");
+        if idle_end.is_none() {
+            idle_end = idle.update().err();
+        }
+        idle_end.is_some() && left(&events, 14).is_some()
+    });
+    assert_eq!(left(&events, 14), Some(LeaveReason::Idle(idle_after)));
+    assert_eq!(idle_end, Some(SessionError::Idle(idle_after)));
+    assert!(
+        idle_end
+            .expect("ended")
+            .to_string()
+            .contains("no game packet from this client for 500ms")
+    );
+    assert_eq!(host.clients(), vec![13]);
+    assert!(playing.is_ready());
+    assert_eq!(host.stats().idle, 1);
+}

@@ -239,6 +239,7 @@ impl<W: PredictedWorld> GameClient<W> {
                 Ok(Control::Refused(mismatch)) => {
                     return self.end(SessionError::Refused(mismatch));
                 }
+                Ok(Control::Idle(after)) => return self.end(SessionError::Idle(after)),
                 Ok(Control::Game(bytes)) => {
                     if self.controls.len() >= MAX_CONTROLS {
                         self.controls.pop_front();

@@ -24,6 +24,18 @@ const REFUSAL_GRACE: Duration = Duration::from_secs(1);
 /// no client sends.
 const MAX_WAIT: Duration = Duration::from_millis(50);
 
+/// How long a [`GameServer`] keeps a client that sends no game packet by default
+/// ([`GameServer::set_idle_timeout`]). On by default: netcode.io's keep-alives keep a
+/// client connected whose game stopped ticking it (a bug, a stuck loading screen, a bot
+/// that only holds a slot), and such a client stays in the match for ever, its player
+/// standing on guessed inputs, its slot taken (642 starved ticks in 10 s, issue 48).
+/// Ten seconds is longer than the connection timeout tokens usually carry (`lagless
+/// token` gives 5 s), so a client whose link is down is timed out by the transport
+/// first, as before, and longer than a [`GameClient`](super::GameClient)'s wait for the
+/// hello (5 s), during which it sends nothing; a game whose clients connect long before
+/// they play turns it off or raises it.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Why a client left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaveReason {
@@ -38,6 +50,10 @@ pub enum LeaveReason {
     Refused(Mismatch),
     /// Its match ended ([`GameServer::restart_match`]).
     MatchEnded,
+    /// No game packet came from it for this long though its connection lived
+    /// ([`GameServer::set_idle_timeout`]); it was sent a [`Control::Idle`] and is
+    /// disconnected.
+    Idle(Duration),
 }
 
 /// Draws a random instance for `server` unless the game named one
@@ -175,6 +191,8 @@ pub struct SessionStats {
     pub timeouts: u64,
     /// Of those, refused for their settings.
     pub refusals: u64,
+    /// Of those, dropped for sending no game packet ([`GameServer::set_idle_timeout`]).
+    pub idle: u64,
     /// Clients whose token named a match this server does not host: disconnected at once
     /// (not counted in `connects`).
     pub no_such_match: u64,
@@ -225,6 +243,7 @@ impl SessionStats {
             disconnects: self.disconnects.saturating_sub(earlier.disconnects),
             timeouts: self.timeouts.saturating_sub(earlier.timeouts),
             refusals: self.refusals.saturating_sub(earlier.refusals),
+            idle: self.idle.saturating_sub(earlier.idle),
             no_such_match: self.no_such_match.saturating_sub(earlier.no_such_match),
             datagrams_in: self.datagrams_in.saturating_sub(earlier.datagrams_in),
             bytes_in: self.bytes_in.saturating_sub(earlier.bytes_in),
@@ -289,6 +308,10 @@ pub struct GameServer<I: Input> {
     counts: SessionStats,
     /// When the last [`SessionEvent::Second`] was queued, and the totals then.
     last_second: (Duration, SessionStats),
+    /// Clients sending no game packet for this long are dropped.
+    idle_timeout: Option<Duration>,
+    /// When each client in a match last sent a game packet (or connected).
+    last_game_packet: BTreeMap<ClientId, Duration>,
 }
 
 impl<I: Input> GameServer<I> {
@@ -357,6 +380,8 @@ impl<I: Input> GameServer<I> {
             last_update: Duration::ZERO,
             counts: SessionStats::default(),
             last_second: (Duration::ZERO, SessionStats::default()),
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            last_game_packet: BTreeMap::new(),
         })
     }
 
@@ -427,6 +452,21 @@ impl<I: Input> GameServer<I> {
         self.matches.insert(id, fresh)
     }
 
+    /// Drops a client from which no game packet came for `timeout` (`None`: never),
+    /// [`DEFAULT_IDLE_TIMEOUT`] unless set: its connection may live on netcode.io's
+    /// keep-alives while its game sends nothing. It leaves with [`LeaveReason::Idle`], and
+    /// is told why ([`Control::Idle`]; a [`GameClient`](super::GameClient) ends with
+    /// [`SessionError::Idle`](super::SessionError::Idle)). Counted from when it
+    /// connected, so keep it longer than clients take to start playing.
+    pub fn set_idle_timeout(&mut self, timeout: Option<Duration>) {
+        self.idle_timeout = timeout;
+    }
+
+    /// The idle timeout in force ([`GameServer::set_idle_timeout`]).
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        self.idle_timeout
+    }
+
     /// Stops admitting new clients (`false`) or admits them again; the connected play on.
     /// A server draining before it exits turns this off.
     pub fn set_accepting(&mut self, accepting: bool) {
@@ -486,6 +526,7 @@ impl<I: Input> GameServer<I> {
             else {
                 continue;
             };
+            self.last_game_packet.insert(client, now);
             if let Err(e) = server.receive(client, now, &bytes) {
                 self.counts.refused.count(&e);
                 if let NetError::Protocol(ProtocolError::TickRateMismatch { ours, theirs }) = e {
@@ -502,6 +543,17 @@ impl<I: Input> GameServer<I> {
         }
         // Clients send nothing on the reliable channel.
         self.counts.malformed_payloads += self.udp.recv_reliable().count() as u64;
+        if let Some(timeout) = self.idle_timeout {
+            let idle: Vec<ClientId> = self
+                .last_game_packet
+                .iter()
+                .filter(|&(_, &at)| now.saturating_sub(at) > timeout)
+                .map(|(&id, _)| id)
+                .collect();
+            for client in idle {
+                self.drop_idle(client, now, timeout);
+            }
+        }
         let done: Vec<ClientId> = self
             .refusing
             .iter()
@@ -559,6 +611,7 @@ impl<I: Input> GameServer<I> {
             return;
         }
         self.client_match.insert(client, id);
+        self.last_game_packet.insert(client, self.udp.now());
         // A fresh connection's channel has room: this cannot fail.
         let _ = self.udp.send_reliable(client, &self.hello().encode());
         self.counts.connects += 1;
@@ -585,6 +638,7 @@ impl<I: Input> GameServer<I> {
     /// Takes `client` out of its match, counting why, and queues its
     /// [`SessionEvent::Disconnected`]; nothing for a client in no match.
     fn drop_client(&mut self, client: ClientId, reason: LeaveReason) {
+        self.last_game_packet.remove(&client);
         let Some(id) = self.client_match.remove(&client) else {
             return;
         };
@@ -597,6 +651,7 @@ impl<I: Input> GameServer<I> {
         match reason {
             LeaveReason::TimedOut => self.counts.timeouts += 1,
             LeaveReason::Refused(_) => self.counts.refusals += 1,
+            LeaveReason::Idle(_) => self.counts.idle += 1,
             _ => {}
         }
         self.push(SessionEvent::Disconnected {
@@ -615,6 +670,16 @@ impl<I: Input> GameServer<I> {
         let _ = self
             .udp
             .send_reliable(client, &Control::Refused(mismatch).encode());
+    }
+
+    /// Takes `client` out of the game for sending no game packet for `timeout`, and tells
+    /// it why; as for a refusal, its connection stays until it has read the message.
+    fn drop_idle(&mut self, client: ClientId, now: Duration, timeout: Duration) {
+        self.drop_client(client, LeaveReason::Idle(timeout));
+        self.refusing.insert(client, now);
+        let _ = self
+            .udp
+            .send_reliable(client, &Control::Idle(timeout).encode());
     }
 
     /// Sends `client` one of the game's own messages on the transport's reliable channel

@@ -33,6 +33,12 @@ pub struct ClientConfig {
     /// bounds, and `max_packet_bytes`, the most a message section may take of an input
     /// message.
     pub channel: ChannelConfig,
+    /// End every packet with a CRC-32 of the rest, and refuse a server packet whose own
+    /// does not match before decoding it ([`ProtocolError::BadChecksum`]), for a
+    /// transport that may deliver damaged bytes. Off by default: the sessions trust
+    /// their transport's integrity, and netcode.io provides it. The server must be
+    /// configured alike ([`crate::ServerConfig::checksum`]).
+    pub checksum: bool,
 }
 
 impl Default for ClientConfig {
@@ -46,6 +52,7 @@ impl Default for ClientConfig {
             sync: SyncConfig::default(),
             max_backlog_ticks: 8,
             channel: ChannelConfig::default(),
+            checksum: false,
         }
     }
 }
@@ -113,6 +120,9 @@ pub struct ClientStats {
     /// channel too, since the new server's is new: messages the old server had not
     /// acknowledged are dropped.
     pub server_restarts: u64,
+    /// Packets refused because their checksum did not match
+    /// ([`ClientConfig::checksum`]); also counted in `packets_rejected`.
+    pub checksum_failures: u64,
 }
 
 /// How far, in seconds of server ticks, a packet's tick may lie from where the client
@@ -406,6 +416,15 @@ impl<I: Input> ClientSession<I> {
         now: Duration,
         bytes: &[u8],
     ) -> Result<SnapshotFragment, ProtocolError> {
+        let bytes = match self.config.checksum.then(|| crate::integrity::open(bytes)) {
+            None => bytes,
+            Some(Ok(body)) => body,
+            Some(Err(e)) => {
+                self.stats.packets_rejected += 1;
+                self.stats.checksum_failures += 1;
+                return Err(e);
+            }
+        };
         let frag = match SnapshotFragment::decode(bytes) {
             Ok(f) => f,
             Err(e) => {
@@ -1035,7 +1054,10 @@ impl<I: Input> ClientSession<I> {
             w = Writer::with_capacity(w.len() + 2 + msg.messages.as_ref().map_or(0, Vec::len));
             msg.encode(&mut w);
         }
-        let bytes = w.into_bytes();
+        let mut bytes = w.into_bytes();
+        if self.config.checksum {
+            crate::integrity::seal(&mut bytes);
+        }
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += bytes.len() as u64;
         self.stats.inputs_sent += msg.inputs.len() as u64;

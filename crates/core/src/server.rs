@@ -65,6 +65,12 @@ pub struct ServerConfig {
     /// contradict the client's clock ([`crate::limits::RESYNC_AFTER_PACKETS`]), and not at all
     /// when the old server ran less than [`crate::limits::TICK_TRUST_SECS`].
     pub instance: u32,
+    /// End every packet with a CRC-32 of the rest, and refuse a client packet whose own
+    /// does not match before decoding it ([`ProtocolError::BadChecksum`]), for a
+    /// transport that may deliver damaged bytes. Off by default: the sessions trust
+    /// their transport's integrity, and netcode.io provides it. Clients must be
+    /// configured alike ([`crate::ClientConfig::checksum`]).
+    pub checksum: bool,
 }
 
 impl Default for ServerConfig {
@@ -80,6 +86,7 @@ impl Default for ServerConfig {
             max_late_ticks: 16,
             channel: ChannelConfig::default(),
             instance: 0,
+            checksum: false,
         }
     }
 }
@@ -128,6 +135,9 @@ pub struct ServerClientStats {
     /// Packets refused because their message section was malformed
     /// ([`ProtocolError::Channel`]); also counted in `packets_rejected`.
     pub message_sections_rejected: u64,
+    /// Packets refused because their checksum did not match
+    /// ([`ServerConfig::checksum`]); also counted in `packets_rejected`.
+    pub checksum_failures: u64,
 }
 
 /// One tick's worth of work for the game: step from `tick` with these inputs.
@@ -419,12 +429,22 @@ impl<I: Input> ServerSession<I> {
         let lead_limit = self.config.max_input_lead_ticks;
         let late_limit = i64::from(self.config.max_late_ticks);
         let tick_hz = self.config.tick_hz;
+        let checksum = self.config.checksum;
         let client = self
             .clients
             .get_mut(&id)
             .ok_or(ProtocolError::UnknownClient(id))?;
         client.stats.packets_received += 1;
         client.stats.bytes_received += bytes.len() as u64;
+        let bytes = match checksum.then(|| crate::integrity::open(bytes)) {
+            None => bytes,
+            Some(Ok(body)) => body,
+            Some(Err(e)) => {
+                client.stats.packets_rejected += 1;
+                client.stats.checksum_failures += 1;
+                return Err(e);
+            }
+        };
         let msg = match InputMessage::<I>::decode(bytes, max_inputs) {
             Ok(m) => m,
             Err(e) => {
@@ -666,6 +686,7 @@ impl<I: Input> ServerSession<I> {
         let current = self.current_tick();
         let tick_hz = self.config.tick_hz;
         let instance = self.config.instance;
+        let checksum = self.config.checksum;
         let client = self
             .clients
             .get_mut(&id)
@@ -745,7 +766,10 @@ impl<I: Input> ServerSession<I> {
             client.send_seq = client.send_seq.next();
             let mut w = Writer::with_capacity(chunk.len() + 32);
             frag.encode(&mut w);
-            let bytes = w.into_bytes();
+            let mut bytes = w.into_bytes();
+            if checksum {
+                crate::integrity::seal(&mut bytes);
+            }
             client.stats.packets_sent += 1;
             client.stats.bytes_sent += bytes.len() as u64;
             self.outbox.push_back((id, bytes));

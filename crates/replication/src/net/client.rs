@@ -172,6 +172,16 @@ impl Render {
 /// while let Some(bytes) = client.poll_transmit(now) { send(bytes) }
 /// let render = client.render(now);                         // draw render.pose(id)
 /// ```
+///
+/// It trusts its transport's integrity: a packet arrives as it was sent, or not at all
+/// (netcode.io, under `lagless_transport::GameClient`, authenticates every packet). Over
+/// a transport that may damage bytes, turn the sessions' checksum on at both ends
+/// (`NetConfig::client_session.checksum`, `server_session.checksum`; `docs/sessions.md`,
+/// "Integrity"): damaged packets are then refused before decoding.
+///
+/// A client kept across a server restart, or whose session started over for any reason
+/// ([`ClientSession::epoch`]), starts over with it: its entities are despawned (events)
+/// and come back from the new timeline's first snapshot ([`ClientNetStats::restarts`]).
 pub struct Client<W: PredictedWorld> {
     session: ClientSession<W::Input>,
     replication: ReplicationClient,

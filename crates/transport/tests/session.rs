@@ -6,7 +6,9 @@ use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use lagless_core::{ClientConfig, ClientSession};
-use lagless_replication::{Client, Kind, NetConfig, Schema, Server, Spectator};
+use lagless_replication::{
+    Client, Delivery, EntityEvent, Kind, NetConfig, Schema, Server, Spectator,
+};
 use lagless_transport::session::{
     Control, GameClient, GameServer, LeaveReason, Mismatch, SessionError, SessionEvent,
     SessionState,
@@ -588,4 +590,108 @@ fn a_client_that_sends_only_keep_alives_is_dropped_as_idle_with_the_reason_on_bo
     assert_eq!(host.clients(), vec![13]);
     assert!(playing.is_ready());
     assert_eq!(host.stats().idle, 1);
+}
+
+/// Numbered reliable messages both ways, for checking each arrives once and in order.
+#[derive(Default)]
+struct Talk {
+    frame: u32,
+    down_sent: u32,
+    up_sent: u32,
+    down_got: Vec<u32>,
+    up_got: Vec<u32>,
+}
+
+impl Talk {
+    /// A server frame that sends the next number to client `id` now and then (also
+    /// while it is away), and takes the client's.
+    fn serve(&mut self, host: &mut GameServer<u8>, events: &mut Vec<SessionEvent>, id: u64) {
+        serve(host, events);
+        self.frame += 1;
+        if self.frame % 10 == 0 && host.clients() == vec![id] {
+            host.server_mut()
+                .send_message(id, Delivery::Reliable, &self.down_sent.to_le_bytes())
+                .expect("queued");
+            self.down_sent += 1;
+        }
+        while let Some((_, _, m)) = host.server_mut().poll_message() {
+            self.up_got
+                .push(u32::from_le_bytes(m.try_into().expect("4 bytes")));
+        }
+    }
+
+    /// A client frame that sends the next number now and then, and takes the server's.
+    fn play(&mut self, c: &mut GameClient<Spectator<u8>>) {
+        c.step(|_| 0).expect("no error");
+        if c.is_ready() && self.frame % 10 == 5 {
+            c.client_mut()
+                .send_message(Delivery::Reliable, &self.up_sent.to_le_bytes())
+                .expect("queued");
+            self.up_sent += 1;
+        }
+        while let Some((_, m)) = c.client_mut().poll_message() {
+            self.down_got
+                .push(u32::from_le_bytes(m.try_into().expect("4 bytes")));
+        }
+    }
+}
+
+#[test]
+fn a_frozen_client_resumes_its_place_within_the_grace_period_messages_exactly_once_in_order() {
+    let key = keys::generate_private_key().expect("key");
+    let mut host = host(key, 30, 4);
+    host.set_resume_grace(Some(Duration::from_secs(10)));
+    host.server_mut()
+        .spawn_with_id(5, 0, |w| w.vec2([1.0, 2.0]))
+        .expect("spawn");
+    let addr = host.local_addr().expect("addr");
+    let mut events = Vec::new();
+    let mut c = game_client(&token(&key, 15, addr, 1), 30);
+    let mut talk = Talk::default();
+    until(5, "the client plays", || {
+        talk.serve(&mut host, &mut events, 15);
+        talk.play(&mut c);
+        c.client().replication().get(5).is_some() && talk.down_got.len() >= 3
+    });
+    // Frozen past its 1 s timeout: the server keeps its place, and goes on queuing.
+    let frozen = Instant::now();
+    until(5, "the client is away", || {
+        talk.serve(&mut host, &mut events, 15);
+        frozen.elapsed() >= Duration::from_millis(1500)
+    });
+    assert!(events.contains(&SessionEvent::Away {
+        client: 15,
+        match_id: 0
+    }));
+    assert_eq!(left(&events, 15), None);
+    assert!(matches!(c.update(), Err(SessionError::Suspended(_))));
+    // Back with a fresh token, from a new socket.
+    let before = c.client().replication().newest().expect("a snapshot");
+    let resumed = Instant::now();
+    c.resume(&token(&key, 15, addr, 5)).expect("resume");
+    let mut in_play = None;
+    let (down_target, up_target) = (talk.down_sent + 3, talk.up_sent + 3);
+    until(5, "the message streams caught up", || {
+        talk.serve(&mut host, &mut events, 15);
+        talk.play(&mut c);
+        if c.client().replication().newest() > Some(before) {
+            in_play.get_or_insert(resumed.elapsed());
+        }
+        talk.down_got.len() as u32 >= down_target && talk.up_got.len() as u32 >= up_target
+    });
+    // Loopback: the netcode.io handshake and the hello, then the next snapshot.
+    println!("a snapshot applied {in_play:?} after the resume began");
+    assert!(events.iter().any(|e| matches!(
+        e,
+        SessionEvent::Resumed { client: 15, away, .. } if *away < Duration::from_secs(10)
+    )));
+    assert_eq!(left(&events, 15), None);
+    assert_eq!(host.stats().resumes, 1);
+    let in_order = |got: &[u32]| got.iter().enumerate().all(|(i, n)| *n == i as u32);
+    assert!(in_order(&talk.down_got), "{:?}", talk.down_got);
+    assert!(in_order(&talk.up_got), "{:?}", talk.up_got);
+    // The same entity, never despawned, and the client never started over.
+    let spawns: Vec<EntityEvent> = std::iter::from_fn(|| c.client_mut().poll_event()).collect();
+    assert_eq!(spawns.len(), 1, "{spawns:?}");
+    assert_eq!(c.client().stats().restarts, 0);
 }

@@ -110,11 +110,30 @@ impl<W: PredictedWorld> GameClient<W> {
     /// new connection ([`Client::start_over`]: its entities despawned, and back from the
     /// server's first snapshot), the world and its policies kept.
     pub fn reconnect(&mut self, token_bytes: &[u8]) -> Result<(), TransportError> {
+        self.connect_again(token_bytes)?;
+        self.client.start_over();
+        Ok(())
+    }
+
+    /// Connects again with a fresh token for the same client id, to a server that kept
+    /// this client's place ([`GameServer::set_resume_grace`](super::GameServer::set_resume_grace)):
+    /// the game's [`Client`] goes on exactly where it was (its clock, inputs, snapshot
+    /// acknowledgements and message streams), as the server's side of it does, so
+    /// reliable messages arrive once and in order across the gap. From a new socket,
+    /// hence a new address: what a phone that changed networks needs. A server that did
+    /// not keep the place starts this client as a new one (a restarted server names
+    /// another instance, and the `Client` starts over by itself); a server that did
+    /// keep it but with another client id is not what this is for.
+    pub fn resume(&mut self, token_bytes: &[u8]) -> Result<(), TransportError> {
+        self.connect_again(token_bytes)
+    }
+
+    /// A new netcode.io connection from a new socket, the session waiting for its hello.
+    fn connect_again(&mut self, token_bytes: &[u8]) -> Result<(), TransportError> {
         if self.udp.is_connected() {
             self.udp.disconnect();
         }
         self.udp = UdpClient::connect(token_bytes)?;
-        self.client.start_over();
         self.state = SessionState::Connecting;
         self.connected_at = Duration::ZERO;
         self.last_update = None;

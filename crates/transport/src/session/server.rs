@@ -115,6 +115,28 @@ pub enum SessionEvent {
     /// Once a second: the counters over the last second ([`SessionStats::clients`] is the
     /// count at its end).
     Second(SessionStats),
+    /// A client's connection timed out, and it stays in the [`Server`] for the resume
+    /// grace period ([`GameServer::set_resume_grace`]): its player, its session and its
+    /// queued reliable messages wait for it. Freeze the player if the game likes; its
+    /// [`SessionEvent::Disconnected`] comes if it is not back within the grace period.
+    Away {
+        /// Its id.
+        client: ClientId,
+        /// The match it is in.
+        match_id: MatchId,
+    },
+    /// An away client connected again (a fresh token for the same id, from any address):
+    /// it goes on where it was, its player, session and message streams kept.
+    Resumed {
+        /// Its id.
+        client: ClientId,
+        /// Where it sends from now.
+        addr: SocketAddr,
+        /// The match it is in.
+        match_id: MatchId,
+        /// How long it was away (from its connection's timeout).
+        away: Duration,
+    },
 }
 
 /// Client packets the game's [`Server`] refused, by reason (the packet was dropped; the
@@ -193,6 +215,9 @@ pub struct SessionStats {
     pub refusals: u64,
     /// Of those, dropped for sending no game packet ([`GameServer::set_idle_timeout`]).
     pub idle: u64,
+    /// Clients that came back within the resume grace period
+    /// ([`GameServer::set_resume_grace`]), not counted in `connects`.
+    pub resumes: u64,
     /// Clients whose token named a match this server does not host: disconnected at once
     /// (not counted in `connects`).
     pub no_such_match: u64,
@@ -244,6 +269,7 @@ impl SessionStats {
             timeouts: self.timeouts.saturating_sub(earlier.timeouts),
             refusals: self.refusals.saturating_sub(earlier.refusals),
             idle: self.idle.saturating_sub(earlier.idle),
+            resumes: self.resumes.saturating_sub(earlier.resumes),
             no_such_match: self.no_such_match.saturating_sub(earlier.no_such_match),
             datagrams_in: self.datagrams_in.saturating_sub(earlier.datagrams_in),
             bytes_in: self.bytes_in.saturating_sub(earlier.bytes_in),
@@ -312,6 +338,10 @@ pub struct GameServer<I: Input> {
     idle_timeout: Option<Duration>,
     /// When each client in a match last sent a game packet (or connected).
     last_game_packet: BTreeMap<ClientId, Duration>,
+    /// How long a timed-out client keeps its place for a resume (`None`: not at all).
+    resume_grace: Option<Duration>,
+    /// Clients whose connection timed out, still in their match, and since when.
+    away: BTreeMap<ClientId, Duration>,
 }
 
 impl<I: Input> GameServer<I> {
@@ -382,6 +412,8 @@ impl<I: Input> GameServer<I> {
             last_second: (Duration::ZERO, SessionStats::default()),
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             last_game_packet: BTreeMap::new(),
+            resume_grace: None,
+            away: BTreeMap::new(),
         })
     }
 
@@ -460,6 +492,18 @@ impl<I: Input> GameServer<I> {
     /// connected, so keep it longer than clients take to start playing.
     pub fn set_idle_timeout(&mut self, timeout: Option<Duration>) {
         self.idle_timeout = timeout;
+    }
+
+    /// Keeps a client whose connection timed out in its match for `grace` (`None`, the
+    /// default: it leaves at once, as before): its player, its core session (inputs,
+    /// acknowledgements, queued reliable messages) and its replication state wait, and a
+    /// fresh token for the same client id, from any address, takes it back where it was
+    /// ([`SessionEvent::Away`], [`SessionEvent::Resumed`];
+    /// [`GameClient::resume`](super::GameClient::resume)): an app frozen in the background,
+    /// or a phone that changed networks once its old connection timed out. Off by
+    /// default because the game must then keep (or freeze) a player whose client is gone.
+    pub fn set_resume_grace(&mut self, grace: Option<Duration>) {
+        self.resume_grace = grace;
     }
 
     /// The idle timeout in force ([`GameServer::set_idle_timeout`]).
@@ -543,6 +587,18 @@ impl<I: Input> GameServer<I> {
         }
         // Clients send nothing on the reliable channel.
         self.counts.malformed_payloads += self.udp.recv_reliable().count() as u64;
+        let expired: Vec<ClientId> = self
+            .away
+            .iter()
+            .filter(|&(_, &since)| {
+                self.resume_grace
+                    .is_none_or(|g| now.saturating_sub(since) >= g)
+            })
+            .map(|(&id, _)| id)
+            .collect();
+        for client in expired {
+            self.drop_client(client, LeaveReason::TimedOut);
+        }
         if let Some(timeout) = self.idle_timeout {
             let idle: Vec<ClientId> = self
                 .last_game_packet
@@ -596,6 +652,12 @@ impl<I: Input> GameServer<I> {
     }
 
     fn join(&mut self, client: ClientId, addr: SocketAddr) {
+        if let Some(since) = self.away.remove(&client) {
+            if let Some(&match_id) = self.client_match.get(&client) {
+                self.resume(client, addr, match_id, since);
+                return;
+            }
+        }
         let Some(id) = self.wanted_match(client) else {
             self.counts.no_such_match += 1;
             let _ = self.udp.disconnect(client);
@@ -627,6 +689,16 @@ impl<I: Input> GameServer<I> {
         if self.refusing.remove(&client).is_some() {
             return;
         }
+        // A timeout is what a frozen app or a lost path looks like: with a grace period
+        // the client keeps its place for a while.
+        if let (DisconnectReason::TimedOut, Some(_), Some(&match_id)) =
+            (reason, self.resume_grace, self.client_match.get(&client))
+        {
+            self.last_game_packet.remove(&client);
+            self.away.insert(client, self.udp.now());
+            self.push(SessionEvent::Away { client, match_id });
+            return;
+        }
         let reason = match reason {
             DisconnectReason::TimedOut => LeaveReason::TimedOut,
             DisconnectReason::ClientDisconnected => LeaveReason::Left,
@@ -637,8 +709,25 @@ impl<I: Input> GameServer<I> {
 
     /// Takes `client` out of its match, counting why, and queues its
     /// [`SessionEvent::Disconnected`]; nothing for a client in no match.
+    /// Takes an away client back on its new connection: nothing of its session is
+    /// reset, since the client's own goes on too; it is only told the hello again.
+    fn resume(&mut self, client: ClientId, addr: SocketAddr, match_id: MatchId, since: Duration) {
+        let now = self.udp.now();
+        self.last_game_packet.insert(client, now);
+        // A fresh connection's channel has room: this cannot fail.
+        let _ = self.udp.send_reliable(client, &self.hello().encode());
+        self.counts.resumes += 1;
+        self.push(SessionEvent::Resumed {
+            client,
+            addr,
+            match_id,
+            away: now.saturating_sub(since),
+        });
+    }
+
     fn drop_client(&mut self, client: ClientId, reason: LeaveReason) {
         self.last_game_packet.remove(&client);
+        self.away.remove(&client);
         let Some(id) = self.client_match.remove(&client) else {
             return;
         };
@@ -701,6 +790,10 @@ impl<I: Input> GameServer<I> {
     pub fn transmit(&mut self) {
         for server in self.matches.values_mut() {
             while let Some((client, bytes)) = server.poll_transmit() {
+                // Lost with the client's path; its session resends what matters.
+                if self.away.contains_key(&client) {
+                    continue;
+                }
                 if self.udp.send(client, &bytes).is_err() {
                     self.counts.send_failures += 1;
                 }

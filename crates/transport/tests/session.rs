@@ -695,3 +695,54 @@ fn a_frozen_client_resumes_its_place_within_the_grace_period_messages_exactly_on
     assert_eq!(spawns.len(), 1, "{spawns:?}");
     assert_eq!(c.client().stats().restarts, 0);
 }
+
+#[test]
+fn a_client_that_changes_networks_resumes_at_once_from_its_new_address() {
+    let key = keys::generate_private_key().expect("key");
+    let mut host = host(key, 30, 4);
+    host.set_resume_grace(Some(Duration::from_secs(10)));
+    host.server_mut()
+        .spawn_with_id(5, 0, |w| w.vec2([1.0, 2.0]))
+        .expect("spawn");
+    let addr = host.local_addr().expect("addr");
+    let mut events = Vec::new();
+    let mut c = game_client(&token(&key, 16, addr, 5), 30);
+    let mut talk = Talk::default();
+    until(5, "the client plays", || {
+        talk.serve(&mut host, &mut events, 16);
+        talk.play(&mut c);
+        c.client().replication().get(5).is_some() && talk.down_got.len() >= 3
+    });
+    let old_addr = c.transport().local_addr().expect("addr");
+    // The phone switches networks: a new socket, a fresh token, while the old
+    // connection is still alive on the server (its 5 s timeout far off).
+    let before = c.client().replication().newest().expect("a snapshot");
+    let switched = Instant::now();
+    c.resume(&token(&key, 16, addr, 5)).expect("resume");
+    assert_ne!(c.transport().local_addr().expect("addr"), old_addr);
+    let mut in_play = None;
+    let (down_target, up_target) = (talk.down_sent + 5, talk.up_sent + 5);
+    until(5, "the message streams caught up", || {
+        talk.serve(&mut host, &mut events, 16);
+        talk.play(&mut c);
+        if c.client().replication().newest() > Some(before) {
+            in_play.get_or_insert(switched.elapsed());
+        }
+        talk.down_got.len() as u32 >= down_target && talk.up_got.len() as u32 >= up_target
+    });
+    let in_play = in_play.expect("in play");
+    println!("a snapshot applied {in_play:?} after the switch");
+    assert!(in_play < Duration::from_secs(1), "{in_play:?}");
+    assert!(events.iter().any(|e| matches!(
+        e,
+        SessionEvent::Resumed { client: 16, addr, .. } if addr.port() != old_addr.port()
+    )));
+    assert_eq!(left(&events, 16), None);
+    assert_eq!(host.clients(), vec![16]);
+    let in_order = |got: &[u32]| got.iter().enumerate().all(|(i, n)| *n == i as u32);
+    assert!(in_order(&talk.down_got), "{:?}", talk.down_got);
+    assert!(in_order(&talk.up_got), "{:?}", talk.up_got);
+    let spawns: Vec<EntityEvent> = std::iter::from_fn(|| c.client_mut().poll_event()).collect();
+    assert_eq!(spawns.len(), 1, "{spawns:?}");
+    assert_eq!(c.client().stats().restarts, 0);
+}

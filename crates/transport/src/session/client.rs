@@ -110,6 +110,9 @@ impl<W: PredictedWorld> GameClient<W> {
     /// new connection ([`Client::start_over`]: its entities despawned, and back from the
     /// server's first snapshot), the world and its policies kept.
     pub fn reconnect(&mut self, token_bytes: &[u8]) -> Result<(), TransportError> {
+        if self.udp.is_connected() {
+            self.udp.disconnect();
+        }
         self.connect_again(token_bytes)?;
         self.client.start_over();
         Ok(())
@@ -124,15 +127,16 @@ impl<W: PredictedWorld> GameClient<W> {
     /// not keep the place starts this client as a new one (a restarted server names
     /// another instance, and the `Client` starts over by itself); a server that did
     /// keep it but with another client id is not what this is for.
+    ///
+    /// The old connection is dropped without a goodbye: a disconnect reaching the server
+    /// would make it leave at once, where the server takes the new connection's place
+    /// over from it (or lets it time out) and keeps the player.
     pub fn resume(&mut self, token_bytes: &[u8]) -> Result<(), TransportError> {
         self.connect_again(token_bytes)
     }
 
     /// A new netcode.io connection from a new socket, the session waiting for its hello.
     fn connect_again(&mut self, token_bytes: &[u8]) -> Result<(), TransportError> {
-        if self.udp.is_connected() {
-            self.udp.disconnect();
-        }
         self.udp = UdpClient::connect(token_bytes)?;
         self.state = SessionState::Connecting;
         self.connected_at = Duration::ZERO;

@@ -502,8 +502,14 @@ impl<I: Input> GameServer<I> {
     /// [`GameClient::resume`](super::GameClient::resume)): an app frozen in the background,
     /// or a phone that changed networks once its old connection timed out. Off by
     /// default because the game must then keep (or freeze) a player whose client is gone.
+    ///
+    /// With a grace period, a fresh token for a client id still connected from another
+    /// address replaces that connection at once (`UdpServer::set_replace_connected`), so
+    /// a client that changed networks resumes without waiting for its old connection to
+    /// time out.
     pub fn set_resume_grace(&mut self, grace: Option<Duration>) {
         self.resume_grace = grace;
+        self.udp.set_replace_connected(grace.is_some());
     }
 
     /// The idle timeout in force ([`GameServer::set_idle_timeout`]).
@@ -689,10 +695,14 @@ impl<I: Input> GameServer<I> {
         if self.refusing.remove(&client).is_some() {
             return;
         }
-        // A timeout is what a frozen app or a lost path looks like: with a grace period
-        // the client keeps its place for a while.
-        if let (DisconnectReason::TimedOut, Some(_), Some(&match_id)) =
-            (reason, self.resume_grace, self.client_match.get(&client))
+        // A timeout is what a frozen app or a lost path looks like, a replacement what a
+        // new path looks like: with a grace period the client keeps its place for a while.
+        let path_lost = matches!(
+            reason,
+            DisconnectReason::TimedOut | DisconnectReason::Replaced
+        );
+        if let (true, Some(_), Some(&match_id)) =
+            (path_lost, self.resume_grace, self.client_match.get(&client))
         {
             self.last_game_packet.remove(&client);
             self.away.insert(client, self.udp.now());
@@ -700,7 +710,7 @@ impl<I: Input> GameServer<I> {
             return;
         }
         let reason = match reason {
-            DisconnectReason::TimedOut => LeaveReason::TimedOut,
+            DisconnectReason::TimedOut | DisconnectReason::Replaced => LeaveReason::TimedOut,
             DisconnectReason::ClientDisconnected => LeaveReason::Left,
             DisconnectReason::ServerDisconnected => LeaveReason::Kicked,
         };

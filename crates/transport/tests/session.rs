@@ -746,3 +746,43 @@ fn a_client_that_changes_networks_resumes_at_once_from_its_new_address() {
     assert_eq!(spawns.len(), 1, "{spawns:?}");
     assert_eq!(c.client().stats().restarts, 0);
 }
+
+#[test]
+fn an_away_client_leaves_when_its_grace_ends_or_the_server_shuts_down() {
+    let key = keys::generate_private_key().expect("key");
+    let mut host = host(key, 30, 4);
+    host.set_resume_grace(Some(Duration::from_millis(500)));
+    let addr = host.local_addr().expect("addr");
+    let mut events = Vec::new();
+    for id in [17, 18] {
+        let mut c = game_client(&token(&key, id, addr, 1), 30);
+        until(5, "the client plays", || {
+            serve(&mut host, &mut events);
+            c.step(|_| 0).expect("no error");
+            c.is_ready()
+        });
+        // Gone without a word: away after its 1 s timeout.
+        drop(c);
+        until(5, "the client is away", || {
+            serve(&mut host, &mut events);
+            events.contains(&SessionEvent::Away {
+                client: id,
+                match_id: 0,
+            })
+        });
+        assert_eq!(host.clients(), vec![id]);
+        if id == 17 {
+            // Not back within the grace period: it leaves as timed out.
+            until(5, "the grace period ends", || {
+                serve(&mut host, &mut events);
+                left(&events, 17).is_some()
+            });
+            assert_eq!(left(&events, 17), Some(LeaveReason::TimedOut));
+        } else {
+            host.shutdown();
+            events.extend(std::iter::from_fn(|| host.poll_event()));
+            assert_eq!(left(&events, 18), Some(LeaveReason::Kicked));
+        }
+        assert!(host.clients().is_empty());
+    }
+}

@@ -528,7 +528,8 @@ impl<I: Input> GameServer<I> {
         &self.udp
     }
 
-    /// Ids of the clients in the game, every match (refused ones are not).
+    /// Ids of the clients in the game, every match (refused ones are not; away ones,
+    /// waiting for a resume, are: [`SessionEvent::Away`]).
     pub fn clients(&self) -> Vec<ClientId> {
         self.client_match.keys().copied().collect()
     }
@@ -857,6 +858,11 @@ impl<I: Input> GameServer<I> {
             }
         }
         self.refusing.clear();
+        // Those waiting for a resume have no connection left to end: they leave too.
+        let away: Vec<ClientId> = self.away.keys().copied().collect();
+        for client in away {
+            self.drop_client(client, LeaveReason::Kicked);
+        }
     }
 
     /// Stops hosting and hands back the game's server (the first match's), with its

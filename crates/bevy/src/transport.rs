@@ -78,7 +78,10 @@ impl<I: Input + Sync> ServerHost<I> for GameServer<I> {
                 SessionEvent::Disconnected { client, .. } => {
                     connections.push(Connection::Disconnected(client));
                 }
-                SessionEvent::Second(_) => {}
+                // No resume grace is set here: a timed-out client leaves at once.
+                SessionEvent::Second(_)
+                | SessionEvent::Away { .. }
+                | SessionEvent::Resumed { .. } => {}
             }
         }
     }

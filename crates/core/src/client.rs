@@ -33,6 +33,12 @@ pub struct ClientConfig {
     /// bounds, and `max_packet_bytes`, the most a message section may take of an input
     /// message.
     pub channel: ChannelConfig,
+    /// End every packet with a CRC-32 of the rest, and refuse a server packet whose own
+    /// does not match before decoding it ([`ProtocolError::BadChecksum`]), for a
+    /// transport that may deliver damaged bytes. Off by default: the sessions trust
+    /// their transport's integrity, and netcode.io provides it. The server must be
+    /// configured alike ([`crate::ServerConfig::checksum`]).
+    pub checksum: bool,
 }
 
 impl Default for ClientConfig {
@@ -46,6 +52,7 @@ impl Default for ClientConfig {
             sync: SyncConfig::default(),
             max_backlog_ticks: 8,
             channel: ChannelConfig::default(),
+            checksum: false,
         }
     }
 }
@@ -107,6 +114,15 @@ pub struct ClientStats {
     /// ours: the late inputs that cost a misprediction. Our input history holds what the
     /// server applied for them, so a replay through them matches the server.
     pub guesses_wrong: u64,
+    /// Times a packet named another server instance than the one the client was playing
+    /// with ([`crate::ServerConfig::instance`]): the server restarted, and the client
+    /// started over at once (as for `tick_resyncs`, not counted there), its message
+    /// channel too, since the new server's is new: messages the old server had not
+    /// acknowledged are dropped.
+    pub server_restarts: u64,
+    /// Packets refused because their checksum did not match
+    /// ([`ClientConfig::checksum`]); also counted in `packets_rejected`.
+    pub checksum_failures: u64,
 }
 
 /// How far, in seconds of server ticks, a packet's tick may lie from where the client
@@ -184,6 +200,10 @@ pub struct ClientSession<I: Input> {
     resync_flag: bool,
     /// What the server's starved-tick reports have told so far.
     starved: StarvedTicks<I>,
+    /// The server instance heard with the tick rate ([`crate::ServerConfig::instance`]).
+    server_instance: Option<u32>,
+    /// Times everything keyed on the server's ticks was forgotten ([`ClientSession::epoch`]).
+    epoch: u64,
     stats: ClientStats,
 }
 
@@ -256,6 +276,8 @@ impl<I: Input> ClientSession<I> {
                 last_delivered: None,
                 run: 0,
             },
+            server_instance: None,
+            epoch: 0,
             stats: ClientStats::default(),
             config,
         }
@@ -303,6 +325,22 @@ impl<I: Input> ClientSession<I> {
     /// Fraction of the way to the next tick, for rendering between ticks.
     pub fn alpha(&self) -> f64 {
         self.timestep.alpha()
+    }
+
+    /// How many times the client forgot everything it knew keyed on the server's ticks: a
+    /// resync ([`ClientStats::tick_resyncs`]), a server restart
+    /// ([`ClientStats::server_restarts`]), a first tick found bogus. Whatever the game
+    /// keyed on server ticks before it changed (decoded snapshots, interpolation, predicted
+    /// history) belongs to another timeline and must go with it: the ticks that follow
+    /// may be lower. `lagless-replication`'s `Client` follows it by itself.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The server instance the client is playing with, once heard
+    /// ([`crate::ServerConfig::instance`]).
+    pub fn server_instance(&self) -> Option<u32> {
+        self.server_instance
     }
 
     /// The newest server tick seen in any packet.
@@ -378,6 +416,15 @@ impl<I: Input> ClientSession<I> {
         now: Duration,
         bytes: &[u8],
     ) -> Result<SnapshotFragment, ProtocolError> {
+        let bytes = match self.config.checksum.then(|| crate::integrity::open(bytes)) {
+            None => bytes,
+            Some(Ok(body)) => body,
+            Some(Err(e)) => {
+                self.stats.packets_rejected += 1;
+                self.stats.checksum_failures += 1;
+                return Err(e);
+            }
+        };
         let frag = match SnapshotFragment::decode(bytes) {
             Ok(f) => f,
             Err(e) => {
@@ -396,6 +443,9 @@ impl<I: Input> ClientSession<I> {
                 ours: self.config.tick_hz,
                 theirs,
             });
+        }
+        if frag.tick_hz.is_some() {
+            self.take_instance(frag.server_instance);
         }
         let tick = Tick(frag.tick);
         // A server never gets there; a clock started from such a stamp would run into the
@@ -709,7 +759,30 @@ impl<I: Input> ClientSession<I> {
             return false;
         }
         self.resync();
+        self.stats.tick_resyncs += 1;
         true
+    }
+
+    /// Starts over as a new connection (a reconnection, given a new slot on the server):
+    /// the clock, the input history, everything keyed on the server's ticks
+    /// ([`ClientSession::epoch`] moves) and the message channel go, since the new slot's
+    /// are new; queued messages are dropped. Settings, counters and the RTT estimate stay.
+    pub fn restart(&mut self) {
+        self.resync();
+        self.channel = MessageChannel::new(self.config.channel.clone());
+        self.server_instance = None;
+    }
+
+    /// Notes the server instance a packet names; another than the one played with means
+    /// the server restarted: its ticks, acknowledgements and message channel are new, and
+    /// the client starts over at once rather than wait for its ticks to contradict the
+    /// clock (they may not, after a short run).
+    fn take_instance(&mut self, instance: u32) {
+        if self.server_instance.is_some_and(|i| i != instance) {
+            self.restart();
+            self.stats.server_restarts += 1;
+        }
+        self.server_instance = Some(instance);
     }
 
     /// [`TICK_TRUST_SECS`] in ticks.
@@ -737,6 +810,7 @@ impl<I: Input> ClientSession<I> {
         self.reassembler = reassembler(&self.config);
         self.newest_essential = None;
         self.snapshots.clear();
+        self.epoch += 1;
     }
 
     /// Starts over as if newly connected, keeping the settings, the counters, the RTT
@@ -755,7 +829,6 @@ impl<I: Input> ClientSession<I> {
         self.contradictions = None;
         self.sent_leads.clear();
         self.echoed_lead = None;
-        self.stats.tick_resyncs += 1;
     }
 
     fn push_snapshot(&mut self, snapshot: ReceivedSnapshot) {
@@ -981,7 +1054,10 @@ impl<I: Input> ClientSession<I> {
             w = Writer::with_capacity(w.len() + 2 + msg.messages.as_ref().map_or(0, Vec::len));
             msg.encode(&mut w);
         }
-        let bytes = w.into_bytes();
+        let mut bytes = w.into_bytes();
+        if self.config.checksum {
+            crate::integrity::seal(&mut bytes);
+        }
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += bytes.len() as u64;
         self.stats.inputs_sent += msg.inputs.len() as u64;

@@ -58,4 +58,10 @@ pub enum ProtocolError {
         /// The rate the other side announced.
         theirs: u32,
     },
+    /// The packet's checksum does not match its bytes (it was damaged on the way, or the
+    /// other side sends none): refused before decoding. Only with the checksum on
+    /// ([`crate::ServerConfig::checksum`], [`crate::ClientConfig::checksum`]), which
+    /// both sides must agree on.
+    #[error("packet checksum mismatch")]
+    BadChecksum,
 }

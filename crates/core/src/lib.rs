@@ -69,6 +69,7 @@ pub mod channel;
 mod client;
 mod error;
 mod input;
+mod integrity;
 pub mod interpolation;
 pub mod lead;
 pub mod message;
@@ -95,6 +96,7 @@ pub mod limits {
 }
 pub use error::ProtocolError;
 pub use input::{GUESS_REPEAT_TICKS, Input};
+pub use integrity::CHECKSUM_BYTES;
 /// The wire types an [`Input`] implementation reads and writes, so a game needs no direct
 /// dependency on `lagless-wire`.
 pub use lagless_wire::{Reader, WireError, Writer};

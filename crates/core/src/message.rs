@@ -19,7 +19,7 @@
 //!                                                        flags bit 3: resync, no field
 //!
 //! snapshot = 'S' seq:u16 tick:u32 flags:u8
-//!            [tick_hz:varint]                            flags bit 3
+//!            [tick_hz:varint server_instance:u32]        flags bit 3
 //!            [client_time_us:u32 hold_us:varint]         flags bit 0: echo
 //!            [acked_through:u16 input_slack:zigzag]      flags bit 1: input ack
 //!            [index:u8 count:u8]                         unless flags bit 4 (whole)
@@ -289,6 +289,11 @@ pub struct SnapshotFragment {
     /// The server's tick rate, sent until the client acknowledges a snapshot, so a
     /// client running at another rate can say so clearly.
     pub tick_hz: Option<u16>,
+    /// The server's instance ([`crate::ServerConfig::instance`]): travels with `tick_hz`
+    /// only (0 when that is absent), so it costs four bytes in the few packets before
+    /// the client acknowledges a snapshot of this server. A client that hears another
+    /// instance than the one it played with knows the server restarted, and starts over.
+    pub server_instance: u32,
     /// The server's message section for this client (fragment 0 of a full snapshot only):
     /// a [`crate::channel`] packet of 1 to [`MAX_CHANNEL_PACKET_BYTES`] bytes, opaque to
     /// this codec. It takes its room out of the fragment's [`FRAGMENT_PAYLOAD_BYTES`].
@@ -314,6 +319,7 @@ impl SnapshotFragment {
         w.write_u8(flags);
         if let Some(hz) = self.tick_hz {
             w.write_varint_u32(u32::from(hz));
+            w.write_u32(self.server_instance);
         }
         if let Some(e) = self.echo {
             w.write_u32(e.client_time_us);
@@ -354,10 +360,10 @@ impl SnapshotFragment {
             }
             .into());
         }
-        let tick_hz = if flags & 8 != 0 {
-            Some(read_tick_hz(&mut r)?)
+        let (tick_hz, server_instance) = if flags & 8 != 0 {
+            (Some(read_tick_hz(&mut r)?), r.read_u32()?)
         } else {
-            None
+            (None, 0)
         };
         let echo = if flags & 1 != 0 {
             Some(PingEcho {
@@ -459,6 +465,7 @@ impl SnapshotFragment {
             count,
             essential,
             tick_hz,
+            server_instance,
             messages,
             payload,
         })
@@ -552,6 +559,7 @@ mod tests {
             count: 1,
             essential: false,
             tick_hz: None,
+            server_instance: 0,
             messages: None,
             payload: vec![1, 2, 3],
         };
@@ -672,6 +680,7 @@ mod tests {
                 count,
                 essential,
                 tick_hz: None,
+                server_instance: 0,
                 messages: (section > 0).then(|| vec![6; section]),
                 payload: vec![5; len],
             }
@@ -740,7 +749,7 @@ mod tests {
                 seq: Seq16(seq), tick,
                 echo: echo.map(|(c, h)| PingEcho { client_time_us: c, hold_us: h }),
                 input_ack: ack.map(|(a, l, starved, g)| InputAck { acked_through: Seq16(a), input_slack: l, starved, guessed: g && starved != 0 }),
-                index: idx % count, count, payload, essential: false, tick_hz, messages,
+                index: idx % count, count, payload, essential: false, tick_hz, server_instance: tick_hz.map_or(0, |hz| u32::from(hz) * 65_537), messages,
             };
             let mut w = Writer::new();
             f.encode(&mut w);

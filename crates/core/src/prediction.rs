@@ -137,6 +137,15 @@ impl<G: Rollback> Predictor<G> {
         &self.stats
     }
 
+    /// Forgets the predicted history and the present (counters are kept), for a new
+    /// server timeline ([`crate::ClientSession::epoch`]): the next server state is loaded
+    /// as is, whatever its tick, as the first one was.
+    pub fn reset(&mut self) {
+        self.history.reset(Tick(0));
+        self.present = None;
+        self.newest_confirmed = None;
+    }
+
     /// The tick of the predicted world's state, once a server state has been loaded.
     pub fn present(&self) -> Option<Tick> {
         self.present

@@ -56,6 +56,21 @@ pub struct ServerConfig {
     /// queue bounds, and `max_packet_bytes`, the most a message section may add to one
     /// snapshot.
     pub channel: ChannelConfig,
+    /// This run of the server, told to its clients with the tick rate until they hold one
+    /// of its snapshots ([`crate::ClientStats::server_restarts`]): a client kept across a
+    /// restart hears another instance and starts over at once, whatever the new server's
+    /// ticks. Give every start of a server a fresh value (random, or a start counter);
+    /// the core reads no randomness itself. `lagless_transport`'s `GameServer` draws one.
+    /// With the default 0 on every run, a restart goes unrecognised until eight packets
+    /// contradict the client's clock ([`crate::limits::RESYNC_AFTER_PACKETS`]), and not at all
+    /// when the old server ran less than [`crate::limits::TICK_TRUST_SECS`].
+    pub instance: u32,
+    /// End every packet with a CRC-32 of the rest, and refuse a client packet whose own
+    /// does not match before decoding it ([`ProtocolError::BadChecksum`]), for a
+    /// transport that may deliver damaged bytes. Off by default: the sessions trust
+    /// their transport's integrity, and netcode.io provides it. Clients must be
+    /// configured alike ([`crate::ClientConfig::checksum`]).
+    pub checksum: bool,
 }
 
 impl Default for ServerConfig {
@@ -70,6 +85,8 @@ impl Default for ServerConfig {
             max_backlog_ticks: 8,
             max_late_ticks: 16,
             channel: ChannelConfig::default(),
+            instance: 0,
+            checksum: false,
         }
     }
 }
@@ -118,6 +135,9 @@ pub struct ServerClientStats {
     /// Packets refused because their message section was malformed
     /// ([`ProtocolError::Channel`]); also counted in `packets_rejected`.
     pub message_sections_rejected: u64,
+    /// Packets refused because their checksum did not match
+    /// ([`ServerConfig::checksum`]); also counted in `packets_rejected`.
+    pub checksum_failures: u64,
 }
 
 /// One tick's worth of work for the game: step from `tick` with these inputs.
@@ -186,6 +206,9 @@ struct ClientSlot<I> {
     snapshot_ack: Option<Tick>,
     /// The tick of the last snapshot queued for this client.
     snapshot_sent: Option<Tick>,
+    /// The tick of the first snapshot queued for this client: an acknowledgement of an
+    /// older one is of another server's (a client kept across a restart).
+    first_snapshot: Option<Tick>,
     /// The client's newest packet asked for a snapshot against nothing.
     resync: bool,
     channel: MessageChannel,
@@ -293,6 +316,7 @@ impl<I: Input> ServerSession<I> {
                 send_seq: Seq16(0),
                 snapshot_ack: None,
                 snapshot_sent: None,
+                first_snapshot: None,
                 resync: false,
                 channel: MessageChannel::new(self.config.channel.clone()),
                 stats: ServerClientStats::default(),
@@ -405,12 +429,22 @@ impl<I: Input> ServerSession<I> {
         let lead_limit = self.config.max_input_lead_ticks;
         let late_limit = i64::from(self.config.max_late_ticks);
         let tick_hz = self.config.tick_hz;
+        let checksum = self.config.checksum;
         let client = self
             .clients
             .get_mut(&id)
             .ok_or(ProtocolError::UnknownClient(id))?;
         client.stats.packets_received += 1;
         client.stats.bytes_received += bytes.len() as u64;
+        let bytes = match checksum.then(|| crate::integrity::open(bytes)) {
+            None => bytes,
+            Some(Ok(body)) => body,
+            Some(Err(e)) => {
+                client.stats.packets_rejected += 1;
+                client.stats.checksum_failures += 1;
+                return Err(e);
+            }
+        };
         let msg = match InputMessage::<I>::decode(bytes, max_inputs) {
             Ok(m) => m,
             Err(e) => {
@@ -579,6 +613,13 @@ impl<I: Input> ServerSession<I> {
         self.config.snapshot_interval = interval.max(1);
     }
 
+    /// Names this run of the server [`ServerConfig::instance`] from now on (a host that
+    /// draws it after the game built its server). Clients that already hold one of this
+    /// server's snapshots are not told again; set it before the first client connects.
+    pub fn set_instance(&mut self, instance: u32) {
+        self.config.instance = instance;
+    }
+
     /// True when a snapshot should be sent for the current state (every
     /// `snapshot_interval` ticks).
     pub fn snapshot_due(&self) -> bool {
@@ -644,6 +685,8 @@ impl<I: Input> ServerSession<I> {
         }
         let current = self.current_tick();
         let tick_hz = self.config.tick_hz;
+        let instance = self.config.instance;
+        let checksum = self.config.checksum;
         let client = self
             .clients
             .get_mut(&id)
@@ -652,6 +695,10 @@ impl<I: Input> ServerSession<I> {
             return Err(ProtocolError::SnapshotAlreadySent(current));
         }
         client.snapshot_sent = Some(current);
+        let first = *client.first_snapshot.get_or_insert(current);
+        // Until the client holds a snapshot of ours, so it can check it runs at our rate
+        // and learn which server this is.
+        let hello = client.snapshot_ack.is_none_or(|a| a < first || a > current);
         let policy = self.config.missing_input;
         let echo = client.echo.map(|(t, at)| PingEcho {
             client_time_us: t,
@@ -711,15 +758,18 @@ impl<I: Input> ServerSession<I> {
                 index,
                 count,
                 essential,
-                // Until the client holds a snapshot, so it can check it runs at our rate.
-                tick_hz: client.snapshot_ack.is_none().then_some(tick_hz as u16),
+                tick_hz: hello.then_some(tick_hz as u16),
+                server_instance: if hello { instance } else { 0 },
                 messages: if essential { None } else { messages.take() },
                 payload: chunk.to_vec(),
             };
             client.send_seq = client.send_seq.next();
             let mut w = Writer::with_capacity(chunk.len() + 32);
             frag.encode(&mut w);
-            let bytes = w.into_bytes();
+            let mut bytes = w.into_bytes();
+            if checksum {
+                crate::integrity::seal(&mut bytes);
+            }
             client.stats.packets_sent += 1;
             client.stats.bytes_sent += bytes.len() as u64;
             self.outbox.push_back((id, bytes));

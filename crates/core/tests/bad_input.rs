@@ -145,6 +145,7 @@ fn client_rejects_and_counts_bad_packets() {
             count,
             essential: false,
             tick_hz: None,
+            server_instance: 0,
             messages: None,
             payload,
         }
@@ -261,6 +262,7 @@ fn fragment(seq: u16, tick: u32, index: u8, count: u8, byte: u8) -> Vec<u8> {
         count,
         essential: false,
         tick_hz: None,
+        server_instance: 0,
         messages: None,
         payload: vec![byte; len],
     }
@@ -453,6 +455,7 @@ fn control_packet(h: &Harness, echo: Option<PingEcho>, acked_through: Option<Seq
         count: 1,
         essential: true,
         tick_hz: None,
+        server_instance: 0,
         messages: None,
         // The harness's game reads one 8-byte position per client.
         payload: vec![0; 16],

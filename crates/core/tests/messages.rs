@@ -509,6 +509,7 @@ fn client_refuses_and_counts_bad_sections_and_goes_on() {
             count: 1,
             essential: false,
             tick_hz: None,
+            server_instance: 0,
             messages: Some(section),
             payload: vec![1, 2, 3],
         }

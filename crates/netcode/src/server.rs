@@ -42,6 +42,9 @@ pub enum DisconnectReason {
     ClientDisconnected,
     /// The server application disconnected it.
     ServerDisconnected,
+    /// A new connection with the same client id, from another address, took its place
+    /// (only with [`Server::set_replace_connected`]): a client that changed networks.
+    Replaced,
 }
 
 /// Something the application should know about.
@@ -280,6 +283,9 @@ pub struct Server {
     config: ServerConfig,
     /// New clients are admitted ([`Server::set_accepting`]).
     accepting: bool,
+    /// A valid token for a connected client id from another address replaces the
+    /// connection ([`Server::set_replace_connected`]).
+    replace_connected: bool,
     challenge_key: Key,
     challenge_sequence: u64,
     global_sequence: u64,
@@ -336,6 +342,7 @@ impl Server {
         let n = config.max_clients;
         Ok(Self {
             accepting: true,
+            replace_connected: false,
             challenge_key,
             challenge_sequence: 0,
             global_sequence: 1 << 63,
@@ -540,15 +547,15 @@ impl Server {
         if self.by_addr.contains_key(&from) {
             return Err(PacketError::AddressAlreadyConnected);
         }
-        if self.find_client(private.client_id).is_some() {
-            return Err(PacketError::ClientIdAlreadyConnected);
-        }
+        let replacing = self.replaces(private.client_id, from)?;
         let mut mac = [0u8; MAC_BYTES];
         mac.copy_from_slice(&request.private_data[request.private_data.len() - MAC_BYTES..]);
         if !self.token_entry_find_or_add(from, mac) {
             return Err(PacketError::TokenReused);
         }
-        if self.num_connected() >= self.config.max_clients || !self.accepting {
+        // A replacement takes the slot it frees.
+        let others = self.num_connected() - usize::from(replacing);
+        if others >= self.config.max_clients || !self.accepting {
             self.stats.denied += 1;
             self.send_global(&Packet::Denied, from, &private.server_to_client_key);
             return Ok(());
@@ -696,8 +703,11 @@ impl Server {
         let token =
             ChallengeToken::decrypt(&body.token_data, body.token_sequence, &self.challenge_key)
                 .map_err(|_| PacketError::ChallengeDecryptFailed)?;
-        if self.find_client(token.client_id).is_some() {
-            return Err(PacketError::ClientIdAlreadyConnected);
+        if self.replaces(token.client_id, from)? {
+            if let Some(old) = self.find_client(token.client_id) {
+                // The old address gets the disconnect packets too, should it still listen.
+                self.remove_client(old, DisconnectReason::Replaced, true);
+            }
         }
         let Some(mapping) = self.mappings.get(&from).cloned() else {
             return Err(PacketError::NoKeyForAddress);
@@ -856,6 +866,29 @@ impl Server {
     /// connected ones play on: a server draining before it exits stops admitting.
     pub fn set_accepting(&mut self, accepting: bool) {
         self.accepting = accepting;
+    }
+
+    /// Lets a valid connect token for a client id that is connected from another address
+    /// end that connection ([`DisconnectReason::Replaced`]) and take its place, instead of
+    /// being refused (`ClientIdAlreadyConnected`, the reference's rule and the default):
+    /// a phone that changed networks comes back at once, not after its old connection's
+    /// timeout. The token, which only the backend issues, is the proof.
+    pub fn set_replace_connected(&mut self, replace: bool) {
+        self.replace_connected = replace;
+    }
+
+    /// Whether a request for a connected client id from a new address is refused (`Err`)
+    /// or replaces the connection (`Ok(true)`); `Ok(false)` when the id is not connected.
+    fn replaces(&self, client_id: u64, from: SocketAddr) -> Result<bool, PacketError> {
+        let Some(index) = self.find_client(client_id) else {
+            return Ok(false);
+        };
+        let elsewhere = self.slots[index].as_ref().is_some_and(|s| s.addr != from);
+        if self.replace_connected && elsewhere {
+            Ok(true)
+        } else {
+            Err(PacketError::ClientIdAlreadyConnected)
+        }
     }
 
     /// Whether new clients are admitted.

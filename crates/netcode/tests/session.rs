@@ -964,3 +964,62 @@ fn the_request_sent_with_the_response_is_what_outlasts_a_flood_from_many_sources
         assert!(*t < Duration::from_secs(1), "{took:?}");
     }
 }
+
+#[test]
+fn a_fresh_token_from_a_new_address_replaces_a_connection_only_when_allowed() {
+    for replace in [false, true] {
+        // One slot: a replacement takes the slot it frees.
+        let mut s = server(1);
+        s.set_replace_connected(replace);
+        let mut now = Duration::ZERO;
+        let mut old = Client::new(&token(3, 1), now);
+        connect(&mut s, &mut old, client_addr(1), &mut now);
+        events(&mut s);
+        // The same player from another network, with a fresh token.
+        let mut new = Client::new(&token(3, 2), now);
+        for _ in 0..20 {
+            now += Duration::from_millis(50);
+            pump(
+                now,
+                &mut s,
+                &mut [(client_addr(2), &mut new), (client_addr(1), &mut old)],
+            );
+        }
+        let ev = events(&mut s);
+        if replace {
+            assert!(new.is_connected(), "{:?}", new.state());
+            assert_eq!(old.state(), ClientState::Disconnected);
+            assert!(
+                matches!(
+                    &ev[..],
+                    [
+                        ServerEvent::Disconnected {
+                            client_id: 3,
+                            reason: DisconnectReason::Replaced,
+                            addr: a,
+                            ..
+                        },
+                        ServerEvent::Connected {
+                            client_id: 3,
+                            addr: b,
+                            ..
+                        },
+                        ..
+                    ] if *a == client_addr(1) && *b == client_addr(2)
+                ),
+                "{ev:?}"
+            );
+        } else {
+            assert!(!new.is_connected());
+            assert!(old.is_connected());
+            assert!(ev.is_empty(), "{ev:?}");
+            assert!(
+                s.stats()
+                    .drops
+                    .iter()
+                    .any(|(r, n)| r == PacketError::ClientIdAlreadyConnected && n > 0)
+            );
+        }
+        assert_eq!(s.num_connected(), 1);
+    }
+}

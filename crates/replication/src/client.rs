@@ -469,6 +469,32 @@ impl ReplicationClient {
         }
     }
 
+    /// Starts over for a new server timeline (the session started over,
+    /// [`lagless_core::ClientSession::epoch`]: the server restarted, or the ticks it went
+    /// by were bogus): every entity shown is despawned (an event each), every view and the
+    /// newest tick are forgotten, so the next snapshot decodes whatever its tick, and a
+    /// snapshot against nothing is asked for ([`ReplicationClient::needs_resync`]).
+    /// Counters are kept.
+    pub fn start_over(&mut self) {
+        let gone: Vec<EntityEvent> = self
+            .entities
+            .iter()
+            .map(|(&id, e)| EntityEvent::Despawned {
+                id,
+                generation: e.generation,
+            })
+            .collect();
+        for e in gone {
+            self.event(e);
+        }
+        self.entities.clear();
+        self.views.clear();
+        self.shown = View::new();
+        self.gone.clear();
+        self.newest = None;
+        self.needs_resync = true;
+    }
+
     /// Forgets every view (as after a level reload): the next deltas fail with
     /// [`ReplicationError::MissingBaseline`] until the server sends against nothing,
     /// which [`ReplicationClient::needs_resync`] asks for.

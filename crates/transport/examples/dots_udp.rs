@@ -81,7 +81,10 @@ pub fn run(seconds: f64) -> Result<Summary, Box<dyn std::error::Error>> {
                     server.set_owned(client, &[client as u32]);
                 }
                 SessionEvent::Disconnected { client, .. } => server.despawn(client as u32)?,
-                SessionEvent::Second(_) => {}
+                // No resume grace is set here: a timed-out client leaves at once.
+                SessionEvent::Second(_)
+                | SessionEvent::Away { .. }
+                | SessionEvent::Resumed { .. } => {}
             }
         }
         let now = host.now();

@@ -170,6 +170,13 @@ impl UdpServer {
         self.netcode.set_accepting(accepting);
     }
 
+    /// Lets a fresh token for a connected client id, from another address, replace that
+    /// connection instead of being refused (netcode.io's
+    /// [`Server::set_replace_connected`]): off by default.
+    pub fn set_replace_connected(&mut self, replace: bool) {
+        self.netcode.set_replace_connected(replace);
+    }
+
     /// IO counters.
     pub fn stats(&self) -> &TransportStats {
         &self.stats

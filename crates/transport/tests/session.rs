@@ -6,7 +6,9 @@ use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use lagless_core::{ClientConfig, ClientSession};
-use lagless_replication::{Client, Kind, NetConfig, Schema, Server, Spectator};
+use lagless_replication::{
+    Client, Delivery, EntityEvent, Kind, NetConfig, Schema, Server, Spectator,
+};
 use lagless_transport::session::{
     Control, GameClient, GameServer, LeaveReason, Mismatch, SessionError, SessionEvent,
     SessionState,
@@ -511,4 +513,276 @@ fn a_draining_server_turns_new_clients_away_and_keeps_the_playing_ones() {
         let _ = (playing.update(), again.update());
         again.is_ready()
     });
+}
+
+#[test]
+fn a_client_frozen_longer_than_its_timeout_wakes_disconnected_and_reconnects() {
+    let key = keys::generate_private_key().expect("key");
+    let mut host = host(key, 30, 4);
+    let addr = host.local_addr().expect("addr");
+    let mut events = Vec::new();
+    let mut c = game_client(&token(&key, 12, addr, 1), 30);
+    until(5, "the client plays", || {
+        serve(&mut host, &mut events);
+        c.step(|_| 0).expect("no error");
+        c.is_ready() && c.client().replication().newest().is_some()
+    });
+    // The app goes to the background: the client runs nothing for longer than its
+    // 1 s timeout, while the server runs on, sends snapshots into its socket, and drops it.
+    let frozen = Instant::now();
+    until(5, "the server drops it", || {
+        serve(&mut host, &mut events);
+        left(&events, 12).is_some() && frozen.elapsed() >= Duration::from_millis(1500)
+    });
+    assert_eq!(left(&events, 12), Some(LeaveReason::TimedOut));
+    // It wakes: the queued snapshots do not make a dead connection look alive.
+    let woke = c.update();
+    assert!(
+        matches!(woke, Err(SessionError::Suspended(d)) if d >= Duration::from_millis(1500)),
+        "{woke:?}"
+    );
+    assert!(!c.is_ready());
+    let before = c.client().session().stats().snapshots_received;
+    // With a fresh token it plays again, the same Client kept.
+    c.reconnect(&token(&key, 12, addr, 5)).expect("reconnect");
+    until(5, "the client plays again", || {
+        serve(&mut host, &mut events);
+        c.step(|_| 0).expect("no error");
+        c.is_ready() && c.client().session().stats().snapshots_received > before + 5
+    });
+    assert_eq!(host.clients(), vec![12]);
+    assert_eq!(c.client().stats().restarts, 1);
+}
+
+#[test]
+fn a_client_that_sends_only_keep_alives_is_dropped_as_idle_with_the_reason_on_both_ends() {
+    let key = keys::generate_private_key().expect("key");
+    let mut host = host(key, 30, 4);
+    assert_eq!(
+        host.idle_timeout(),
+        Some(lagless_transport::session::DEFAULT_IDLE_TIMEOUT)
+    );
+    let idle_after = Duration::from_millis(500);
+    host.set_idle_timeout(Some(idle_after));
+    let addr = host.local_addr().expect("addr");
+    let mut events = Vec::new();
+    // One client plays; the other's game never ticks it: its transport still sends
+    // netcode.io keep-alives, so the connection lives.
+    let mut playing = game_client(&token(&key, 13, addr, 5), 30);
+    let mut idle = game_client(&token(&key, 14, addr, 5), 30);
+    let mut idle_end = None;
+    until(5, "the idle client's drop, told on both ends", || {
+        serve(&mut host, &mut events);
+        playing.step(|_| 0).expect("the playing client plays on");
+        if idle_end.is_none() {
+            idle_end = idle.update().err();
+        }
+        idle_end.is_some() && left(&events, 14).is_some()
+    });
+    assert_eq!(left(&events, 14), Some(LeaveReason::Idle(idle_after)));
+    assert_eq!(idle_end, Some(SessionError::Idle(idle_after)));
+    assert!(
+        idle_end
+            .expect("ended")
+            .to_string()
+            .contains("no game packet from this client for 500ms")
+    );
+    assert_eq!(host.clients(), vec![13]);
+    assert!(playing.is_ready());
+    assert_eq!(host.stats().idle, 1);
+}
+
+/// Numbered reliable messages both ways, for checking each arrives once and in order.
+#[derive(Default)]
+struct Talk {
+    frame: u32,
+    down_sent: u32,
+    up_sent: u32,
+    down_got: Vec<u32>,
+    up_got: Vec<u32>,
+}
+
+impl Talk {
+    /// A server frame that sends the next number to client `id` now and then (also
+    /// while it is away), and takes the client's.
+    fn serve(&mut self, host: &mut GameServer<u8>, events: &mut Vec<SessionEvent>, id: u64) {
+        serve(host, events);
+        self.frame += 1;
+        if self.frame % 10 == 0 && host.clients() == vec![id] {
+            host.server_mut()
+                .send_message(id, Delivery::Reliable, &self.down_sent.to_le_bytes())
+                .expect("queued");
+            self.down_sent += 1;
+        }
+        while let Some((_, _, m)) = host.server_mut().poll_message() {
+            self.up_got
+                .push(u32::from_le_bytes(m.try_into().expect("4 bytes")));
+        }
+    }
+
+    /// A client frame that sends the next number now and then, and takes the server's.
+    fn play(&mut self, c: &mut GameClient<Spectator<u8>>) {
+        c.step(|_| 0).expect("no error");
+        if c.is_ready() && self.frame % 10 == 5 {
+            c.client_mut()
+                .send_message(Delivery::Reliable, &self.up_sent.to_le_bytes())
+                .expect("queued");
+            self.up_sent += 1;
+        }
+        while let Some((_, m)) = c.client_mut().poll_message() {
+            self.down_got
+                .push(u32::from_le_bytes(m.try_into().expect("4 bytes")));
+        }
+    }
+}
+
+#[test]
+fn a_frozen_client_resumes_its_place_within_the_grace_period_messages_exactly_once_in_order() {
+    let key = keys::generate_private_key().expect("key");
+    let mut host = host(key, 30, 4);
+    host.set_resume_grace(Some(Duration::from_secs(10)));
+    host.server_mut()
+        .spawn_with_id(5, 0, |w| w.vec2([1.0, 2.0]))
+        .expect("spawn");
+    let addr = host.local_addr().expect("addr");
+    let mut events = Vec::new();
+    let mut c = game_client(&token(&key, 15, addr, 1), 30);
+    let mut talk = Talk::default();
+    until(5, "the client plays", || {
+        talk.serve(&mut host, &mut events, 15);
+        talk.play(&mut c);
+        c.client().replication().get(5).is_some() && talk.down_got.len() >= 3
+    });
+    // Frozen past its 1 s timeout: the server keeps its place, and goes on queuing.
+    let frozen = Instant::now();
+    until(5, "the client is away", || {
+        talk.serve(&mut host, &mut events, 15);
+        frozen.elapsed() >= Duration::from_millis(1500)
+    });
+    assert!(events.contains(&SessionEvent::Away {
+        client: 15,
+        match_id: 0
+    }));
+    assert_eq!(left(&events, 15), None);
+    assert!(matches!(c.update(), Err(SessionError::Suspended(_))));
+    // Back with a fresh token, from a new socket.
+    let before = c.client().replication().newest().expect("a snapshot");
+    let resumed = Instant::now();
+    c.resume(&token(&key, 15, addr, 5)).expect("resume");
+    let mut in_play = None;
+    let (down_target, up_target) = (talk.down_sent + 3, talk.up_sent + 3);
+    until(5, "the message streams caught up", || {
+        talk.serve(&mut host, &mut events, 15);
+        talk.play(&mut c);
+        if c.client().replication().newest() > Some(before) {
+            in_play.get_or_insert(resumed.elapsed());
+        }
+        talk.down_got.len() as u32 >= down_target && talk.up_got.len() as u32 >= up_target
+    });
+    // Loopback: the netcode.io handshake and the hello, then the next snapshot.
+    println!("a snapshot applied {in_play:?} after the resume began");
+    assert!(events.iter().any(|e| matches!(
+        e,
+        SessionEvent::Resumed { client: 15, away, .. } if *away < Duration::from_secs(10)
+    )));
+    assert_eq!(left(&events, 15), None);
+    assert_eq!(host.stats().resumes, 1);
+    let in_order = |got: &[u32]| got.iter().enumerate().all(|(i, n)| *n == i as u32);
+    assert!(in_order(&talk.down_got), "{:?}", talk.down_got);
+    assert!(in_order(&talk.up_got), "{:?}", talk.up_got);
+    // The same entity, never despawned, and the client never started over.
+    let spawns: Vec<EntityEvent> = std::iter::from_fn(|| c.client_mut().poll_event()).collect();
+    assert_eq!(spawns.len(), 1, "{spawns:?}");
+    assert_eq!(c.client().stats().restarts, 0);
+}
+
+#[test]
+fn a_client_that_changes_networks_resumes_at_once_from_its_new_address() {
+    let key = keys::generate_private_key().expect("key");
+    let mut host = host(key, 30, 4);
+    host.set_resume_grace(Some(Duration::from_secs(10)));
+    host.server_mut()
+        .spawn_with_id(5, 0, |w| w.vec2([1.0, 2.0]))
+        .expect("spawn");
+    let addr = host.local_addr().expect("addr");
+    let mut events = Vec::new();
+    let mut c = game_client(&token(&key, 16, addr, 5), 30);
+    let mut talk = Talk::default();
+    until(5, "the client plays", || {
+        talk.serve(&mut host, &mut events, 16);
+        talk.play(&mut c);
+        c.client().replication().get(5).is_some() && talk.down_got.len() >= 3
+    });
+    let old_addr = c.transport().local_addr().expect("addr");
+    // The phone switches networks: a new socket, a fresh token, while the old
+    // connection is still alive on the server (its 5 s timeout far off).
+    let before = c.client().replication().newest().expect("a snapshot");
+    let switched = Instant::now();
+    c.resume(&token(&key, 16, addr, 5)).expect("resume");
+    assert_ne!(c.transport().local_addr().expect("addr"), old_addr);
+    let mut in_play = None;
+    let (down_target, up_target) = (talk.down_sent + 5, talk.up_sent + 5);
+    until(5, "the message streams caught up", || {
+        talk.serve(&mut host, &mut events, 16);
+        talk.play(&mut c);
+        if c.client().replication().newest() > Some(before) {
+            in_play.get_or_insert(switched.elapsed());
+        }
+        talk.down_got.len() as u32 >= down_target && talk.up_got.len() as u32 >= up_target
+    });
+    let in_play = in_play.expect("in play");
+    println!("a snapshot applied {in_play:?} after the switch");
+    assert!(in_play < Duration::from_secs(1), "{in_play:?}");
+    assert!(events.iter().any(|e| matches!(
+        e,
+        SessionEvent::Resumed { client: 16, addr, .. } if addr.port() != old_addr.port()
+    )));
+    assert_eq!(left(&events, 16), None);
+    assert_eq!(host.clients(), vec![16]);
+    let in_order = |got: &[u32]| got.iter().enumerate().all(|(i, n)| *n == i as u32);
+    assert!(in_order(&talk.down_got), "{:?}", talk.down_got);
+    assert!(in_order(&talk.up_got), "{:?}", talk.up_got);
+    let spawns: Vec<EntityEvent> = std::iter::from_fn(|| c.client_mut().poll_event()).collect();
+    assert_eq!(spawns.len(), 1, "{spawns:?}");
+    assert_eq!(c.client().stats().restarts, 0);
+}
+
+#[test]
+fn an_away_client_leaves_when_its_grace_ends_or_the_server_shuts_down() {
+    let key = keys::generate_private_key().expect("key");
+    let mut host = host(key, 30, 4);
+    host.set_resume_grace(Some(Duration::from_millis(500)));
+    let addr = host.local_addr().expect("addr");
+    let mut events = Vec::new();
+    for id in [17, 18] {
+        let mut c = game_client(&token(&key, id, addr, 1), 30);
+        until(5, "the client plays", || {
+            serve(&mut host, &mut events);
+            c.step(|_| 0).expect("no error");
+            c.is_ready()
+        });
+        // Gone without a word: away after its 1 s timeout.
+        drop(c);
+        until(5, "the client is away", || {
+            serve(&mut host, &mut events);
+            events.contains(&SessionEvent::Away {
+                client: id,
+                match_id: 0,
+            })
+        });
+        assert_eq!(host.clients(), vec![id]);
+        if id == 17 {
+            // Not back within the grace period: it leaves as timed out.
+            until(5, "the grace period ends", || {
+                serve(&mut host, &mut events);
+                left(&events, 17).is_some()
+            });
+            assert_eq!(left(&events, 17), Some(LeaveReason::TimedOut));
+        } else {
+            host.shutdown();
+            events.extend(std::iter::from_fn(|| host.poll_event()));
+            assert_eq!(left(&events, 18), Some(LeaveReason::Kicked));
+        }
+        assert!(host.clients().is_empty());
+    }
 }

@@ -69,6 +69,7 @@
 #![deny(missing_docs)]
 
 mod bits;
+mod crc;
 mod error;
 mod quant;
 mod quat;
@@ -78,6 +79,7 @@ mod varbits;
 mod writer;
 
 pub use bits::{BitReader, BitWriter, bits_needed};
+pub use crc::crc32;
 pub use error::WireError;
 pub use quant::{BoundedFloat, QuantizedVec3, dequantize_f32, quantize_f32, snap_f32};
 pub use quat::QuatCodec;

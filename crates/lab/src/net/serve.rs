@@ -308,6 +308,8 @@ impl<S: LabScene> SceneServer<S> {
                     counters,
                 } => self.leave(client, match_id, &format!("{reason:?}"), &counters),
                 SessionEvent::Second(second) => self.second(now, &second),
+                // The lab sets no resume grace: a timed-out client leaves at once.
+                SessionEvent::Away { .. } | SessionEvent::Resumed { .. } => {}
             }
         }
         now

@@ -124,6 +124,10 @@ pub struct ClientNetStats {
     pub states_deferred: u64,
     /// Interruptions of the link and the time spent in them ([`Client::link_state`]).
     pub link: ConnectionStats,
+    /// Times the client started over with its session ([`ClientSession::epoch`]: the
+    /// server restarted, or the ticks it went by were bogus): its entities were despawned
+    /// and came back from the next snapshot against nothing.
+    pub restarts: u64,
 }
 
 /// What to draw this frame: every entity's pose, and the interpolated state of the
@@ -173,6 +177,16 @@ impl Render {
 /// while let Some(bytes) = client.poll_transmit(now) { send(bytes) }
 /// let render = client.render(now);                         // draw render.pose(id)
 /// ```
+///
+/// It trusts its transport's integrity: a packet arrives as it was sent, or not at all
+/// (netcode.io, under `lagless_transport::GameClient`, authenticates every packet). Over
+/// a transport that may damage bytes, turn the sessions' checksum on at both ends
+/// (`NetConfig::client_session.checksum`, `server_session.checksum`; `docs/sessions.md`,
+/// "Integrity"): damaged packets are then refused before decoding.
+///
+/// A client kept across a server restart, or whose session started over for any reason
+/// ([`ClientSession::epoch`]), starts over with it: its entities are despawned (events)
+/// and come back from the new timeline's first snapshot ([`ClientNetStats::restarts`]).
 pub struct Client<W: PredictedWorld> {
     session: ClientSession<W::Input>,
     replication: ReplicationClient,
@@ -214,6 +228,8 @@ pub struct Client<W: PredictedWorld> {
     max_replay_ticks: u32,
     /// Live, interrupted or recovering.
     link: LinkWatch,
+    /// The session's [`ClientSession::epoch`] this client's tick-keyed state belongs to.
+    epoch: u64,
     stats: ClientNetStats,
 }
 
@@ -270,6 +286,7 @@ impl<W: PredictedWorld> Client<W> {
             deferred_since: None,
             max_replay_ticks: config.prediction.max_replay_ticks,
             link: LinkWatch::new(config.link),
+            epoch: 0,
             stats: ClientNetStats::default(),
         })
     }
@@ -298,7 +315,10 @@ impl<W: PredictedWorld> Client<W> {
     /// dropped (and counted).
     pub fn receive(&mut self, now: Duration, bytes: &[u8]) -> Result<(), NetError> {
         self.now = self.now.max(now);
-        self.session.handle_packet(now, bytes)?;
+        let handled = self.session.handle_packet(now, bytes);
+        // Before the packet's snapshot: it belongs to the session's new timeline.
+        self.follow_session();
+        handled?;
         self.link.heard(now, self.session.server_position(now));
         self.stats.link = self.link.stats();
         let mut first_error = None;
@@ -369,6 +389,40 @@ impl<W: PredictedWorld> Client<W> {
         self.session.poll_message()
     }
 
+    /// Starts over with the session when it started over ([`ClientSession::epoch`]: the
+    /// server restarted, or the ticks it went by were bogus): everything keyed on the
+    /// server's ticks goes, or the registry, the interpolation buffer, prediction and dead
+    /// reckoning would refuse every tick up to the old newest as stale (one corrupted tick
+    /// pinned them for good). The shown entities are despawned (events for the game) and
+    /// come back with the new timeline's first snapshot, which is asked for against
+    /// nothing.
+    fn follow_session(&mut self) {
+        let epoch = self.session.epoch();
+        if epoch == self.epoch {
+            return;
+        }
+        self.epoch = epoch;
+        self.stats.restarts += 1;
+        self.replication.start_over();
+        self.take_registry_events();
+        self.interpolation.reset();
+        self.predictor.reset();
+        self.pending_essential = None;
+        self.reconciled = None;
+        self.deferred_since = None;
+        self.render_tick = None;
+        self.session.set_resync(true);
+    }
+
+    /// Starts over as a new connection (a reconnection to a new slot on the server):
+    /// the session restarts ([`ClientSession::restart`]) and the client with it, as after
+    /// a server restart: its entities are despawned (events for the game) and come back
+    /// from the next snapshot. The world, the policies and the counters stay.
+    pub fn start_over(&mut self) {
+        self.session.restart();
+        self.follow_session();
+    }
+
     /// Hands the events in front of snapshot `tick` to the world, and returns the bytes
     /// after them (all of them when snapshots carry no events).
     fn take_events<'a>(&mut self, tick: Tick, payload: &'a [u8]) -> Result<&'a [u8], NetError> {
@@ -419,9 +473,9 @@ impl<W: PredictedWorld> Client<W> {
         Ok((messages, &payload[bits.bit_position() / 8..]))
     }
 
-    /// A decoded snapshot of `tick`: spawn and despawn bookkeeping, the interpolation
-    /// frame, and reconciliation.
-    fn apply(&mut self, now: Duration, tick: Tick) {
+    /// Passes the registry's spawns and despawns on to the game, and keeps the per-entity
+    /// state (smoothing, dead reckoning) in step with them.
+    fn take_registry_events(&mut self) {
         while let Some(event) = self.replication.poll_event() {
             if self.events.len() >= MAX_EVENTS {
                 self.events.pop_front();
@@ -445,6 +499,12 @@ impl<W: PredictedWorld> Client<W> {
                 }
             }
         }
+    }
+
+    /// A decoded snapshot of `tick`: spawn and despawn bookkeeping, the interpolation
+    /// frame, and reconciliation.
+    fn apply(&mut self, now: Duration, tick: Tick) {
+        self.take_registry_events();
         // Every entity goes in, whatever its policy now: one switched to interpolated
         // has its past ready at once.
         let mut frame = Frame::new(Arc::clone(&self.schema));

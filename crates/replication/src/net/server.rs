@@ -28,6 +28,12 @@ use std::time::Duration;
 /// }
 /// while let Some((client, bytes)) = server.poll_transmit() { send(client, bytes) }
 /// ```
+///
+/// It trusts its transport's integrity: a packet arrives as it was sent, or not at all
+/// (netcode.io, under `lagless_transport::GameServer`, authenticates every packet). Over
+/// a transport that may damage bytes, turn the sessions' checksum on at both ends
+/// (`NetConfig::server_session.checksum`, `client_session.checksum`; `docs/sessions.md`,
+/// "Integrity"): damaged packets are then refused before decoding.
 pub struct Server<I: Input> {
     session: ServerSession<I>,
     replication: ReplicationServer,

@@ -72,6 +72,9 @@ pub struct GameClient<W: PredictedWorld> {
     stats: GameClientStats,
     /// The game's control messages not yet polled.
     controls: VecDeque<Vec<u8>>,
+    /// When [`GameClient::update`] last ran: the client sends nothing between two, so a
+    /// gap longer than the timeout means the server has dropped it.
+    last_update: Option<Duration>,
 }
 
 impl<W: PredictedWorld> GameClient<W> {
@@ -98,7 +101,71 @@ impl<W: PredictedWorld> GameClient<W> {
             connected_at: Duration::ZERO,
             stats: GameClientStats::default(),
             controls: VecDeque::new(),
+            last_update: None,
         }
+    }
+
+    /// Connects again with a fresh token after the session ended (a timeout, a
+    /// suspension, the server gone), keeping the game's [`Client`]: it starts over as a
+    /// new connection ([`Client::start_over`]: its entities despawned, and back from the
+    /// server's first snapshot), the world and its policies kept.
+    pub fn reconnect(&mut self, token_bytes: &[u8]) -> Result<(), TransportError> {
+        if self.udp.is_connected() {
+            self.udp.disconnect();
+        }
+        self.connect_again(token_bytes)?;
+        self.client.start_over();
+        Ok(())
+    }
+
+    /// Connects again with a fresh token for the same client id, to a server that kept
+    /// this client's place ([`GameServer::set_resume_grace`](super::GameServer::set_resume_grace)):
+    /// the game's [`Client`] goes on exactly where it was (its clock, inputs, snapshot
+    /// acknowledgements and message streams), as the server's side of it does, so
+    /// reliable messages arrive once and in order across the gap. From a new socket,
+    /// hence a new address: what a phone that changed networks needs. A server that did
+    /// not keep the place starts this client as a new one (a restarted server names
+    /// another instance, and the `Client` starts over by itself); a server that did
+    /// keep it but with another client id is not what this is for.
+    ///
+    /// The old connection is dropped without a goodbye: a disconnect reaching the server
+    /// would make it leave at once, where the server takes the new connection's place
+    /// over from it (or lets it time out) and keeps the player.
+    pub fn resume(&mut self, token_bytes: &[u8]) -> Result<(), TransportError> {
+        self.connect_again(token_bytes)
+    }
+
+    /// A new netcode.io connection from a new socket, the session waiting for its hello.
+    fn connect_again(&mut self, token_bytes: &[u8]) -> Result<(), TransportError> {
+        self.udp = UdpClient::connect(token_bytes)?;
+        self.state = SessionState::Connecting;
+        self.connected_at = Duration::ZERO;
+        self.last_update = None;
+        Ok(())
+    }
+
+    /// How long the client was silent before this update, if longer than the
+    /// connection's timeout while connected: it sent nothing meanwhile (not even
+    /// netcode.io keep-alives), so the server, which times clients out after the same
+    /// timeout, has dropped it. The packets waiting in the socket are from before that;
+    /// read, they would refresh the connection's own timeout and keep it `Ready` on a
+    /// dead connection for a whole timeout more.
+    fn silent_too_long(&self, now: Duration) -> Option<Duration> {
+        if !matches!(
+            self.state,
+            SessionState::Ready | SessionState::AwaitingHello
+        ) {
+            return None;
+        }
+        let timeout = self
+            .udp
+            .netcode()
+            .token()
+            .map(|t| t.timeout_seconds)
+            .filter(|&t| t > 0)
+            .map(|t| Duration::from_secs(t as u64))?;
+        let silent = now.saturating_sub(self.last_update?);
+        (silent > timeout).then_some(silent)
     }
 
     /// Time since the client started: the clock the hosted [`Client`] runs on.
@@ -160,6 +227,13 @@ impl<W: PredictedWorld> GameClient<W> {
         if let SessionState::Ended(e) = self.state {
             return Err(e);
         }
+        // Before the socket is read: a client woken after a long freeze must not take
+        // what queued up meanwhile for a live connection.
+        let woke = self.udp.now();
+        if let Some(silent) = self.silent_too_long(woke) {
+            return self.end(SessionError::Suspended(silent));
+        }
+        self.last_update = Some(woke);
         self.udp.update();
         let now = self.udp.now();
         // Before the connection state: a refusal may come with the disconnect after it.
@@ -188,6 +262,7 @@ impl<W: PredictedWorld> GameClient<W> {
                 Ok(Control::Refused(mismatch)) => {
                     return self.end(SessionError::Refused(mismatch));
                 }
+                Ok(Control::Idle(after)) => return self.end(SessionError::Idle(after)),
                 Ok(Control::Game(bytes)) => {
                     if self.controls.len() >= MAX_CONTROLS {
                         self.controls.pop_front();

@@ -23,8 +23,8 @@ mod server;
 
 pub use client::{GameClient, GameClientStats, SessionState};
 pub use server::{
-    GameServer, LeaveReason, MatchId, RefusedPackets, SessionEvent, SessionStats,
-    match_of_user_data, match_user_data,
+    DEFAULT_IDLE_TIMEOUT, GameServer, LeaveReason, MatchId, RefusedPackets, SessionEvent,
+    SessionStats, match_of_user_data, match_user_data,
 };
 
 use lagless_core::{Reader, WireError, Writer};
@@ -102,6 +102,19 @@ pub enum SessionError {
     /// This client left ([`GameClient::disconnect`]).
     #[error("disconnected")]
     Left,
+    /// The client was not updated for this long, longer than the connection's timeout
+    /// (the app was in the background, the process stopped): the server has dropped it,
+    /// whatever packets wait in the socket, so it does not play on. Reconnect with a
+    /// fresh token ([`GameClient::reconnect`]).
+    #[error(
+        "silent for {0:?}, longer than the connection's timeout: the server has dropped this client"
+    )]
+    Suspended(std::time::Duration),
+    /// The server dropped this client because no game packet came from it for this
+    /// long, though its connection was alive ([`GameServer::set_idle_timeout`]): the
+    /// game stopped ticking the client while the transport kept it connected.
+    #[error("dropped by the server: no game packet from this client for {0:?}")]
+    Idle(std::time::Duration),
 }
 
 /// A message of the session on the transport's reliable channel (server to client).
@@ -117,6 +130,10 @@ pub enum Control {
     /// The client's packets announce settings this server cannot use; it is disconnected
     /// once it has this message (or after a grace period).
     Refused(Mismatch),
+    /// The client sent no game packet for this long while its connection lived
+    /// ([`GameServer::set_idle_timeout`]): it is out of the game, and disconnected once
+    /// it has this message (or after a grace period).
+    Idle(std::time::Duration),
     /// The game's own message ([`GameServer::send_control`], [`GameClient::poll_control`]):
     /// reliable, ordered, and readable before the client plays, for what a client needs
     /// before it builds its world (the map, the player it drives, a seed).
@@ -126,6 +143,7 @@ pub enum Control {
 const TAG_HELLO: u8 = b'H';
 const TAG_REFUSED: u8 = b'R';
 const TAG_GAME: u8 = b'G';
+const TAG_IDLE: u8 = b'D';
 const MISMATCH_TICK_RATE: u8 = 1;
 const MISMATCH_SNAPSHOT_RATE: u8 = 2;
 
@@ -159,6 +177,10 @@ impl Control {
                 w.write_u32(*server);
                 w.write_u32(*client);
             }
+            Control::Idle(after) => {
+                w.write_u8(TAG_IDLE);
+                w.write_u32(u32::try_from(after.as_millis()).unwrap_or(u32::MAX));
+            }
             Control::Game(bytes) => {
                 w.write_u8(TAG_GAME);
                 w.write_bytes(bytes);
@@ -191,6 +213,7 @@ impl Control {
                     });
                 }
             }),
+            TAG_IDLE => Control::Idle(std::time::Duration::from_millis(u64::from(r.read_u32()?))),
             TAG_GAME => Control::Game(bytes[1..].to_vec()),
             _ => {
                 return Err(WireError::Invalid {
@@ -225,6 +248,7 @@ mod tests {
                 server: 2,
                 client: 3,
             }),
+            Control::Idle(std::time::Duration::from_millis(10_250)),
         ] {
             let bytes = c.encode();
             assert_eq!(Control::decode(&bytes), Ok(c.clone()));

@@ -24,6 +24,18 @@ const REFUSAL_GRACE: Duration = Duration::from_secs(1);
 /// no client sends.
 const MAX_WAIT: Duration = Duration::from_millis(50);
 
+/// How long a [`GameServer`] keeps a client that sends no game packet by default
+/// ([`GameServer::set_idle_timeout`]). On by default: netcode.io's keep-alives keep a
+/// client connected whose game stopped ticking it (a bug, a stuck loading screen, a bot
+/// that only holds a slot), and such a client stays in the match for ever, its player
+/// standing on guessed inputs, its slot taken (642 starved ticks in 10 s, issue 48).
+/// Ten seconds is longer than the connection timeout tokens usually carry (`lagless
+/// token` gives 5 s), so a client whose link is down is timed out by the transport
+/// first, as before, and longer than a [`GameClient`](super::GameClient)'s wait for the
+/// hello (5 s), during which it sends nothing; a game whose clients connect long before
+/// they play turns it off or raises it.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Why a client left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaveReason {
@@ -38,6 +50,26 @@ pub enum LeaveReason {
     Refused(Mismatch),
     /// Its match ended ([`GameServer::restart_match`]).
     MatchEnded,
+    /// No game packet came from it for this long though its connection lived
+    /// ([`GameServer::set_idle_timeout`]); it was sent a [`Control::Idle`] and is
+    /// disconnected.
+    Idle(Duration),
+}
+
+/// Draws a random instance for `server` unless the game named one
+/// ([`lagless_core::ServerConfig::instance`]): a client kept across a restart of this
+/// process then knows at once that it talks to a new server, and starts over.
+fn name_instance<I: Input>(server: &mut Server<I>) -> Result<(), TransportError> {
+    if server.session().config().instance != 0 {
+        return Ok(());
+    }
+    let mut bytes = [0; 4];
+    getrandom::fill(&mut bytes).map_err(|e| TransportError::Random(e.to_string()))?;
+    // Never 0, the value of a server nobody named.
+    server
+        .session_mut()
+        .set_instance(u32::from_le_bytes(bytes).max(1));
+    Ok(())
 }
 
 /// A match's id among those a [`GameServer`] hosts.
@@ -83,6 +115,28 @@ pub enum SessionEvent {
     /// Once a second: the counters over the last second ([`SessionStats::clients`] is the
     /// count at its end).
     Second(SessionStats),
+    /// A client's connection timed out, and it stays in the [`Server`] for the resume
+    /// grace period ([`GameServer::set_resume_grace`]): its player, its session and its
+    /// queued reliable messages wait for it. Freeze the player if the game likes; its
+    /// [`SessionEvent::Disconnected`] comes if it is not back within the grace period.
+    Away {
+        /// Its id.
+        client: ClientId,
+        /// The match it is in.
+        match_id: MatchId,
+    },
+    /// An away client connected again (a fresh token for the same id, from any address):
+    /// it goes on where it was, its player, session and message streams kept.
+    Resumed {
+        /// Its id.
+        client: ClientId,
+        /// Where it sends from now.
+        addr: SocketAddr,
+        /// The match it is in.
+        match_id: MatchId,
+        /// How long it was away (from its connection's timeout).
+        away: Duration,
+    },
 }
 
 /// Client packets the game's [`Server`] refused, by reason (the packet was dropped; the
@@ -159,6 +213,11 @@ pub struct SessionStats {
     pub timeouts: u64,
     /// Of those, refused for their settings.
     pub refusals: u64,
+    /// Of those, dropped for sending no game packet ([`GameServer::set_idle_timeout`]).
+    pub idle: u64,
+    /// Clients that came back within the resume grace period
+    /// ([`GameServer::set_resume_grace`]), not counted in `connects`.
+    pub resumes: u64,
     /// Clients whose token named a match this server does not host: disconnected at once
     /// (not counted in `connects`).
     pub no_such_match: u64,
@@ -209,6 +268,8 @@ impl SessionStats {
             disconnects: self.disconnects.saturating_sub(earlier.disconnects),
             timeouts: self.timeouts.saturating_sub(earlier.timeouts),
             refusals: self.refusals.saturating_sub(earlier.refusals),
+            idle: self.idle.saturating_sub(earlier.idle),
+            resumes: self.resumes.saturating_sub(earlier.resumes),
             no_such_match: self.no_such_match.saturating_sub(earlier.no_such_match),
             datagrams_in: self.datagrams_in.saturating_sub(earlier.datagrams_in),
             bytes_in: self.bytes_in.saturating_sub(earlier.bytes_in),
@@ -273,6 +334,14 @@ pub struct GameServer<I: Input> {
     counts: SessionStats,
     /// When the last [`SessionEvent::Second`] was queued, and the totals then.
     last_second: (Duration, SessionStats),
+    /// Clients sending no game packet for this long are dropped.
+    idle_timeout: Option<Duration>,
+    /// When each client in a match last sent a game packet (or connected).
+    last_game_packet: BTreeMap<ClientId, Duration>,
+    /// How long a timed-out client keeps its place for a resume (`None`: not at all).
+    resume_grace: Option<Duration>,
+    /// Clients whose connection timed out, still in their match, and since when.
+    away: BTreeMap<ClientId, Duration>,
 }
 
 impl<I: Input> GameServer<I> {
@@ -305,9 +374,12 @@ impl<I: Input> GameServer<I> {
     fn bind_with(
         addr: SocketAddr,
         settings: ServerSettings,
-        matches: BTreeMap<MatchId, Server<I>>,
+        mut matches: BTreeMap<MatchId, Server<I>>,
         routed: bool,
     ) -> Result<Self, TransportError> {
+        for server in matches.values_mut() {
+            name_instance(server)?;
+        }
         let first = matches
             .values()
             .next()
@@ -338,6 +410,10 @@ impl<I: Input> GameServer<I> {
             last_update: Duration::ZERO,
             counts: SessionStats::default(),
             last_second: (Duration::ZERO, SessionStats::default()),
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            last_game_packet: BTreeMap::new(),
+            resume_grace: None,
+            away: BTreeMap::new(),
         })
     }
 
@@ -388,10 +464,12 @@ impl<I: Input> GameServer<I> {
     /// old match stays): its clients are disconnected (their
     /// [`SessionEvent::Disconnected`] come with [`LeaveReason::MatchEnded`]). Returns the
     /// old server; `None` (and `fresh` dropped) if no such match is hosted.
-    pub fn restart_match(&mut self, id: MatchId, fresh: Server<I>) -> Option<Server<I>> {
+    pub fn restart_match(&mut self, id: MatchId, mut fresh: Server<I>) -> Option<Server<I>> {
         if !self.matches.contains_key(&id) {
             return None;
         }
+        // Without randomness the match keeps the instance its server was built with.
+        let _ = name_instance(&mut fresh);
         let clients: Vec<ClientId> = self
             .client_match
             .iter()
@@ -406,6 +484,39 @@ impl<I: Input> GameServer<I> {
         self.matches.insert(id, fresh)
     }
 
+    /// Drops a client from which no game packet came for `timeout` (`None`: never),
+    /// [`DEFAULT_IDLE_TIMEOUT`] unless set: its connection may live on netcode.io's
+    /// keep-alives while its game sends nothing. It leaves with [`LeaveReason::Idle`], and
+    /// is told why ([`Control::Idle`]; a [`GameClient`](super::GameClient) ends with
+    /// [`SessionError::Idle`](super::SessionError::Idle)). Counted from when it
+    /// connected, so keep it longer than clients take to start playing.
+    pub fn set_idle_timeout(&mut self, timeout: Option<Duration>) {
+        self.idle_timeout = timeout;
+    }
+
+    /// Keeps a client whose connection timed out in its match for `grace` (`None`, the
+    /// default: it leaves at once, as before): its player, its core session (inputs,
+    /// acknowledgements, queued reliable messages) and its replication state wait, and a
+    /// fresh token for the same client id, from any address, takes it back where it was
+    /// ([`SessionEvent::Away`], [`SessionEvent::Resumed`];
+    /// [`GameClient::resume`](super::GameClient::resume)): an app frozen in the background,
+    /// or a phone that changed networks once its old connection timed out. Off by
+    /// default because the game must then keep (or freeze) a player whose client is gone.
+    ///
+    /// With a grace period, a fresh token for a client id still connected from another
+    /// address replaces that connection at once (`UdpServer::set_replace_connected`), so
+    /// a client that changed networks resumes without waiting for its old connection to
+    /// time out.
+    pub fn set_resume_grace(&mut self, grace: Option<Duration>) {
+        self.resume_grace = grace;
+        self.udp.set_replace_connected(grace.is_some());
+    }
+
+    /// The idle timeout in force ([`GameServer::set_idle_timeout`]).
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        self.idle_timeout
+    }
+
     /// Stops admitting new clients (`false`) or admits them again; the connected play on.
     /// A server draining before it exits turns this off.
     pub fn set_accepting(&mut self, accepting: bool) {
@@ -417,7 +528,8 @@ impl<I: Input> GameServer<I> {
         &self.udp
     }
 
-    /// Ids of the clients in the game, every match (refused ones are not).
+    /// Ids of the clients in the game, every match (refused ones are not; away ones,
+    /// waiting for a resume, are: [`SessionEvent::Away`]).
     pub fn clients(&self) -> Vec<ClientId> {
         self.client_match.keys().copied().collect()
     }
@@ -465,6 +577,7 @@ impl<I: Input> GameServer<I> {
             else {
                 continue;
             };
+            self.last_game_packet.insert(client, now);
             if let Err(e) = server.receive(client, now, &bytes) {
                 self.counts.refused.count(&e);
                 if let NetError::Protocol(ProtocolError::TickRateMismatch { ours, theirs }) = e {
@@ -481,6 +594,29 @@ impl<I: Input> GameServer<I> {
         }
         // Clients send nothing on the reliable channel.
         self.counts.malformed_payloads += self.udp.recv_reliable().count() as u64;
+        let expired: Vec<ClientId> = self
+            .away
+            .iter()
+            .filter(|&(_, &since)| {
+                self.resume_grace
+                    .is_none_or(|g| now.saturating_sub(since) >= g)
+            })
+            .map(|(&id, _)| id)
+            .collect();
+        for client in expired {
+            self.drop_client(client, LeaveReason::TimedOut);
+        }
+        if let Some(timeout) = self.idle_timeout {
+            let idle: Vec<ClientId> = self
+                .last_game_packet
+                .iter()
+                .filter(|&(_, &at)| now.saturating_sub(at) > timeout)
+                .map(|(&id, _)| id)
+                .collect();
+            for client in idle {
+                self.drop_idle(client, now, timeout);
+            }
+        }
         let done: Vec<ClientId> = self
             .refusing
             .iter()
@@ -523,6 +659,12 @@ impl<I: Input> GameServer<I> {
     }
 
     fn join(&mut self, client: ClientId, addr: SocketAddr) {
+        if let Some(since) = self.away.remove(&client) {
+            if let Some(&match_id) = self.client_match.get(&client) {
+                self.resume(client, addr, match_id, since);
+                return;
+            }
+        }
         let Some(id) = self.wanted_match(client) else {
             self.counts.no_such_match += 1;
             let _ = self.udp.disconnect(client);
@@ -538,6 +680,7 @@ impl<I: Input> GameServer<I> {
             return;
         }
         self.client_match.insert(client, id);
+        self.last_game_packet.insert(client, self.udp.now());
         // A fresh connection's channel has room: this cannot fail.
         let _ = self.udp.send_reliable(client, &self.hello().encode());
         self.counts.connects += 1;
@@ -553,8 +696,22 @@ impl<I: Input> GameServer<I> {
         if self.refusing.remove(&client).is_some() {
             return;
         }
+        // A timeout is what a frozen app or a lost path looks like, a replacement what a
+        // new path looks like: with a grace period the client keeps its place for a while.
+        let path_lost = matches!(
+            reason,
+            DisconnectReason::TimedOut | DisconnectReason::Replaced
+        );
+        if let (true, Some(_), Some(&match_id)) =
+            (path_lost, self.resume_grace, self.client_match.get(&client))
+        {
+            self.last_game_packet.remove(&client);
+            self.away.insert(client, self.udp.now());
+            self.push(SessionEvent::Away { client, match_id });
+            return;
+        }
         let reason = match reason {
-            DisconnectReason::TimedOut => LeaveReason::TimedOut,
+            DisconnectReason::TimedOut | DisconnectReason::Replaced => LeaveReason::TimedOut,
             DisconnectReason::ClientDisconnected => LeaveReason::Left,
             DisconnectReason::ServerDisconnected => LeaveReason::Kicked,
         };
@@ -563,7 +720,25 @@ impl<I: Input> GameServer<I> {
 
     /// Takes `client` out of its match, counting why, and queues its
     /// [`SessionEvent::Disconnected`]; nothing for a client in no match.
+    /// Takes an away client back on its new connection: nothing of its session is
+    /// reset, since the client's own goes on too; it is only told the hello again.
+    fn resume(&mut self, client: ClientId, addr: SocketAddr, match_id: MatchId, since: Duration) {
+        let now = self.udp.now();
+        self.last_game_packet.insert(client, now);
+        // A fresh connection's channel has room: this cannot fail.
+        let _ = self.udp.send_reliable(client, &self.hello().encode());
+        self.counts.resumes += 1;
+        self.push(SessionEvent::Resumed {
+            client,
+            addr,
+            match_id,
+            away: now.saturating_sub(since),
+        });
+    }
+
     fn drop_client(&mut self, client: ClientId, reason: LeaveReason) {
+        self.last_game_packet.remove(&client);
+        self.away.remove(&client);
         let Some(id) = self.client_match.remove(&client) else {
             return;
         };
@@ -576,6 +751,7 @@ impl<I: Input> GameServer<I> {
         match reason {
             LeaveReason::TimedOut => self.counts.timeouts += 1,
             LeaveReason::Refused(_) => self.counts.refusals += 1,
+            LeaveReason::Idle(_) => self.counts.idle += 1,
             _ => {}
         }
         self.push(SessionEvent::Disconnected {
@@ -594,6 +770,16 @@ impl<I: Input> GameServer<I> {
         let _ = self
             .udp
             .send_reliable(client, &Control::Refused(mismatch).encode());
+    }
+
+    /// Takes `client` out of the game for sending no game packet for `timeout`, and tells
+    /// it why; as for a refusal, its connection stays until it has read the message.
+    fn drop_idle(&mut self, client: ClientId, now: Duration, timeout: Duration) {
+        self.drop_client(client, LeaveReason::Idle(timeout));
+        self.refusing.insert(client, now);
+        let _ = self
+            .udp
+            .send_reliable(client, &Control::Idle(timeout).encode());
     }
 
     /// Sends `client` one of the game's own messages on the transport's reliable channel
@@ -615,6 +801,10 @@ impl<I: Input> GameServer<I> {
     pub fn transmit(&mut self) {
         for server in self.matches.values_mut() {
             while let Some((client, bytes)) = server.poll_transmit() {
+                // Lost with the client's path; its session resends what matters.
+                if self.away.contains_key(&client) {
+                    continue;
+                }
                 if self.udp.send(client, &bytes).is_err() {
                     self.counts.send_failures += 1;
                 }
@@ -668,6 +858,11 @@ impl<I: Input> GameServer<I> {
             }
         }
         self.refusing.clear();
+        // Those waiting for a resume have no connection left to end: they leave too.
+        let away: Vec<ClientId> = self.away.keys().copied().collect();
+        for client in away {
+            self.drop_client(client, LeaveReason::Kicked);
+        }
     }
 
     /// Stops hosting and hands back the game's server (the first match's), with its

@@ -124,6 +124,7 @@ mod tests {
             interpolation_delay_ms: vec![(0.0, 100.0), (3.0, 80.0)],
             input_delay_ms: vec![(0.5, 60.0)],
             down_kbps: Vec::new(),
+            budget_kbps: Vec::new(),
         };
         let dir = std::env::temp_dir().join(format!("lagless-plot-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");

@@ -228,7 +228,7 @@ impl BudgetController {
     }
 
     /// What the link delivered lately, kbit/s (headers included): the largest delivery
-    /// rate measured within the last [`RATE_WINDOW`]; `None` before any.
+    /// rate measured within the last two seconds; `None` before any.
     pub fn delivery_kbps(&self) -> Option<f64> {
         self.delivery
             .rates

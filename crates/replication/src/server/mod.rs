@@ -146,15 +146,25 @@ pub struct ReplicationConfig {
     /// (the calling thread is one of them); 1 (or 0) encodes them one after the other
     /// on the calling thread. The snapshots are the same bytes whatever the count. The
     /// default is every core the process is given
-    /// ([`std::thread::available_parallelism`]).
+    /// ([`std::thread::available_parallelism`]). On wasm32 the count is taken as 1
+    /// whatever it is set to: std cannot start threads there.
     pub threads: usize,
 }
 
 /// Every core the process is given ([`std::thread::available_parallelism`]), 1 if
-/// unknown: the default of [`ReplicationConfig::threads`].
+/// unknown: the default of [`ReplicationConfig::threads`]. Always 1 on wasm32, where std
+/// cannot start threads.
 pub fn available_threads() -> usize {
+    if NO_THREADS {
+        return 1;
+    }
     std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
+
+/// True where `std::thread::spawn` panics (wasm32-unknown-unknown, and std's other wasm32
+/// targets without thread support), so [`ReplicationServer::encode_many`] must stay on the
+/// calling thread.
+const NO_THREADS: bool = cfg!(target_arch = "wasm32");
 
 impl Default for ReplicationConfig {
     fn default() -> Self {
@@ -819,7 +829,7 @@ impl ReplicationServer {
     /// reads the world and writes only that client's state, and a body encoded on two
     /// threads is the same bits on both. An id listed twice encodes them one after the
     /// other on the calling thread (the second sees the first in flight), as does a
-    /// single thread or a single client.
+    /// single thread or a single client. On wasm32 it always runs on the calling thread.
     ///
     /// The threads are scoped ([`std::thread::scope`]), started for the call and joined
     /// before it returns: nothing runs between calls, and the game's own threads and
@@ -833,7 +843,11 @@ impl ReplicationServer {
         tick: Tick,
         now: Duration,
     ) -> Vec<Result<EncodedSnapshot, ReplicationError>> {
-        let threads = self.config.threads.max(1).min(clients.len());
+        let threads = if NO_THREADS {
+            1
+        } else {
+            self.config.threads.max(1).min(clients.len())
+        };
         let at: BTreeMap<ClientId, usize> =
             clients.iter().enumerate().map(|(i, &c)| (c, i)).collect();
         if threads <= 1 || at.len() != clients.len() {

@@ -571,17 +571,29 @@ impl<W: PredictedWorld> Client<W> {
     /// and is left for a newer one: after an outage a link delivers its queue of old
     /// snapshots one after another, and reloading the world from each (a resync, the
     /// player thrown back seconds each time) would keep the player jumping until the queue
-    /// drained. Such states wait for one that can be replayed through, up to
-    /// [`MAX_DEFER`] after the first; then the newest is taken. The registry and the
+    /// drained. Such states (deeper than the replay bound, or older than the prediction's
+    /// history) wait for one that can be replayed through, up to [`MAX_DEFER`] after the
+    /// first, or while the link is recovering from an interruption, until a state sent
+    /// after its return; then the newest is taken. The registry and the
     /// interpolation buffer take every state regardless.
     fn defer(&mut self, tick: Tick) -> bool {
-        let depth = self
-            .predictor
-            .present()
-            .map_or(0, |p| p.diff(tick).max(0) as u64);
-        if depth <= u64::from(self.max_replay_ticks) {
+        let Some(present) = self.predictor.present() else {
+            return false;
+        };
+        let depth = present.diff(tick).max(0) as u64;
+        // Replayable: within the replay bound and still in the prediction's history (a
+        // state older than the history reloads the world as surely as a deep one).
+        let in_history = tick > present || self.predictor.saved(tick).is_some();
+        if depth <= u64::from(self.max_replay_ticks) && in_history {
             self.deferred_since = None;
             return false;
+        }
+        if self.link.state() == LinkState::Recovering {
+            // What the link held through an outage is draining: a state sent after its
+            // return is on its way, and reloading from each stale one would resync again
+            // and again.
+            self.stats.states_deferred += 1;
+            return true;
         }
         let since = *self.deferred_since.get_or_insert(self.now);
         if self.now.saturating_sub(since) >= MAX_DEFER {

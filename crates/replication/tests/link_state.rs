@@ -4,6 +4,7 @@
 //! returns (a client predicting on blind walks the player away from the server).
 #![allow(clippy::unwrap_used)]
 
+use lagless_core::PredictionConfig;
 use lagless_netem::{Direction, Duplex, Outage, OutageMode, profile};
 use lagless_replication::*;
 use std::time::Duration;
@@ -59,6 +60,8 @@ impl PredictedWorld for Walker {
 struct Run {
     events: Vec<LinkEvent>,
     stats: ConnectionStats,
+    /// Reconciliations that reloaded the world.
+    resyncs: u64,
     /// (seconds, shown x minus the server's x) per 10 ms.
     errors: Vec<(f64, f32)>,
 }
@@ -66,8 +69,14 @@ struct Run {
 /// 12 s of a player holding its key over `broadband`, both directions out from 4 s for
 /// 3 s (held packets arrive when it ends), with `link` on the client.
 fn run(link: ConnectionConfig) -> Run {
+    run_with(link, PredictionConfig::default())
+}
+
+/// [`run`] with `prediction`'s history and replay bounds.
+fn run_with(link: ConnectionConfig, prediction: PredictionConfig) -> Run {
     let mut config = NetConfig::new(HZ);
     config.link = link;
+    config.prediction = prediction;
     let mut server = Server::<u8>::new(schema(), &config).unwrap();
     server.connect(1).unwrap();
     server.spawn_with_id(0, 0, |w| w.vec2([0.0; 2])).unwrap();
@@ -85,6 +94,7 @@ fn run(link: ConnectionConfig) -> Run {
     let mut out = Run {
         events: Vec::new(),
         stats: ConnectionStats::default(),
+        resyncs: 0,
         errors: Vec::new(),
     };
     let mut now = Duration::ZERO;
@@ -123,6 +133,7 @@ fn run(link: ConnectionConfig) -> Run {
         now += Duration::from_millis(10);
     }
     out.stats = client.stats().link;
+    out.resyncs = client.prediction_stats().resyncs;
     out
 }
 
@@ -188,5 +199,23 @@ fn an_outage_is_reported_and_the_horizon_keeps_both_ends_together() {
     assert!(
         off > 5.0,
         "{off} m: predicting on blind walks away from the server"
+    );
+}
+
+#[test]
+fn what_the_link_held_through_an_outage_drains_without_reloading_the_world_from_each() {
+    // A short history (the mobile shooter article's 32 ticks at 30 Hz is a second): every
+    // state the link held through the 3 s outage is older than it when it arrives.
+    let short = PredictionConfig {
+        history_ticks: 32,
+        ..PredictionConfig::default()
+    };
+    let r = run_with(ConnectionConfig::default(), short);
+    assert!(r.resyncs <= 1, "{} resyncs for one outage", r.resyncs);
+    let steady = worst_error(&r, 2.0, 4.0);
+    let after = worst_error(&r, 8.0, 12.0);
+    assert!(
+        after < steady + 0.05,
+        "{after} m a second after the return ({steady})"
     );
 }

@@ -124,7 +124,6 @@ struct Sent {
 #[derive(Debug, Clone, Default)]
 struct Delivery {
     sent: VecDeque<Sent>,
-    in_flight: u64,
     delivered: u64,
     delivered_at: Option<Duration>,
     /// (time, bit/s) samples within [`RATE_WINDOW`].
@@ -207,7 +206,6 @@ impl BudgetController {
             delivered: d.delivered,
             delivered_at: d.delivered_at.unwrap_or(now),
         });
-        d.in_flight += bits;
         d.overheads.push_back((now, overhead_bits));
         while d
             .overheads
@@ -216,14 +214,12 @@ impl BudgetController {
         {
             d.overheads.pop_front();
         }
-        // Snapshots never acknowledged (lost, or sent into an outage) stop counting as in
-        // flight after a while, or a link that lost them all would never be sent again.
+        // Snapshots never acknowledged (lost, or sent into an outage) are forgotten after a
+        // while: an acknowledgement can no longer reach them, and memory stays bounded.
         let lost_after = Duration::from_secs_f64((self.srtt.unwrap_or(0.2) * 2.0 + 1.0).min(10.0));
         while d.sent.len() > MAX_TRACKED || d.sent.front().is_some_and(|s| s.at + lost_after < now)
         {
-            if let Some(s) = d.sent.pop_front() {
-                d.in_flight = d.in_flight.saturating_sub(s.bits);
-            }
+            d.sent.pop_front();
         }
     }
 
@@ -235,11 +231,6 @@ impl BudgetController {
             .iter()
             .map(|(_, r)| *r / 1000.0)
             .reduce(f64::max)
-    }
-
-    /// Bits sent and not yet acknowledged (nor given up on).
-    pub fn in_flight_bits(&self) -> u64 {
-        self.delivery.in_flight
     }
 
     /// Packet headers sent over the last second, kbit/s.
@@ -259,7 +250,6 @@ impl BudgetController {
         let mut newest = None;
         while d.sent.front().is_some_and(|s| s.at <= sent) {
             if let Some(s) = d.sent.pop_front() {
-                d.in_flight = d.in_flight.saturating_sub(s.bits);
                 d.delivered += s.bits;
                 newest = Some(s);
             }
@@ -288,14 +278,9 @@ impl BudgetController {
 
     /// True while acknowledgements have stopped coming for longer than a silence at
     /// `now`: the link is out, which says nothing about how full it is.
-    pub fn silent(&self, now: Duration) -> bool {
+    fn silent(&self, now: Duration) -> bool {
         self.last_sample
             .is_some_and(|last| now.saturating_sub(last) >= self.silence())
-    }
-
-    /// Outages seen: silences of the acknowledgements that ended.
-    pub fn outages(&self) -> u64 {
-        self.stats.outages
     }
 
     /// The budget now, kbit/s; `None` when there is none.
@@ -585,7 +570,7 @@ mod tests {
     fn an_outage_is_not_a_queue() {
         let mut b = BudgetController::new(BudgetConfig::default());
         let (end, least) = through_an_outage(&mut b, 2);
-        assert_eq!(b.outages(), 1);
+        assert_eq!(b.stats().outages, 1);
         assert!(b.stats().outage_samples > 100, "{:?}", b.stats());
         assert_eq!(b.stats().decreases, 0, "{:?}", b.stats());
         assert_eq!((end, least), (256.0, 256.0));
@@ -602,7 +587,7 @@ mod tests {
             "{:?}",
             q.kbps()
         );
-        assert_eq!(q.outages(), 0);
+        assert_eq!(q.stats().outages, 0);
     }
 
     #[test]

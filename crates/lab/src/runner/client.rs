@@ -707,19 +707,6 @@ impl<S: LabScene> ClientSim<S> {
             && back.is_none_or(|b| now.saturating_sub(b) >= LIVE_AFTER_RETURN)
     }
 
-    /// The own player's errors over frames shown while the link was live (see
-    /// [`Self::not_live`]), cm.
-    pub(crate) fn live_render_errors(&self, track: &Track, errors: &mut Vec<f64>) {
-        let mut series = Vec::new();
-        self.render_errors_at(track, &mut series, &mut Vec::new());
-        errors.extend(
-            series
-                .into_iter()
-                .filter(|(t, _)| !self.not_live.contains(t))
-                .map(|(_, e)| e),
-        );
-    }
-
     /// The own player's rendered frames against `track`, the server's position of that
     /// player per state tick (NaN where it had none): each frame's distance from the
     /// truth of the tick it stands for, and each frame's motion against the true motion

@@ -111,10 +111,25 @@ pub(crate) fn link<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
     let withheld: u64 = per_client.iter().map(|s| s.inputs_withheld).sum();
     r.set("link.inputs_withheld", Metric::Count(withheld));
 
-    let mut live = Vec::new();
-    for (c, a) in sim.clients.iter().zip(&sim.auth.players) {
-        c.live_render_errors(a, &mut live);
-    }
+    // Each client's own-player errors per frame, read once: the live ones for the p99,
+    // all of them for the way back under it.
+    let errors: Vec<Vec<(u32, f64)>> = sim
+        .clients
+        .iter()
+        .zip(&sim.auth.players)
+        .map(|(c, a)| c.render_error_series(a))
+        .collect();
+    let live: Vec<f64> = sim
+        .clients
+        .iter()
+        .zip(&errors)
+        .flat_map(|(c, series)| {
+            series
+                .iter()
+                .filter(|(t, _)| !c.not_live.contains(t))
+                .map(|(_, e)| *e)
+        })
+        .collect();
     let live_p99 = percentile(&live, 99.0);
     r.number("render.error_cm_p99_live", live_p99);
 
@@ -123,11 +138,10 @@ pub(crate) fn link<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
     if let Some(p99) = live_p99 {
         let hz = f64::from(sim.config.server.tick_hz);
         let mut each = Vec::new();
-        for (c, a) in sim.clients.iter().zip(&sim.auth.players) {
-            let series: Vec<(f64, f64)> = c
-                .render_error_series(a)
-                .into_iter()
-                .map(|(t, cm)| (f64::from(t) / hz, cm))
+        for (c, series) in sim.clients.iter().zip(&errors) {
+            let series: Vec<(f64, f64)> = series
+                .iter()
+                .map(|&(t, cm)| (f64::from(t) / hz, cm))
                 .collect();
             for i in interruptions(c) {
                 each.extend(recover_ms(&series, i, |_, v| v <= p99));

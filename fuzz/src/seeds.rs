@@ -73,7 +73,6 @@ fn lab_controls() -> Vec<Vec<u8>> {
             tick_hz: 64,
             snapshot_hz: 32,
             grid: 30,
-            codec: 0,
             scene: 1,
             schema: 0x9e37_79b9_7f4a_7c15,
             seed: 2,

@@ -288,17 +288,6 @@ pub fn check_link_changes(changes: &[LinkChange], seconds: f64) -> Result<(), St
     Ok(())
 }
 
-/// How the server encodes snapshots.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SnapshotCodecChoice {
-    /// The replication layer (`lagless_replication`): quantized, bit-packed,
-    /// delta-encoded against what the client acknowledged, within a per-client budget.
-    #[default]
-    Delta,
-    /// Full-precision floats for every body, every time: the uncompressed baseline.
-    Plain,
-}
-
 /// How the walker scene's scripted characters reach clients (`--walker-sync`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WalkerSync {
@@ -397,8 +386,6 @@ pub struct RunConfig {
     pub script: ScriptChoice,
     /// Snapshot rate in Hz (at most the tick rate).
     pub snapshot_hz: u32,
-    /// How snapshots are encoded.
-    pub snapshot_codec: SnapshotCodecChoice,
     /// Most snapshot payload per client, kbit/s, adapting below it to the link
     /// (`lagless_replication::BudgetConfig`); 0: no budget.
     pub budget_kbps: f64,
@@ -468,7 +455,6 @@ impl Default for RunConfig {
             clients: 1,
             script: ScriptChoice::Named("roam".into()),
             snapshot_hz: 64,
-            snapshot_codec: SnapshotCodecChoice::Delta,
             budget_kbps: lagless_replication::BudgetConfig::default().max_kbps,
             relevance_m: lagless_replication::ReplicationConfig::default().relevance_distance,
             near_boost: lagless_replication::ReplicationConfig::default().near_boost,

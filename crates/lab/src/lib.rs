@@ -33,6 +33,6 @@ pub mod sweep_input;
 pub mod timeline;
 pub mod view;
 
-pub use config::{LinkChange, NetOverrides, RunConfig, ScriptChoice, SnapshotCodecChoice};
+pub use config::{LinkChange, NetOverrides, RunConfig, ScriptChoice};
 pub use metrics::{Metric, Report};
 pub use runner::{RunError, RunOutcome, run};

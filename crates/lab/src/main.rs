@@ -477,10 +477,6 @@ struct RunArgs {
     missing_input: MissingInputArg,
     #[command(flatten)]
     net: NetArgs,
-    /// Snapshot encoding: quantized deltas against acknowledged snapshots, or plain
-    /// full-precision floats (the uncompressed baseline).
-    #[arg(long, value_enum, default_value = "delta")]
-    snapshot_codec: SnapshotCodecArg,
     /// Most snapshot payload per client, kbit/s (the budget adapts below it to the link,
     /// backing off when it queues or loses); 0: no budget.
     #[arg(long, default_value_t = 256.0)]
@@ -647,12 +643,6 @@ impl EntityPolicyArg {
             EntityPolicyArg::Interpolated => lagless_scenes::rocket::predict::Policy::Interpolated,
         }
     }
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum SnapshotCodecArg {
-    Delta,
-    Plain,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

@@ -2,7 +2,7 @@
 //! and `proxy` (`run --transport udp` is in `main.rs`'s `run`). The loops themselves are
 //! in the library's `net` module; this file parses, logs and writes files.
 
-use super::{NetArgs, SnapshotCodecArg};
+use super::NetArgs;
 use clap::Args;
 use lagless_core::LeadPolicy;
 use lagless_core::interpolation::DelayPolicy;
@@ -10,7 +10,7 @@ use lagless_lab::metrics::Report;
 use lagless_lab::net::connect::{ConnectSettings, connect as connect_one};
 use lagless_lab::net::proxy::ProxySettings;
 use lagless_lab::net::serve::{SceneServer, ServeSettings};
-use lagless_lab::{RunConfig, ScriptChoice, SnapshotCodecChoice};
+use lagless_lab::{RunConfig, ScriptChoice};
 use lagless_transport::{PROTOCOL_ID, keys};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -76,9 +76,6 @@ pub(crate) struct ServeArgs {
     /// Most snapshot payload per client, kbit/s; 0: no budget.
     #[arg(long, default_value_t = 256.0)]
     pub(crate) budget_kbps: f64,
-    /// Snapshot encoding.
-    #[arg(long, value_enum, default_value = "delta")]
-    pub(crate) snapshot_codec: SnapshotCodecArg,
     /// Threads the server encodes the clients' snapshots on (default: every core; 1: one
     /// after the other). The same bytes whatever the count.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -292,10 +289,6 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<(), String> {
             .map_or_else(lagless_replication::available_threads, usize::from),
         snapshot_hz: a.snapshot_hz,
         budget_kbps: a.budget_kbps,
-        snapshot_codec: match a.snapshot_codec {
-            SnapshotCodecArg::Delta => SnapshotCodecChoice::Delta,
-            SnapshotCodecArg::Plain => SnapshotCodecChoice::Plain,
-        },
         ..RunConfig::default()
     };
     config.server.tick_hz = a.tick_hz;

@@ -1,27 +1,24 @@
-//! Snapshot replication in the lab: what the server sends each client, and how a client
-//! decodes it, for either codec ([`SnapshotCodecChoice`]).
+//! Snapshot replication in the lab: what the server sends each client.
 //!
-//! The delta codec is the public [`Server`] a game runs, with the scene's declaration
+//! The server is the public [`Server`] a game runs, with the scene's declaration
 //! ([`LabScene::schema`]): the lab captures the scene into it once per snapshot tick and
-//! lets it send. The plain codec sends every body in full floats every time: the
-//! uncompressed baseline. Beside them the lab counts what the same stream would cost as
-//! lightyear on bevy_replicon sends it (`snapshot.peer_kbps`).
+//! lets it send. Beside it the lab counts what the same stream would cost as baselines
+//! nobody sends: the scene's plain encoding, every body in full floats every time
+//! (`snapshot.plain_kbps`, the uncompressed baseline), and lightyear on bevy_replicon
+//! (`snapshot.peer_kbps`).
 
-use crate::config::{RunConfig, SnapshotCodecChoice};
+use crate::config::RunConfig;
 use crate::cpu::CpuTimer;
 use crate::metrics::{Histogram, Mean, Metric, Report};
 use crate::runner::RunError;
 use crate::scene::{LabScene, PlayerId, RawEntity};
 use lagless_core::message::FRAGMENT_PAYLOAD_BYTES;
-use lagless_core::{ClientId, ClientSession, ProtocolError, ReceivedSnapshot};
-use lagless_replication::deadreckoning::{CharacterState, DrCodec, DrConfig, DrError, DrReceiver};
+use lagless_core::{ClientId, ProtocolError};
+use lagless_replication::deadreckoning::{CharacterState, DrConfig};
 use lagless_replication::{
-    BudgetConfig, ClientConfig, ClientReplicationStats, DepartedClient, EntityEvent, NetConfig,
-    ReplicationClient, ReplicationConfig, ReplicationError, ReplicationServer, Server,
-    SnapshotCounters,
+    BudgetConfig, ClientReplicationStats, DepartedClient, NetConfig, ReplicationClient,
+    ReplicationConfig, ReplicationError, ReplicationServer, Server, SnapshotCounters,
 };
-use lagless_wire::BitReader;
-use std::marker::PhantomData;
 use std::time::Duration;
 
 /// Bits per entity of Fiedler's uncompressed encoding ("Snapshot Compression"): position and linear
@@ -35,12 +32,10 @@ const UDP_IP_HEADER_BYTES: usize = 28;
 /// ([`SnapshotSender::replication_totals`], [`SnapshotSender::counters`]).
 #[derive(Debug, Clone, Default)]
 pub struct SenderStats {
-    /// Plain-codec snapshots sent (one per client per snapshot tick).
-    pub plain_sent: u64,
-    /// Their payload bits.
-    pub plain_bits: u64,
-    /// Plain-codec snapshots that needed more than one packet.
-    pub fragmented: u64,
+    /// Bytes the uncompressed baseline would have sent (the scene's plain encoding of
+    /// every body, to every client at every snapshot tick), with the UDP/IP header of
+    /// each fragment.
+    pub plain_bytes: u64,
     /// Entities in the world at each snapshot, summed over snapshots and clients: what
     /// the naive encoding would send.
     pub entities: u64,
@@ -68,10 +63,8 @@ pub struct SenderStats {
 /// The lab's side of a game's server for scene `S`: it builds the public
 /// [`Server`] a game would run, captures the scene into it once per snapshot tick, and
 /// measures what went out (the peer's stream beside it, and how stale each client's view
-/// is). With the plain codec it sends the uncompressed baseline through the server's
-/// session instead.
+/// is).
 pub struct SnapshotSender<S: LabScene> {
-    choice: SnapshotCodecChoice,
     setup: S::Setup,
     tick_hz: u32,
     /// The f32 state last sent per entity id, as bits, for the peer.
@@ -150,7 +143,6 @@ pub struct DrSendStats {
 /// The settings of the public server and clients of a run of scene `S` with `setup`.
 pub fn net_config<S: LabScene>(setup: &S::Setup, config: &RunConfig) -> NetConfig {
     let tick_hz = config.server.tick_hz;
-    let delta = config.snapshot_codec == SnapshotCodecChoice::Delta;
     let mut net = NetConfig::new(tick_hz);
     net.snapshot_hz = config.snapshot_hz.clamp(1, tick_hz);
     net.budget = BudgetConfig {
@@ -165,26 +157,21 @@ pub fn net_config<S: LabScene>(setup: &S::Setup, config: &RunConfig) -> NetConfi
     };
     net.server_session = config.server.clone();
     net.client_session = config.client.clone();
-    net.dead_reckoning = S::dead_reckoning(setup).filter(|_| delta);
-    net.snapshot_events = S::EVENTS_DOWN && delta;
+    net.dead_reckoning = S::dead_reckoning(setup);
+    net.snapshot_events = S::EVENTS_DOWN;
     net
 }
 
 impl<S: LabScene> SnapshotSender<S> {
     /// The game's server for `config`'s run of the scene `setup` describes, and the
     /// lab's sender beside it.
-    pub fn new(
-        choice: SnapshotCodecChoice,
-        setup: S::Setup,
-        config: &RunConfig,
-    ) -> Result<(Self, Server<S::Input>), RunError> {
+    pub fn new(setup: S::Setup, config: &RunConfig) -> Result<(Self, Server<S::Input>), RunError> {
         let net = net_config::<S>(&setup, config);
         let mut server =
             Server::new(S::schema(&setup), &net).map_err(|e| RunError::Invalid(e.to_string()))?;
         // Each client's interest follows its player: the sender sets the focus.
         server.set_cells(config.cells);
         let sender = Self {
-            choice,
             dr: net.dead_reckoning,
             setup,
             tick_hz: config.server.tick_hz,
@@ -272,8 +259,7 @@ impl<S: LabScene> SnapshotSender<S> {
     }
 
     /// Sends every client (each with its player) its snapshot of the scene's current
-    /// state: through the game's server with the delta codec, or the uncompressed
-    /// baseline through its session.
+    /// state through the game's server.
     pub fn send(
         &mut self,
         scene: &S,
@@ -281,65 +267,41 @@ impl<S: LabScene> SnapshotSender<S> {
         clients: &[(ClientId, PlayerId)],
         now: Duration,
     ) -> Result<(), SendError> {
-        match self.choice {
-            SnapshotCodecChoice::Plain => {
-                let (bytes, essential) = scene.plain().ok_or(SendError::NoPlainCodec)?;
-                // Counted by `count_peer`, which runs first.
-                let entities = self.raw.len() as u64;
-                let session = server.session_mut();
-                for &(id, _) in clients {
-                    self.stats.plain_sent += 1;
-                    self.stats.plain_bits += bytes.len() as u64 * 8;
-                    self.stats.entities += entities;
-                    let fragmented = bytes.len() > FRAGMENT_PAYLOAD_BYTES;
-                    if fragmented && essential.len() <= FRAGMENT_PAYLOAD_BYTES {
-                        // The players alone in one packet, so a client can reconcile
-                        // its own player whatever becomes of the fragments.
-                        session.send_snapshot_with_essential(id, now, &essential, &bytes)?;
-                    } else {
-                        session.send_snapshot(id, now, &bytes)?;
-                    }
-                    self.stats.fragmented += u64::from(fragmented);
-                }
+        let send = CpuTimer::start();
+        let timer = CpuTimer::start();
+        scene.capture(server.replication_mut())?;
+        self.stats.capture_us.record(timer.ms() * 1000.0);
+        let entities = server.replication().len() as u64;
+        for &(id, player) in clients {
+            server.set_focus(id, scene.player_position(player));
+            if let Some(own) = S::player_entity(&self.setup, player) {
+                server.set_owned(id, &[own]);
             }
-            SnapshotCodecChoice::Delta => {
-                let send = CpuTimer::start();
-                let timer = CpuTimer::start();
-                scene.capture(server.replication_mut())?;
-                self.stats.capture_us.record(timer.ms() * 1000.0);
-                let entities = server.replication().len() as u64;
-                for &(id, player) in clients {
-                    server.set_focus(id, scene.player_position(player));
-                    if let Some(own) = S::player_entity(&self.setup, player) {
-                        server.set_owned(id, &[own]);
-                    }
-                    if S::EVENTS_DOWN {
-                        server.set_snapshot_events(id, scene.events_down(player))?;
-                    }
-                    self.stats.entities += entities;
+            if S::EVENTS_DOWN {
+                server.set_snapshot_events(id, scene.events_down(player))?;
+            }
+            self.stats.entities += entities;
+        }
+        let timer = CpuTimer::start();
+        server.send_snapshots(now)?;
+        // The server encodes every client in one call: each is given the mean.
+        let per_client = timer.ms() * 1000.0 / clients.len().max(1) as f64;
+        for (i, &(id, _)) in clients.iter().enumerate() {
+            self.stats.encode_us.record(per_client);
+            if let Some(kbps) = server.replication().budget_kbps(id) {
+                self.stats.budget_kbps.add(kbps);
+                let at = now.as_secs_f64();
+                let due = self
+                    .stats
+                    .budget_series
+                    .last()
+                    .is_none_or(|(t, _)| at - t >= 0.1);
+                if i == 0 && due {
+                    self.stats.budget_series.push((at, kbps));
                 }
-                let timer = CpuTimer::start();
-                server.send_snapshots(now)?;
-                // The server encodes every client in one call: each is given the mean.
-                let per_client = timer.ms() * 1000.0 / clients.len().max(1) as f64;
-                for (i, &(id, _)) in clients.iter().enumerate() {
-                    self.stats.encode_us.record(per_client);
-                    if let Some(kbps) = server.replication().budget_kbps(id) {
-                        self.stats.budget_kbps.add(kbps);
-                        let at = now.as_secs_f64();
-                        let due = self
-                            .stats
-                            .budget_series
-                            .last()
-                            .is_none_or(|(t, _)| at - t >= 0.1);
-                        if i == 0 && due {
-                            self.stats.budget_series.push((at, kbps));
-                        }
-                    }
-                }
-                self.stats.send_us.record(send.ms() * 1000.0);
             }
         }
+        self.stats.send_us.record(send.ms() * 1000.0);
         Ok(())
     }
 
@@ -376,9 +338,11 @@ impl<S: LabScene> SnapshotSender<S> {
     /// What lightyear on bevy_replicon would send each of `clients` now: every entity whose
     /// f32 state changed in any bit since the last snapshot, as a varint entity id and its
     /// components serialized by postcard (floats at full width, flags a byte each).
+    /// The uncompressed baseline is counted beside it ([`Self::count_plain`]).
     /// Call once per snapshot tick, outside the server's timed work: it is the lab's
     /// measurement, not anything a server does.
     pub fn count_peer(&mut self, scene: &S, clients: usize) {
+        self.count_plain(scene, clients);
         let mut raw = std::mem::take(&mut self.raw);
         raw.clear();
         scene.raw(&mut raw);
@@ -412,6 +376,25 @@ impl<S: LabScene> SnapshotSender<S> {
     }
 }
 
+impl<S: LabScene> SnapshotSender<S> {
+    /// What the uncompressed baseline would send each of `clients` now: the scene's
+    /// plain encoding of every body in full floats ([`LabScene::plain`]), in as many
+    /// fragments as it takes, and, when it takes more than one, the players alone in one
+    /// more packet (the essential part a client reconciles with whatever becomes of the
+    /// fragments), each packet with its UDP/IP header. Nothing for a scene without one.
+    fn count_plain(&mut self, scene: &S, clients: usize) {
+        let Some((bytes, essential)) = scene.plain() else {
+            return;
+        };
+        let fragments = bytes.len().div_ceil(FRAGMENT_PAYLOAD_BYTES).max(1);
+        let mut size = bytes.len() + fragments * UDP_IP_HEADER_BYTES;
+        if fragments > 1 && essential.len() <= FRAGMENT_PAYLOAD_BYTES {
+            size += essential.len() + UDP_IP_HEADER_BYTES;
+        }
+        self.stats.plain_bytes += (size * clients) as u64;
+    }
+}
+
 /// Bytes postcard writes for `v`.
 fn postcard_len<T: serde::Serialize>(v: &T) -> usize {
     let mut buf = [0u8; 16];
@@ -438,163 +421,9 @@ pub enum SendError {
     /// The replication layer refused the scene's state.
     #[error(transparent)]
     Layer(#[from] ReplicationError),
-    /// The scene has no plain codec.
-    #[error("this scene has no plain codec")]
-    NoPlainCodec,
     /// The game's server refused a call.
     #[error(transparent)]
     Server(#[from] lagless_replication::NetError),
-}
-
-/// What a client's decoder counted.
-#[derive(Debug, Clone, Default)]
-pub struct ReceiverStats {
-    /// Payloads that failed to decode (malformed).
-    pub decode_errors: u64,
-    /// Deltas against a baseline the client no longer held.
-    pub missing_baseline: u64,
-    /// CPU time per decode, µs, including conversion to floats.
-    pub decode_us: Histogram,
-}
-
-/// A client's snapshot decoder for scene `S`.
-pub struct SnapshotReceiver<S: LabScene> {
-    choice: SnapshotCodecChoice,
-    /// The replication layer's client.
-    pub layer: ReplicationClient,
-    setup: S::Setup,
-    /// Counters.
-    pub stats: ReceiverStats,
-    /// Dead reckoning, when the scene sends characters so: the receiver that shows them
-    /// and the codec.
-    pub dr: Option<(DrReceiver, DrCodec)>,
-    /// With [`LabScene::EVENTS_DOWN`]: the events in front of each snapshot received,
-    /// for the client to take ([`LabScene::events_received`]).
-    pub events: Vec<Vec<u8>>,
-    scene: PhantomData<fn() -> S>,
-}
-
-impl<S: LabScene> SnapshotReceiver<S> {
-    /// A decoder for `choice` of the scene `setup` describes, at `tick_hz`.
-    pub fn new(choice: SnapshotCodecChoice, setup: &S::Setup, tick_hz: u32) -> Self {
-        let delta = choice == SnapshotCodecChoice::Delta;
-        let config = ClientConfig {
-            tick_hz,
-            ..ClientConfig::default()
-        };
-        Self {
-            choice,
-            layer: ReplicationClient::new(S::schema(setup), config),
-            setup: setup.clone(),
-            stats: ReceiverStats::default(),
-            dr: S::dead_reckoning(setup)
-                .filter(|_| delta)
-                .map(|c| (DrReceiver::new(c.receiver), c.codec)),
-            events: Vec::new(),
-            scene: PhantomData,
-        }
-    }
-
-    /// Decodes `snap`; a snapshot that decodes is acknowledged through `session`.
-    /// `None` (counted) when it does not decode, or is older than one decoded already.
-    pub fn receive(
-        &mut self,
-        snap: &ReceivedSnapshot,
-        session: &mut ClientSession<S::Input>,
-    ) -> Option<S::Known> {
-        self.receive_at(snap, session, Duration::ZERO)
-    }
-
-    /// [`SnapshotReceiver::receive`] at local time `now`, which the dead-reckoning
-    /// receiver times its characters' motion from (scenes with dead reckoning must use
-    /// this one).
-    pub fn receive_at(
-        &mut self,
-        snap: &ReceivedSnapshot,
-        session: &mut ClientSession<S::Input>,
-        now: Duration,
-    ) -> Option<S::Known> {
-        match self.choice {
-            SnapshotCodecChoice::Plain => {
-                let decoded = S::decode_plain(&self.setup, &snap.payload);
-                if decoded.is_none() {
-                    self.stats.decode_errors += 1;
-                }
-                decoded
-            }
-            // An essential part (the own player alone, before a fragmented snapshot):
-            // the lab's client does not use them with the delta codec yet; a game's
-            // `Client` reconciles with them.
-            SnapshotCodecChoice::Delta if snap.essential => None,
-            SnapshotCodecChoice::Delta => {
-                let timer = CpuTimer::start();
-                let mut payload = &snap.payload[..];
-                if S::EVENTS_DOWN {
-                    let mut r = lagless_wire::Reader::new(payload);
-                    let Ok(events) =
-                        r.read_len_prefixed(FRAGMENT_PAYLOAD_BYTES * 64, "scene events")
-                    else {
-                        self.stats.decode_errors += 1;
-                        return None;
-                    };
-                    self.events.push(events.to_vec());
-                    payload = r.read_rest();
-                }
-                // With dead reckoning the messages come first, then the snapshot from the
-                // next whole byte; a batch that does not decode loses the packet (the
-                // receiver counts it as malformed).
-                let (messages, payload) = match &mut self.dr {
-                    None => (Vec::new(), payload),
-                    Some((dr, codec)) => {
-                        let mut bits = BitReader::new(payload);
-                        let decoded = dr.decode_batch(snap.tick, codec, &mut bits);
-                        let Ok(messages) = decoded.and_then(|m| {
-                            bits.align().map_err(DrError::from)?;
-                            Ok(m)
-                        }) else {
-                            self.stats.decode_errors += 1;
-                            return None;
-                        };
-                        (messages, &payload[bits.bit_position() / 8..])
-                    }
-                };
-                let received = self.layer.receive(snap.tick, payload);
-                session.set_resync(self.layer.needs_resync());
-                // After the snapshot, which spawns the characters these messages may be
-                // the first of; refusals (stale ones after reordering, forged ones) are
-                // counted by the receiver.
-                if let Some((dr, _)) = &mut self.dr {
-                    while let Some(event) = self.layer.poll_event() {
-                        match event {
-                            EntityEvent::Spawned { id, .. } => _ = dr.spawn(id),
-                            EntityEvent::Despawned { id, .. } => _ = dr.despawn(id),
-                        }
-                    }
-                    dr.set_rtt(session.rtt());
-                    for m in messages {
-                        let _ = dr.receive(now, snap.tick, m);
-                    }
-                }
-                match received {
-                    Ok(Some(applied)) => {
-                        session.acknowledge_snapshot(applied.tick);
-                        let plain = S::known(&self.setup, &self.layer, applied.tick);
-                        self.stats.decode_us.record(timer.ms() * 1000.0);
-                        Some(plain)
-                    }
-                    Ok(None) => None,
-                    Err(ReplicationError::MissingBaseline(_)) => {
-                        self.stats.missing_baseline += 1;
-                        None
-                    }
-                    Err(_) => {
-                        self.stats.decode_errors += 1;
-                        None
-                    }
-                }
-            }
-        }
-    }
 }
 
 /// Adds the `snapshot.*` metrics: `docs/metrics.md`'s plus the codec's own. `down_kbps_mean` is
@@ -608,29 +437,8 @@ pub fn snapshot_metrics<S: LabScene>(
     down_kbps_mean: Option<f64>,
 ) {
     let s = &sender.stats;
-    let delta = sender.choice == SnapshotCodecChoice::Delta;
-    r.set(
-        "snapshot.codec",
-        Metric::Text(if delta { "delta" } else { "plain" }.into()),
-    );
-    // What went out: the server's own counters with the delta codec, the lab's with
-    // the plain one (every body in every snapshot).
-    let t = if delta {
-        sender.replication_totals(server)
-    } else {
-        ReplicationTotals {
-            snapshots: s.plain_sent,
-            full: s.plain_sent,
-            bits: s.plain_bits,
-            entries: s.entities,
-            ..ReplicationTotals::default()
-        }
-    };
-    let fragmented = if delta {
-        sender.counters(server).fragmented
-    } else {
-        s.fragmented
-    };
+    let t = sender.replication_totals(server);
+    let fragmented = sender.counters(server).fragmented;
     let per = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
     r.number("snapshot.bits_per_changed_entity", per(t.bits, t.entries));
     // Per client, like net.down_kbps_mean: every entity at 321 bits in every snapshot.
@@ -648,6 +456,14 @@ pub fn snapshot_metrics<S: LabScene>(
         "snapshot.peer_ratio",
         down_kbps_mean.filter(|d| *d > 0.0).map(|d| peer_kbps / d),
     );
+    if s.plain_bytes > 0 {
+        let plain_kbps = per_client_kbps(s.plain_bytes as f64 * 8.0);
+        r.number("snapshot.plain_kbps", Some(plain_kbps));
+        r.number(
+            "snapshot.plain_ratio",
+            down_kbps_mean.filter(|d| *d > 0.0).map(|d| plain_kbps / d),
+        );
+    }
     r.number("snapshot.send_us_p50", s.send_us.percentile(50.0));
     r.number("snapshot.send_us_p99", s.send_us.percentile(99.0));
     #[cfg(feature = "replicon")]
@@ -664,28 +480,24 @@ pub fn snapshot_metrics<S: LabScene>(
         "snapshot.fragmented_pct",
         per(fragmented * 100, t.snapshots),
     );
-    if delta {
-        let essential = sender.counters(server).essential;
-        r.set("snapshot.essential_sent", Metric::Count(essential));
-    }
+    let essential = sender.counters(server).essential;
+    r.set("snapshot.essential_sent", Metric::Count(essential));
     r.number(
         "snapshot.baseline_age_ticks_mean",
         per(t.baseline_age_ticks, t.snapshots - t.full),
     );
-    if delta {
-        r.number(
-            "snapshot.position_resolution_mm",
-            position_resolution(server.replication().schema()).map(|m| f64::from(m) * 1000.0),
-        );
-        r.number("snapshot.budget_kbps_mean", s.budget_kbps.mean());
-        r.number("snapshot.deferred_pct", per(t.deferred * 100, t.candidates));
-        r.number("snapshot.staleness_ms_p99", s.staleness_ms.percentile(99.0));
-        // The consistency check every snapshot carries: must be 0.
-        r.set(
-            "replication.view_mismatches",
-            Metric::Count(decoders.iter().map(|(v, _, _)| v).sum()),
-        );
-    }
+    r.number(
+        "snapshot.position_resolution_mm",
+        position_resolution(server.replication().schema()).map(|m| f64::from(m) * 1000.0),
+    );
+    r.number("snapshot.budget_kbps_mean", s.budget_kbps.mean());
+    r.number("snapshot.deferred_pct", per(t.deferred * 100, t.candidates));
+    r.number("snapshot.staleness_ms_p99", s.staleness_ms.percentile(99.0));
+    // The consistency check every snapshot carries: must be 0.
+    r.set(
+        "replication.view_mismatches",
+        Metric::Count(decoders.iter().map(|(v, _, _)| v).sum()),
+    );
     r.number("snapshot.capture_us_p50", s.capture_us.percentile(50.0));
     r.number("snapshot.encode_us_p50", s.encode_us.percentile(50.0));
     r.number("snapshot.encode_us_p99", s.encode_us.percentile(99.0));

@@ -1,11 +1,11 @@
 //! `lagless run`: the settings it takes, checked into a [`RunConfig`], and the run.
 
 use super::{
-    LagcompWindowArg, MissingInputArg, PredictionModeArg, RunArgs, SnapshotCodecArg, SteeringArg,
+    LagcompWindowArg, MissingInputArg, PredictionModeArg, RunArgs, SteeringArg,
     TransportArg, WalkerSyncArg, net_commands, simulation_bar,
 };
 use lagless_core::{LeadPolicy, MissingInput};
-use lagless_lab::{RunConfig, ScriptChoice, SnapshotCodecChoice, run};
+use lagless_lab::{RunConfig, ScriptChoice, run};
 use lagless_scenes::cubes::predict::PredictMode;
 
 /// The run `a` asks for, checked.
@@ -37,10 +37,6 @@ fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
             .map_or_else(lagless_replication::available_threads, usize::from),
         script: ScriptChoice::Named(a.script.clone()),
         snapshot_hz,
-        snapshot_codec: match a.snapshot_codec {
-            SnapshotCodecArg::Delta => SnapshotCodecChoice::Delta,
-            SnapshotCodecArg::Plain => SnapshotCodecChoice::Plain,
-        },
         ..defaults
     };
     if !(a.budget_kbps.is_finite() && a.budget_kbps >= 0.0) {

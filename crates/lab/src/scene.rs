@@ -141,12 +141,13 @@ pub trait LabScene: Sized + Send + 'static {
     /// Every entity's full-precision state (the peer's stream, and the final state
     /// reproducibility tests compare bit for bit).
     fn raw(&self, out: &mut Vec<RawEntity>);
-    /// The uncompressed baseline (`--snapshot-codec plain`): every body in full floats,
-    /// and an essential part (the players alone) to send apart when the whole needs more
-    /// than one packet. `None` if the scene has no such codec.
-    fn plain(&self) -> Option<(Vec<u8>, Vec<u8>)>;
-    /// Decodes [`LabScene::plain`]'s bytes (network input: `None` on anything malformed).
-    fn decode_plain(setup: &Self::Setup, bytes: &[u8]) -> Option<Self::Known>;
+    /// The uncompressed baseline nobody sends, counted beside the real stream
+    /// (`snapshot.plain_kbps`): every body in full floats, and an essential part (the
+    /// players alone) a sender would add when the whole needs more than one packet.
+    /// `None` (the default) if the scene has no such encoding.
+    fn plain(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        None
+    }
     /// What a client holding `client` knows at `tick` (entities the budget held back
     /// carried forward by their velocity, as far as the scene trusts that).
     fn known(setup: &Self::Setup, client: &ReplicationClient, tick: Tick) -> Self::Known;

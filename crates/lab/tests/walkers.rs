@@ -108,7 +108,6 @@ fn the_walker_flags_reach_the_json() {
         &["--walkers", "20000"][..],
         &["--walker-sync", "telepathy"],
         &["--steering", "teleport"],
-        &["--snapshot-codec", "plain"],
     ] {
         let out = lagless()
             .args([

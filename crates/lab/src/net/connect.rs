@@ -4,17 +4,21 @@
 //! player, the client plays the same scripted input as in a lab run. By default it is the
 //! lab's client (`ClientSim`: the public `Client`, and the lab's buffer of the others), whose
 //! link is a pass-through `netem::Duplex` that the socket fills and drains, so nothing of
-//! the client changes between the emulator and a real link. A *bot* only runs the session,
-//! decodes (and so acknowledges) snapshots and plays the script: many of them load a
-//! server as players would, at a fraction of the CPU.
+//! the client changes between the emulator and a real link. A *bot* is the same public
+//! `Client` over a [`Spectator`] world: it decodes (and so acknowledges) snapshots, predicts
+//! and draws nothing, and plays the script: many of them load a server as players would,
+//! at a fraction of the CPU.
 
 use super::{Control, SeqCounter, UdpRunError};
-use crate::config::{RunConfig, SnapshotCodecChoice};
-use crate::replication::SnapshotReceiver;
+use crate::config::RunConfig;
+use crate::cpu::CpuTimer;
+use crate::metrics::Histogram;
+use crate::replication::net_config;
 use crate::runner::UDP_IP_HEADER_BYTES;
 use crate::runner::client::{ClientSim, Truth, count_per_second};
 use crate::scene::{LabScene, PlayerId, Script};
 use lagless_core::{ClientSession, ClientStats, RttEstimator};
+use lagless_replication::{Client, Spectator};
 use lagless_netem::{Duplex, LinkConfig, derive_seed};
 use lagless_transport::UdpClient;
 use lagless_transport::session::Control as HostControl;
@@ -56,16 +60,21 @@ pub struct LinkFigures {
     pub seconds: f64,
 }
 
-/// A light client: the session, the snapshot decoder and the script.
+/// A light client: the public client over a world that predicts nothing, and the script.
 pub struct Bot<S: LabScene> {
-    /// The session.
-    pub session: ClientSession<S::Input>,
-    /// The decoder (it acknowledges what it decodes).
-    pub snapshots: SnapshotReceiver<S>,
+    /// The client (it acknowledges what it decodes).
+    pub client: Client<Spectator<S::Input>>,
+    setup: S::Setup,
     script: Box<dyn Script<S>>,
     player: PlayerId,
     view: Option<S::Seen>,
+    /// Whether the script is shown nothing (the own player is not converted from each
+    /// snapshot).
     ack_only: bool,
+    /// Packets the client refused.
+    pub packet_errors: u64,
+    /// CPU time to take in a packet that completed a snapshot, µs.
+    pub decode_us: Histogram,
     /// Bytes sent, headers counted.
     pub up_bytes: u64,
     /// Bytes received, headers counted.
@@ -87,7 +96,7 @@ impl<S: LabScene> Player<S> {
     pub fn session(&self) -> &ClientSession<S::Input> {
         match self {
             Player::Full(c) => c.session(),
-            Player::Bot(b) => &b.session,
+            Player::Bot(b) => b.client.session(),
         }
     }
 
@@ -117,8 +126,21 @@ impl<S: LabScene> Player<S> {
                 let size = bytes.len() as u64 + UDP_IP_HEADER_BYTES;
                 b.delivered_bytes += size;
                 count_per_second(&mut b.down_per_second, now, size);
-                // Refused packets are counted by the session.
-                let _ = b.session.handle_packet(now, &bytes);
+                let newest = b.client.replication().newest();
+                let timer = CpuTimer::start();
+                if b.client.receive(now, &bytes).is_err() {
+                    b.packet_errors += 1;
+                }
+                let newest = b.client.replication().newest().filter(|t| Some(*t) != newest);
+                if let Some(tick) = newest {
+                    b.decode_us.record(timer.ms() * 1000.0);
+                    if !b.ack_only {
+                        let known = S::known(&b.setup, b.client.replication(), tick);
+                        if let Some(p) = S::seen_in(&known, b.player) {
+                            b.view = Some(p);
+                        }
+                    }
+                }
             }
         }
     }
@@ -134,23 +156,12 @@ impl<S: LabScene> Player<S> {
                 }
             }
             Player::Bot(b) => {
-                while let Some(snap) = b.session.poll_snapshot() {
-                    if b.ack_only {
-                        b.session.acknowledge_snapshot(snap.tick);
-                        continue;
-                    }
-                    if let Some(s) = b.snapshots.receive(&snap, &mut b.session) {
-                        if let Some(p) = S::seen_in(&s, b.player) {
-                            b.view = Some(p);
-                        }
-                    }
-                }
-                b.session.update(now);
-                while let Some(tick) = b.session.next_tick() {
+                b.client.update(now);
+                while let Some(tick) = b.client.next_tick() {
                     let input = b.script.input(u64::from(tick.0), b.view.as_ref());
-                    b.session.set_input(tick, input);
+                    b.client.tick(tick, input);
                 }
-                while let Some(p) = b.session.poll_transmit(now) {
+                while let Some(p) = b.client.poll_transmit(now) {
                     b.up_bytes += p.len() as u64 + UDP_IP_HEADER_BYTES;
                     out.push(p);
                 }
@@ -275,7 +286,6 @@ fn welcomed<S: LabScene>(
         tick_hz,
         snapshot_hz,
         grid,
-        codec,
         scene,
         schema,
         seed,
@@ -295,10 +305,6 @@ fn welcomed<S: LabScene>(
     config.server.tick_hz = tick_hz;
     config.client.tick_hz = tick_hz;
     config.snapshot_hz = snapshot_hz;
-    config.snapshot_codec = match codec {
-        0 => SnapshotCodecChoice::Delta,
-        _ => SnapshotCodecChoice::Plain,
-    };
     if super::scene_name(scene) != Some(config.scene.as_str()) {
         return Err(UdpRunError::Connect(format!(
             "the server runs scene {}, this client {}",
@@ -331,18 +337,22 @@ fn new_player<S: LabScene>(
     player: PlayerId,
     settings: &ConnectSettings,
 ) -> Result<Player<S>, UdpRunError> {
-    let tick_hz = config.server.tick_hz;
     // The runner's client k drives player k + 1 with script seed 1000 + k.
     let script_seed = derive_seed(config.seed, 1000 + u64::from(player - 1));
     let script = S::script(config, setup, script_seed)?;
     Ok(if settings.bot || settings.ack_only {
+        let net = net_config::<S>(setup, config);
+        let client = Client::new(S::schema(setup), Spectator::default(), &net)
+            .map_err(|e| crate::RunError::Invalid(e.to_string()))?;
         Player::Bot(Box::new(Bot {
-            session: ClientSession::new(config.client.clone()),
-            snapshots: SnapshotReceiver::new(config.snapshot_codec, setup, tick_hz),
+            client,
+            setup: setup.clone(),
             script,
             player,
             view: None,
             ack_only: settings.ack_only,
+            packet_errors: 0,
+            decode_us: Histogram::default(),
             up_bytes: 0,
             delivered_bytes: 0,
             down_per_second: Vec::new(),

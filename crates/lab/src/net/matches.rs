@@ -44,7 +44,7 @@ impl<S: LabScene> Match<S> {
     /// A fresh match of the scene `config` describes, and the game's server for it.
     pub(crate) fn new(config: &RunConfig) -> Result<(Self, Server<S::Input>), crate::RunError> {
         let (scene, setup) = S::build(config)?;
-        let (sender, server) = SnapshotSender::<S>::new(config.snapshot_codec, setup, config)?;
+        let (sender, server) = SnapshotSender::<S>::new(setup, config)?;
         let m = Self {
             scene,
             sender,

@@ -66,8 +66,6 @@ pub enum Control {
         snapshot_hz: u32,
         /// Cubes per side of the scene's grid.
         grid: u32,
-        /// The snapshot codec: 0 delta (replication layer), 1 plain.
-        codec: u8,
         /// The scene ([`scene_code`]).
         scene: u8,
         /// The scene's replication declaration ([`schema_fingerprint`]): a client whose
@@ -104,7 +102,6 @@ impl Control {
                 tick_hz,
                 snapshot_hz,
                 grid,
-                codec,
                 scene,
                 schema,
                 seed,
@@ -114,7 +111,6 @@ impl Control {
                 w.write_u32(tick_hz);
                 w.write_u32(snapshot_hz);
                 w.write_u32(grid);
-                w.write_u8(codec);
                 w.write_u8(scene);
                 w.write_u64(schema);
                 w.write_u64(seed);
@@ -144,7 +140,6 @@ impl Control {
                 tick_hz: r.read_u32()?,
                 snapshot_hz: r.read_u32()?,
                 grid: r.read_u32()?,
-                codec: r.read_u8()?,
                 scene: r.read_u8()?,
                 schema: r.read_u64()?,
                 seed: r.read_u64()?,
@@ -251,7 +246,6 @@ mod tests {
                 tick_hz: 64,
                 snapshot_hz: 32,
                 grid: 30,
-                codec: 0,
                 scene: 2,
                 schema: 0x1234_5678_9abc_def0,
                 seed: 7,

@@ -49,11 +49,10 @@ pub(crate) fn build_with<S: LabScene>(
         .iter()
         .map(|c| match &c.client {
             Player::Full(s) => s.decode_figures(),
-            Player::Bot(b) => (
-                b.snapshots.layer.stats().view_mismatches,
-                b.snapshots.stats.missing_baseline,
-                &b.snapshots.stats.decode_us,
-            ),
+            Player::Bot(b) => {
+                let s = b.client.replication().stats();
+                (s.view_mismatches, s.missing_baseline, &b.decode_us)
+            }
         })
         .collect();
     if let Some(s) = server {

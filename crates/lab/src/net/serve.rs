@@ -11,7 +11,7 @@
 use super::admin::{self, AdminState, SharedState};
 use super::matches::{self, Conn, Match};
 use super::{Control, UdpRunError, rss_mb};
-use crate::config::{RunConfig, SnapshotCodecChoice};
+use crate::config::RunConfig;
 use crate::metrics::{Metric, Report, percentile};
 use crate::remote_view::Track;
 use crate::replication::SnapshotSender;
@@ -389,10 +389,6 @@ impl<S: LabScene> SceneServer<S> {
             tick_hz: self.config.server.tick_hz,
             snapshot_hz: self.config.snapshot_hz,
             grid: self.config.grid,
-            codec: match self.config.snapshot_codec {
-                SnapshotCodecChoice::Delta => 0,
-                SnapshotCodecChoice::Plain => 1,
-            },
             scene: super::scene_code(&self.config.scene),
             schema,
             seed: self.config.seed,

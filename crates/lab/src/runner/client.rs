@@ -1,19 +1,15 @@
-//! One simulated client: its session, link, input script, prediction and the buffer that
-//! shows the other players, with what it measured.
+//! One simulated client: the public `Client` a game runs (through [`GamePipe`]), its
+//! link and input script, and what the lab measures of how it felt.
 
 use super::UDP_IP_HEADER_BYTES;
 use crate::character_view::{CharacterTruth, CharacterView};
 use crate::config::RunConfig;
-use crate::cpu::CpuTimer;
 use crate::playback::PolicyShadows;
 use crate::remote_view::{RemoteView, Track};
-use crate::replication::SnapshotReceiver;
 use crate::runner::game::GamePipe;
 use crate::scene::{LabScene, PlayerId, RenderedFrame, RenderedFrames, Script};
-use lagless_core::interpolation::{DelayPolicy, InterpolationBuffer, InterpolationConfig, Pose};
-use lagless_core::{
-    ClientId, ClientSession, ErrorSmoother, Predictor, Reconciled, Rollback, SmoothingConfig, Tick,
-};
+use lagless_core::interpolation::{DelayPolicy, InterpolationConfig, Pose};
+use lagless_core::{ClientId, ClientSession, SmoothingConfig, Tick};
 use lagless_netem::Duplex;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -52,7 +48,6 @@ pub(crate) struct OwnFrame {
 pub(crate) struct ClientSim<S: LabScene> {
     pub(crate) id: ClientId,
     pub(crate) player: PlayerId,
-    pub(crate) session: ClientSession<S::Input>,
     pub(crate) link: Duplex,
     setup: S::Setup,
     script: Box<dyn Script<S>>,
@@ -81,13 +76,7 @@ pub(crate) struct ClientSim<S: LabScene> {
     /// How far in the past the others were shown, per client tick: (seconds on the
     /// client's clock, ms behind its estimate of the server's time), for `--plot`.
     pub(crate) interpolation_delays: Vec<(f64, f64)>,
-    pub(crate) snapshots: SnapshotReceiver<S>,
-    pub(crate) packet_errors: u64,
-    pub(crate) prediction: Option<Prediction<S>>,
-    /// Everything the client does not predict, shown interpolated from snapshots: the
-    /// other players (in id order), then every other entity.
-    pub(crate) remote: InterpolationBuffer<Vec<Pose>>,
-    /// How they looked: error and jerk, frame by frame.
+    /// How the others (everything the client does not predict) looked: error and jerk, frame by frame.
     pub(crate) remote_view: RemoteView,
     /// Other delay policies, fed what `remote` is fed.
     pub(crate) shadows: PolicyShadows,
@@ -107,12 +96,12 @@ pub(crate) struct ClientSim<S: LabScene> {
     /// What to add to this client's clock to read the characters' truth (a client over
     /// a real clock started after the server).
     pub(crate) truth_offset: Duration,
-    /// With the delta codec, the public client a game runs (decoding, prediction,
-    /// smoothing); `session`, `snapshots` and `prediction` serve the plain codec alone.
-    pub(crate) game: Option<Box<GamePipe<S>>>,
+    /// The public client a game runs (decoding, prediction, smoothing, interpolation),
+    /// and what the lab times around it.
+    pub(crate) game: Box<GamePipe<S>>,
 }
 
-/// What a client's prediction measured, from either pipeline.
+/// What a client's prediction measured.
 pub(crate) struct PredictionFigures<'a> {
     pub(crate) stats: &'a lagless_core::PredictionStats,
     pub(crate) reconcile_ms: &'a [f64],
@@ -120,30 +109,6 @@ pub(crate) struct PredictionFigures<'a> {
     pub(crate) paired_ms: &'a [f64],
     pub(crate) predicted_cubes: &'a [f64],
     pub(crate) snaps: u64,
-}
-
-/// A client's prediction machinery and what it measured.
-pub(crate) struct Prediction<S: LabScene> {
-    pub(crate) game: S::World,
-    pub(crate) predictor: Predictor<S::World>,
-    pub(crate) smoother: ErrorSmoother,
-    /// Naive full-world baseline, timed on a sample of rollbacks.
-    shadow: Option<S::World>,
-    pub(crate) reconcile_ms: Vec<f64>,
-    pub(crate) naive_ms: Vec<f64>,
-    /// Our cost on the same rollbacks the shadow was timed on.
-    pub(super) paired_ms: Vec<f64>,
-    pub(super) predicted_cubes: Vec<f64>,
-    /// An essential part (players only) held back until the next tick, in case the full
-    /// snapshot of the same tick completes meanwhile: a full one corrects the cubes too.
-    pending_essential: Option<(Tick, S::Known)>,
-    /// One smoother per entry of the others' list, for those rendered from the
-    /// predicted world ([`LabScene::render_predicted`]).
-    others_smoothers: Vec<ErrorSmoother>,
-    smoothing: SmoothingConfig,
-    /// The player this client drives, and how many there are.
-    own: PlayerId,
-    players: PlayerId,
 }
 
 impl<S: LabScene> ClientSim<S> {
@@ -156,22 +121,13 @@ impl<S: LabScene> ClientSim<S> {
         setup: &S::Setup,
     ) -> Result<Self, super::RunError> {
         let remote_config = config.playback.buffer_config(config.server.tick_hz);
-        let delta = config.snapshot_codec == crate::config::SnapshotCodecChoice::Delta;
-        let game = if delta {
-            let world = S::world(setup, player, config, false).ok_or_else(|| {
-                super::RunError::Invalid("the scene has no predicted world".into())
-            })?;
-            Some(Box::new(GamePipe::new(config, setup, player, world)?))
-        } else {
-            None
-        };
+        let world = S::world(setup, player, config, false)
+            .ok_or_else(|| super::RunError::Invalid("the scene has no predicted world".into()))?;
+        let game = Box::new(GamePipe::new(config, setup, player, world)?);
         Ok(Self {
             id,
             player,
-            session: ClientSession::new(config.client.clone()),
             link,
-            prediction: (config.prediction && !delta)
-                .then(|| Prediction::new(config, setup, player, config.smoothing)),
             setup: setup.clone(),
             script,
             manual: None,
@@ -186,12 +142,6 @@ impl<S: LabScene> ClientSim<S> {
             up_bytes: 0,
             down_per_second: Vec::new(),
             interpolation_delays: Vec::new(),
-            snapshots: SnapshotReceiver::new(config.snapshot_codec, setup, config.server.tick_hz),
-            packet_errors: 0,
-            remote: InterpolationBuffer::new(InterpolationConfig {
-                policy: config.interpolation,
-                ..remote_config
-            }),
             remote_view: RemoteView::default(),
             shadows: PolicyShadows::new(
                 remote_config,
@@ -213,202 +163,120 @@ impl<S: LabScene> ClientSim<S> {
         })
     }
 
-    /// The client's session (the public client's with the delta codec).
+    /// The client's session.
     pub(crate) fn session(&self) -> &ClientSession<S::Input> {
-        match &self.game {
-            Some(g) => g.client.session(),
-            None => &self.session,
-        }
+        self.game.client.session()
     }
 
     /// The replicated entities as the client holds them.
     pub(crate) fn registry(&self) -> &lagless_replication::ReplicationClient {
-        match &self.game {
-            Some(g) => g.client.replication(),
-            None => &self.snapshots.layer,
-        }
+        self.game.client.replication()
     }
 
     /// The dead-reckoning receiver, when characters travel so.
     pub(crate) fn dead_reckoning(&self) -> Option<&lagless_replication::deadreckoning::DrReceiver> {
-        match &self.game {
-            Some(g) => g.client.dead_reckoning(),
-            None => self.snapshots.dr.as_ref().map(|(dr, _)| dr),
-        }
+        self.game.client.dead_reckoning()
     }
 
     /// The predicted world, when the client predicts.
     pub(crate) fn predicted_world(&self) -> Option<&S::World> {
-        match &self.game {
-            Some(g) if g.client.world().predicting() => Some(&g.client.world().game),
-            Some(_) => None,
-            None => self.prediction.as_ref().map(|p| &p.game),
-        }
+        let world = self.game.client.world();
+        world.predicting().then_some(&world.game)
     }
 
     /// The newest tick the predicted world has simulated.
     pub(crate) fn present(&self) -> Option<Tick> {
-        match &self.game {
-            Some(g) if g.client.world().predicting() => g.client.predicted_tick(),
-            Some(_) => None,
-            None => self.prediction.as_ref()?.predictor.present(),
-        }
+        let client = &self.game.client;
+        client.world().predicting().then(|| client.predicted_tick())?
     }
 
     /// What the client's prediction measured, when it predicts.
     pub(crate) fn prediction_figures(&self) -> Option<PredictionFigures<'_>> {
-        match &self.game {
-            Some(g) if g.client.world().predicting() => Some(PredictionFigures {
-                stats: g.client.prediction_stats(),
-                reconcile_ms: &g.reconcile_ms,
-                naive_ms: &g.naive_ms,
-                paired_ms: &g.paired_ms,
-                predicted_cubes: &g.predicted_cubes,
-                snaps: g.client.smoothing_snaps(),
-            }),
-            Some(_) => None,
-            None => self.prediction.as_ref().map(|p| PredictionFigures {
-                stats: p.predictor.stats(),
-                reconcile_ms: &p.reconcile_ms,
-                naive_ms: &p.naive_ms,
-                paired_ms: &p.paired_ms,
-                predicted_cubes: &p.predicted_cubes,
-                snaps: p.smoother.snaps(),
-            }),
-        }
+        let g = &self.game;
+        g.client.world().predicting().then(|| PredictionFigures {
+            stats: g.client.prediction_stats(),
+            reconcile_ms: &g.reconcile_ms,
+            naive_ms: &g.naive_ms,
+            paired_ms: &g.paired_ms,
+            predicted_cubes: &g.predicted_cubes,
+            snaps: g.client.smoothing_snaps(),
+        })
     }
 
     /// Replaces, in `others` ([`LabScene::shown`]'s order), the entities rendered from
     /// the predicted world, smoothed, when the client predicts.
-    pub(crate) fn render_others(&mut self, others: &mut [Pose]) {
-        if let Some(g) = &self.game {
-            g.render_others(others);
-        }
-        if let Some(pr) = &mut self.prediction {
-            if pr.predictor.present().is_some() {
-                pr.render_others(others);
-            }
-        }
+    pub(crate) fn render_others(&self, others: &mut [Pose]) {
+        self.game.render_others(others);
     }
 
-    /// The interpolation buffer's counters (the public client's with the delta codec).
+    /// The interpolation buffer's counters.
     pub(crate) fn interpolation_stats(&self) -> &lagless_core::interpolation::InterpolationStats {
-        match &self.game {
-            Some(g) => g.client.interpolation().stats(),
-            None => self.remote.stats(),
-        }
+        self.game.client.interpolation().stats()
     }
 
     /// The underrun share the interpolation policy aims at now (the felt one's choice),
-    /// and what an underrun tick was measured to cost (metres); the delta pipeline only.
+    /// and what an underrun tick was measured to cost (metres).
     pub(crate) fn underrun_choice(&self) -> (Option<f64>, Option<f64>) {
-        match &self.game {
-            Some(g) => (
-                g.client.interpolation().target_underrun(),
-                g.client.underrun_costs().per_underrun_tick(),
-            ),
-            None => (None, None),
-        }
+        let client = &self.game.client;
+        (
+            client.interpolation().target_underrun(),
+            client.underrun_costs().per_underrun_tick(),
+        )
     }
 
     /// How far behind the newest snapshot the others are shown.
     pub(crate) fn interpolation_delay(&self) -> Option<Duration> {
-        match &self.game {
-            Some(g) => g.client.interpolation().delay_behind_newest(),
-            None => self.remote.delay_behind_newest(),
-        }
+        self.game.client.interpolation().delay_behind_newest()
     }
 
-    /// Packets and snapshots refused.
     /// What a tick of lead and a late input cost this player, as the library's client
-    /// measured them (the delta pipeline only).
-    pub(crate) fn felt_costs(&self) -> Option<&lagless_replication::FeltCosts> {
-        self.game.as_ref().map(|g| g.client.felt_costs())
+    /// measured them.
+    pub(crate) fn felt_costs(&self) -> &lagless_replication::FeltCosts {
+        self.game.client.felt_costs()
     }
 
+    /// Packets the client refused.
     pub(crate) fn refused(&self) -> u64 {
-        match &self.game {
-            Some(g) => g.packet_errors,
-            None => self.packet_errors + self.snapshots.stats.decode_errors,
-        }
+        self.game.packet_errors
+    }
+
+    /// Server states prediction left for a newer one after an outage.
+    pub(crate) fn states_deferred(&self) -> u64 {
+        self.game.client.stats().states_deferred
+    }
+
+    /// Essential parts the client reconciled with because the rest of their snapshot
+    /// came too late.
+    pub(crate) fn essential_used(&self) -> u64 {
+        self.game.client.stats().essential_used
     }
 
     /// The decoder's figures: view mismatches, deltas against a missing baseline, and
     /// the CPU time per decode.
-    /// Essential parts the client reconciled with because the rest of their snapshot
-    /// came too late (the public `Client`'s count; none with the plain baseline).
-    /// Server states prediction left for a newer one after an outage (the library's
-    /// client only).
-    pub(crate) fn states_deferred(&self) -> u64 {
-        self.game
-            .as_ref()
-            .map_or(0, |g| g.client.stats().states_deferred)
-    }
-
-    pub(crate) fn essential_used(&self) -> u64 {
-        self.game
-            .as_ref()
-            .map_or(0, |g| g.client.stats().essential_used)
-    }
-
     pub(crate) fn decode_figures(&self) -> (u64, u64, &crate::metrics::Histogram) {
-        match &self.game {
-            Some(g) => {
-                let s = g.client.replication().stats();
-                (s.view_mismatches, s.missing_baseline, &g.decode_us)
-            }
-            None => (
-                self.snapshots.layer.stats().view_mismatches,
-                self.snapshots.stats.missing_baseline,
-                &self.snapshots.stats.decode_us,
-            ),
-        }
+        let s = self.game.client.replication().stats();
+        (s.view_mismatches, s.missing_baseline, &self.game.decode_us)
     }
 
-    /// Turns prediction on or off from now on (`lagless view`'s knob). Turned on, it
-    /// starts afresh with `smoothing` and catches up at the next snapshot, as a client
-    /// that has just joined; what the old one measured is dropped with it.
-    pub(crate) fn set_prediction(
-        &mut self,
-        config: &RunConfig,
-        on: bool,
-        smoothing: SmoothingConfig,
-    ) {
-        if let Some(g) = &mut self.game {
-            g.set_prediction(on, S::player_entity(&self.setup, self.player));
-            g.client.set_smoothing(smoothing);
-            return;
-        }
-        if on != self.prediction.is_some() {
-            self.prediction =
-                on.then(|| Prediction::new(config, &self.setup, self.player, smoothing));
-        }
+    /// Turns prediction on or off from now on (`lagless view`'s knob), smoothing with
+    /// `smoothing`: off, the own player is shown as the newest server state has it.
+    pub(crate) fn set_prediction(&mut self, on: bool, smoothing: SmoothingConfig) {
+        let own = S::player_entity(&self.setup, self.player);
+        self.game.set_prediction(on, own);
+        self.game.client.set_smoothing(smoothing);
     }
 
     /// Smooths corrections with `smoothing` from now on (a zero half-life: off). The
     /// offsets being hidden now are dropped, so the next frame may jump by them.
     pub(crate) fn set_smoothing(&mut self, smoothing: SmoothingConfig) {
-        if let Some(g) = &mut self.game {
-            g.client.set_smoothing(smoothing);
-        }
-        if let Some(pr) = &mut self.prediction {
-            pr.smoothing = smoothing;
-            pr.smoother = ErrorSmoother::new(smoothing);
-            pr.others_smoothers.clear();
-        }
+        self.game.client.set_smoothing(smoothing);
     }
 
     /// Shows the others with delay policy `policy` from now on. The buffer starts empty
     /// (its estimates belong to the old policy), so playback waits for two snapshots.
     pub(crate) fn set_interpolation(&mut self, config: &RunConfig, policy: DelayPolicy) {
         let remote_config = config.playback.buffer_config(config.server.tick_hz);
-        if let Some(g) = &mut self.game {
-            g.client.set_interpolation(InterpolationConfig {
-                policy,
-                ..remote_config
-            });
-        }
-        self.remote = InterpolationBuffer::new(InterpolationConfig {
+        self.game.client.set_interpolation(InterpolationConfig {
             policy,
             ..remote_config
         });
@@ -433,52 +301,36 @@ impl<S: LabScene> ClientSim<S> {
     /// send what the session has. `auth` holds every player's authoritative position per
     /// state tick, to measure how the others were shown.
     pub(crate) fn step(&mut self, now: Duration, config: &RunConfig, auth: &Truth) {
-        self.receive(now, config);
-        match &mut self.game {
-            Some(g) => {
-                g.client.update(now);
-                while let Some(e) = g.client.poll_link_event() {
-                    self.link_events.push((now, e.state, e.silent_since));
-                }
-            }
-            None => self.session.update(now),
+        self.receive(now, config.naive_sample);
+        let g = &mut self.game;
+        g.client.update(now);
+        while let Some(e) = g.client.poll_link_event() {
+            self.link_events.push((now, e.state, e.silent_since));
         }
-        loop {
-            let next = match &mut self.game {
-                Some(g) => g.client.next_tick(),
-                None => self.session.next_tick(),
-            };
-            let Some(tick) = next else { break };
+        while let Some(tick) = self.game.client.next_tick() {
             self.tick(now, tick, config, auth);
         }
-        loop {
-            let next = match &mut self.game {
-                Some(g) => g.client.poll_transmit(now),
-                None => self.session.poll_transmit(now),
-            };
-            let Some(p) = next else { break };
+        while let Some(p) = self.game.client.poll_transmit(now) {
             self.up_bytes += p.len() as u64 + UDP_IP_HEADER_BYTES;
             self.link.up.send(now, p);
         }
     }
 
-    /// Takes in what arrived with the delta codec: the public client decodes,
-    /// acknowledges and reconciles; the lab shows a new snapshot's list through its
-    /// buffer and keeps the own player as the server has it.
-    fn receive_game(&mut self, now: Duration, config: &RunConfig) {
-        let Some(g) = &mut self.game else {
-            return;
-        };
+    /// Takes in what arrived: the public client decodes, acknowledges and reconciles;
+    /// the lab keeps the own player as the server has it and feeds the shadow delay
+    /// policies each new snapshot of the world. Every `naive_every`th rollback (0: never)
+    /// also times the naive full-world replay.
+    fn receive(&mut self, now: Duration, naive_every: u32) {
+        let g = &mut self.game;
         while let Some(p) = self.link.down.poll(now) {
             self.delivered_bytes += p.len() as u64 + UDP_IP_HEADER_BYTES;
-            g.receive(now, &p, config.naive_sample);
+            g.receive(now, &p, naive_every);
             let newest = g.client.replication().newest();
             let Some(tick) = newest.filter(|_| newest != g.newest) else {
                 continue;
             };
             g.newest = newest;
-            let (player, players, setup) = (self.player, config.clients, &self.setup);
-            let _ = (players, setup);
+            let player = self.player;
             let (whole, seen) = g.client.world().known_of(g.client.replication(), |k| {
                 (S::is_whole(k), S::seen_in(k, player))
             });
@@ -493,77 +345,18 @@ impl<S: LabScene> ClientSim<S> {
         }
     }
 
-    /// Takes in the packets that arrived, and every snapshot they completed.
-    fn receive(&mut self, now: Duration, config: &RunConfig) {
-        if self.game.is_some() {
-            self.receive_game(now, config);
-            return;
-        }
-        while let Some(p) = self.link.down.poll(now) {
-            self.delivered_bytes += p.len() as u64 + UDP_IP_HEADER_BYTES;
-            if self.session.handle_packet(now, &p).is_err() {
-                self.packet_errors += 1;
-            }
-        }
-        while let Some(snap) = self.session.poll_snapshot() {
-            let received = self.snapshots.receive_at(&snap, &mut self.session, now);
-            if S::EVENTS_DOWN {
-                let rtt = self.session.rtt().smoothed();
-                for events in self.snapshots.events.drain(..) {
-                    if let Some(pr) = &mut self.prediction {
-                        S::events_received(&mut pr.game, &events, rtt);
-                    }
-                }
-            }
-            let Some(s) = received else {
-                continue;
-            };
-            if let Some(p) = S::seen_in(&s, self.player) {
-                self.view = Some(p);
-                self.view_tick = snap.tick.0;
-            }
-            let shown: Vec<Pose> = S::shown(&self.setup, &s, self.player, config.clients);
-            // Only a snapshot with the world (not a players-only essential part) shows
-            // everything; the essential part's players come again in the full one.
-            if S::is_whole(&s) {
-                let _ = self.remote.push(snap.tick, now, shown);
-                self.shadows.push(snap.tick, now);
-            }
-            if let Some(pr) = &mut self.prediction {
-                if snap.essential {
-                    pr.pending_essential = Some((snap.tick, s));
-                    continue;
-                }
-                if pr
-                    .pending_essential
-                    .as_ref()
-                    .is_some_and(|(t, _)| *t <= snap.tick)
-                {
-                    pr.pending_essential = None;
-                }
-                pr.reconcile(snap.tick, &s, &self.session, config.naive_sample);
-            }
-        }
-    }
-
     /// Client tick `tick`: input, the other players' frame, prediction, the own frame.
     fn tick(&mut self, now: Duration, tick: Tick, config: &RunConfig, auth: &Truth) {
         let period = Duration::from_secs(1) / config.server.tick_hz;
-        if let Some(pr) = &mut self.prediction {
-            if let Some((t, s)) = pr.pending_essential.take() {
-                pr.reconcile(t, &s, &self.session, config.naive_sample);
-            }
-        }
         let predicted = match (self.present(), self.predicted_world()) {
             (Some(_), Some(world)) => S::predicted(world),
             _ => None,
         };
         // Sampled before the input (the same instant): a script aims at what it shows.
-        let sampled = match &mut self.game {
-            // What the public client renders now: the others as the scene lists them.
-            Some(g) => g.sample_others(now, &self.setup, self.player, config.clients),
-            None => self.remote.sample_at(now),
-        };
+        // What the public client renders now: the others as the scene lists them.
+        let sampled = self
+            .game
+            .sample_others(now, &self.setup, self.player, config.clients);
         if let Some(s) = &sampled {
             self.script.view(self.player, s.render_tick, &s.value);
             if let Some(server) = self.session().server_position(now) {
@@ -573,36 +366,24 @@ impl<S: LabScene> ClientSim<S> {
                     .push((now.as_secs_f64(), behind_ms));
             }
         }
-        let mut input = match self.manual {
+        let input = match self.manual {
             Some(input) => input,
             None => self
                 .script
                 .input(u64::from(tick.0), predicted.as_ref().or(self.view.as_ref())),
         };
-        if let Some(pr) = &mut self.prediction {
-            let render_tick = sampled.as_ref().map(|s| s.render_tick);
-            S::complete_input(&mut pr.game, tick, render_tick, &mut input);
+        // The world completes the input and shows the scene what was drawn.
+        if let Some(s) = &sampled {
+            self.game.client.world_mut().shown.clone_from(&s.value);
         }
-        match &mut self.game {
-            Some(g) => {
-                // The world completes the input and shows the scene what was drawn.
-                if let Some(s) = &sampled {
-                    g.client.world_mut().shown.clone_from(&s.value);
-                }
-                g.client.tick(tick, input);
-            }
-            None => self.session.set_input(tick, input),
-        }
+        self.game.client.tick(tick, input);
         self.inputs.push((tick, input));
         if config.clients > 1 {
             self.shadows.sample(now);
         }
         if let Some((ids, slot, view)) = &mut self.characters {
             let hidden = [f32::NAN; 3];
-            let dr = match &self.game {
-                Some(g) => g.client.dead_reckoning(),
-                None => self.snapshots.dr.as_ref().map(|(dr, _)| dr),
-            };
+            let dr = self.game.client.dead_reckoning();
             let shown: Vec<[f32; 3]> = match (dr, slot, &sampled) {
                 (Some(dr), _, _) => ids
                     .iter()
@@ -628,43 +409,13 @@ impl<S: LabScene> ClientSim<S> {
                 .get(self.player as usize - 1)
                 .and_then(|p| p.last().copied());
             self.remote_view.record(now, &shown, &truth, period, own);
-            if let Some(pr) = &mut self.prediction {
-                S::show(&mut pr.game, tick, &shown.value);
-            }
             if S::RECORDS_FRAMES || self.keep_shown {
                 self.last_shown.clone_from(&shown.value);
             }
         }
         // The frame after tick t stands for state t + 1: predicted, or else the newest
         // server state the client has.
-        let predicted = match &mut self.prediction {
-            Some(pr) => {
-                let session = &self.session;
-                let inputs = |t: Tick| session.input(t);
-                pr.predictor.predict(&mut pr.game, tick, input, &inputs);
-                pr.smoother.decay(period);
-                for s in &mut pr.others_smoothers {
-                    s.decay(period);
-                }
-                pr.predicted_cubes
-                    .push(S::predicted_entities(&pr.game) as f64);
-                match (pr.predictor.present(), S::predicted(&pr.game)) {
-                    (Some(present), Some(state)) => {
-                        let pose = S::seen_pose(&state);
-                        let (position, rotation) = pr.smoother.apply(pose.position, pose.rotation);
-                        Some((
-                            OwnFrame {
-                                position,
-                                shows: present.0,
-                            },
-                            Pose::new(position, rotation),
-                        ))
-                    }
-                    _ => None,
-                }
-            }
-            None => self.game.as_mut().and_then(|g| g.own_frame()),
-        };
+        let predicted = self.game.own_frame();
         let frame = predicted.or(self.view.as_ref().map(|v| {
             let pose = S::seen_pose(v);
             (
@@ -694,9 +445,7 @@ impl<S: LabScene> ClientSim<S> {
     /// [`LIVE_AFTER_RETURN`] ago.
     fn link_live(&self, now: Duration) -> bool {
         use lagless_replication::LinkState;
-        let Some(g) = &self.game else {
-            return true;
-        };
+        let g = &self.game;
         let back = self
             .link_events
             .iter()
@@ -769,118 +518,6 @@ impl<S: LabScene> ClientSim<S> {
             }
         }
         out
-    }
-}
-
-impl<S: LabScene> Prediction<S> {
-    /// A client's prediction of `player`, smoothing corrections with `smoothing`.
-    fn new(
-        config: &RunConfig,
-        setup: &S::Setup,
-        player: PlayerId,
-        smoothing: SmoothingConfig,
-    ) -> Self {
-        Self {
-            game: S::world(setup, player, config, false)
-                .expect("every scene predicts its own player"),
-            predictor: Predictor::new(config.prediction_limits),
-            smoother: ErrorSmoother::new(smoothing),
-            shadow: (config.naive_sample > 0)
-                .then(|| S::world(setup, player, config, true))
-                .flatten(),
-            reconcile_ms: Vec::new(),
-            naive_ms: Vec::new(),
-            paired_ms: Vec::new(),
-            predicted_cubes: Vec::new(),
-            pending_essential: None,
-            others_smoothers: Vec::new(),
-            smoothing,
-            own: player,
-            players: config.clients,
-        }
-    }
-
-    /// The others the predicted world renders, in [`LabScene::shown`]'s order (NaN
-    /// positions for the ones it does not), as many as the others' list had last frame.
-    fn predicted_others(&self) -> Vec<Pose> {
-        let mut out =
-            vec![Pose::new([f32::NAN; 3], [0.0, 0.0, 0.0, 1.0]); self.others_smoothers.len()];
-        S::render_predicted(&self.game, self.own, self.players, &mut out);
-        out
-    }
-
-    /// Replaces in `others` (interpolated, [`LabScene::shown`]'s order) the entities
-    /// rendered from the predicted world, smoothed.
-    pub(crate) fn render_others(&mut self, others: &mut [Pose]) {
-        if self.others_smoothers.len() != others.len() {
-            self.others_smoothers
-                .resize(others.len(), ErrorSmoother::new(self.smoothing));
-        }
-        for (i, p) in self.predicted_others().into_iter().enumerate() {
-            if p.position[0].is_finite() {
-                let (position, rotation) = self.others_smoothers[i].apply(p.position, p.rotation);
-                others[i] = Pose {
-                    position,
-                    rotation,
-                    ..p
-                };
-            }
-        }
-    }
-
-    /// Reconciles with the server's state for `tick`, timing it and smoothing the
-    /// correction. On every `naive_every`th rollback (0: never) it also times the
-    /// full-world baseline on the same work.
-    fn reconcile(
-        &mut self,
-        tick: Tick,
-        snapshot: &S::Known,
-        session: &ClientSession<S::Input>,
-        naive_every: u32,
-    ) {
-        let inputs = |t: Tick| session.input(t);
-        let naive =
-            naive_every > 0 && self.predictor.stats().rollbacks % u64::from(naive_every) == 0;
-        let before = S::predicted(&self.game).map(|s| S::seen_pose(&s));
-        let others_before = self.predicted_others();
-        let started = CpuTimer::start();
-        let outcome = self
-            .predictor
-            .reconcile(&mut self.game, tick, snapshot, &inputs);
-        let ms = started.ms();
-        let depth = match outcome {
-            Reconciled::RolledBack { depth } | Reconciled::Resynced { depth } if depth > 0 => depth,
-            _ => return,
-        };
-        self.reconcile_ms.push(ms);
-        let after = S::predicted(&self.game).map(|s| S::seen_pose(&s));
-        if let (Some(old), Some(new)) = (before, after) {
-            self.smoother
-                .correct(old.position, old.rotation, new.position, new.rotation);
-        }
-        let others_after = self.predicted_others();
-        for ((s, old), new) in self
-            .others_smoothers
-            .iter_mut()
-            .zip(&others_before)
-            .zip(&others_after)
-        {
-            if old.position[0].is_finite() && new.position[0].is_finite() {
-                s.correct(old.position, old.rotation, new.position, new.rotation);
-            }
-        }
-        if let (true, Some(shadow)) = (naive, &mut self.shadow) {
-            // The naive way: load every body from the snapshot, replay the whole world.
-            let started = CpuTimer::start();
-            shadow.load(snapshot, None);
-            let mut t = tick;
-            for _ in 0..depth {
-                shadow.advance(t, inputs(t).unwrap_or_default());
-                t = t.next();
-            }
-            self.naive_ms.push(started.ms());
-            self.paired_ms.push(ms);
-        }
     }
 }
 

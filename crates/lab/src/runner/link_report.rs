@@ -92,13 +92,13 @@ pub(crate) fn fold_resume(r: &mut Report) {
 
 /// Adds the link figures of `sim` to `r`.
 pub(crate) fn link<S: LabScene>(r: &mut Report, sim: &Sim<S>) {
-    if sim.clients.iter().all(|c| c.game.is_none()) {
+    if sim.clients.is_empty() {
         return;
     }
     let per_client: Vec<_> = sim
         .clients
         .iter()
-        .filter_map(|c| c.game.as_ref().map(|g| g.client.stats().link))
+        .map(|c| c.game.client.stats().link)
         .collect();
     let n = per_client.len().max(1) as f64;
     let total: u64 = per_client.iter().map(|s| s.interruptions).sum();

@@ -356,7 +356,7 @@ impl<'a, S: LabScene> Sim<'a, S> {
         let tick_hz = config.server.tick_hz;
         let (mut scene, setup) = S::build(config)?;
         let (sender, mut server) =
-            SnapshotSender::<S>::new(config.snapshot_codec, setup.clone(), config)?;
+            SnapshotSender::<S>::new(setup.clone(), config)?;
         let mut clients = Vec::new();
         for k in 0..config.clients {
             let id = ClientId::from(k) + 1;
@@ -376,13 +376,6 @@ impl<'a, S: LabScene> Sim<'a, S> {
                 link.add_outage(o.outage, o.direction);
             }
             clients.push(ClientSim::new(config, (id, player), link, script, &setup)?);
-        }
-        if S::dead_reckoning(&setup).is_some()
-            && config.snapshot_codec != crate::config::SnapshotCodecChoice::Delta
-        {
-            return Err(RunError::Invalid(
-                "dead reckoning rides in delta snapshots: use --snapshot-codec delta".into(),
-            ));
         }
         let mut characters = Vec::new();
         scene.characters(&mut characters);
@@ -468,9 +461,7 @@ impl<'a, S: LabScene> Sim<'a, S> {
             self.tick_ms.push(cost.tick_ms);
             self.tick_wall_ms.push(cost.wall_ms);
             // Measured outside the server's time: the lab looks at both ends.
-            if self.server.snapshot_due()
-                && self.config.snapshot_codec == crate::config::SnapshotCodecChoice::Delta
-            {
+            if self.server.snapshot_due() {
                 let tick = self.server.current_tick().0;
                 for c in &self.clients {
                     self.sender.measure_staleness(

@@ -408,11 +408,11 @@ pub(crate) fn sync<S: LabScene>(r: &mut Report, clients: &[ClientSim<S>]) {
     );
     r.number(
         "feel.lead_tick_cost_cm",
-        per_client(&|c| Some(c.felt_costs()?.per_lead_tick()? * 100.0)),
+        per_client(&|c| Some(c.felt_costs().per_lead_tick()? * 100.0)),
     );
     r.number(
         "feel.wrong_tick_cost_cm",
-        per_client(&|c| Some(c.felt_costs()?.per_wrong_tick()? * 100.0)),
+        per_client(&|c| Some(c.felt_costs().per_wrong_tick()? * 100.0)),
     );
     let stats: Vec<ClientStats> = clients.iter().map(|c| c.session().stats()).collect();
     let sum = |f: fn(&ClientStats) -> u64| Metric::Count(stats.iter().map(f).sum());

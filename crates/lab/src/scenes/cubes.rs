@@ -11,7 +11,7 @@ use lagless_replication::{ReplicationClient, ReplicationError, ReplicationServer
 use lagless_scenes::cubes::predict::{CubeRollback, PredictConfig, PredictMode};
 use lagless_scenes::cubes::replicate::{self, player_entity};
 use lagless_scenes::cubes::script::{InputScript, SCRIPT_NAMES, script_by_name};
-use lagless_scenes::cubes::snapshot::{CubeSnapshot, SnapshotLimits};
+use lagless_scenes::cubes::snapshot::CubeSnapshot;
 use lagless_scenes::cubes::{BodyState, CubeInput, CubeScene, CubeSceneConfig};
 
 /// The cube scene, with what the lab follows of it: where the cubes started and the most
@@ -199,10 +199,6 @@ impl LabScene for Cubes {
         let whole = CubeSnapshot::capture(&self.scene).to_bytes();
         let players = CubeSnapshot::capture_players(&self.scene).to_bytes();
         Some((whole, players))
-    }
-
-    fn decode_plain(_: &CubeSetup, bytes: &[u8]) -> Option<CubeSnapshot> {
-        CubeSnapshot::decode(bytes, SnapshotLimits::default()).ok()
     }
 
     fn known(setup: &CubeSetup, client: &ReplicationClient, tick: Tick) -> CubeSnapshot {

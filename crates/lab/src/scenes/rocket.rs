@@ -201,14 +201,6 @@ impl LabScene for Rocket {
         }
     }
 
-    fn plain(&self) -> Option<(Vec<u8>, Vec<u8>)> {
-        None
-    }
-
-    fn decode_plain(_: &RocketSetup, _: &[u8]) -> Option<RocketKnown> {
-        None
-    }
-
     fn known(_: &RocketSetup, client: &ReplicationClient, tick: Tick) -> RocketKnown {
         replicate::known(client, tick)
     }

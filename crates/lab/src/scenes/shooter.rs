@@ -225,14 +225,6 @@ impl LabScene for Shooter {
         }
     }
 
-    fn plain(&self) -> Option<(Vec<u8>, Vec<u8>)> {
-        None
-    }
-
-    fn decode_plain(_: &ShooterSetup, _: &[u8]) -> Option<ShooterKnown> {
-        None
-    }
-
     fn known(setup: &ShooterSetup, client: &ReplicationClient, tick: Tick) -> ShooterKnown {
         replicate::known(client, tick, setup.config.tick_hz)
     }

@@ -162,14 +162,6 @@ impl LabScene for Walkers {
         }
     }
 
-    fn plain(&self) -> Option<(Vec<u8>, Vec<u8>)> {
-        None
-    }
-
-    fn decode_plain(_: &WalkerSetup, _: &[u8]) -> Option<WalkersKnown> {
-        None
-    }
-
     fn known(setup: &WalkerSetup, client: &ReplicationClient, tick: Tick) -> WalkersKnown {
         replicate::known(client, setup.config.walkers, tick)
     }

@@ -257,7 +257,7 @@ impl<S: LabScene> Live<S> {
             Knob::Prediction(_) | Knob::Smoothing(_) | Knob::HalfLifeMs(_) => {
                 let smoothing = k.smoothing_config(self.config.smoothing);
                 for c in &mut self.sim.clients {
-                    c.set_prediction(self.config, k.prediction, smoothing);
+                    c.set_prediction(k.prediction, smoothing);
                     c.set_smoothing(smoothing);
                 }
             }

@@ -127,12 +127,13 @@ pub(crate) struct ConnectArgs {
     /// Seed of the scripts (the player's own seed derives from it as in `run`).
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
-    /// Light clients: session, snapshot decoding and the script only (no prediction, no
-    /// interpolation), to load a server with many players.
+    /// Light clients: the public client over a world that predicts nothing (snapshot
+    /// decoding and the script only), to load a server with many players.
     #[arg(long)]
     pub(crate) bot: bool,
-    /// Bots that acknowledge snapshots without decoding them (the server's work is the
-    /// same; the script sees nothing, so use `--script pattern`): the lightest load.
+    /// Bots whose script is shown nothing (snapshots are decoded and acknowledged, so the
+    /// server's work is the same, but nothing is converted for the script: use `--script
+    /// pattern`): the lightest load.
     #[arg(long)]
     pub(crate) ack_only: bool,
     /// Turn client-side prediction off.

@@ -37,8 +37,9 @@ pub struct ConnectSettings {
     pub seconds: f64,
     /// Run a light bot instead of the lab's full client.
     pub bot: bool,
-    /// A bot that acknowledges snapshots without decoding them: the server works as for
-    /// a real client, the bot's script sees nothing (use a script that needs nothing,
+    /// A bot whose script is shown nothing: it decodes and acknowledges snapshots (a delta
+    /// needs its baseline), so the server works as for a real client, but converts nothing
+    /// for the script (use a script that needs nothing,
     /// such as `pattern`). To load a server with many players from one small machine.
     pub ack_only: bool,
     /// How long to wait for the connection and the welcome.

@@ -453,7 +453,16 @@ impl<I: Input> ClientSession<I> {
         if tick > Tick::LAST || !self.tick_is_plausible(now, tick) {
             self.stats.packets_rejected += 1;
             self.stats.implausible_ticks += 1;
-            return Err(ProtocolError::TickOutOfRange);
+            let window = self.trust_window_ticks();
+            let (low, high) = match self.sync.server_position(now) {
+                Some(at) => ((at - window).max(0.0) as u32, (at + window) as u32),
+                None => (0, Tick::LAST.0),
+            };
+            return Err(ProtocolError::TickOutOfRange {
+                tick,
+                low: Tick(low),
+                high: Tick(high.min(Tick::LAST.0)),
+            });
         }
         Ok(frag)
     }

@@ -27,9 +27,18 @@ pub enum ProtocolError {
     /// A client id was added twice.
     #[error("client {0} already exists")]
     DuplicateClient(ClientId),
-    /// A tick on the wire cannot be placed near the receiver's own tick.
-    #[error("tick out of range")]
-    TickOutOfRange,
+    /// A tick on the wire cannot be placed near the receiver's own tick: `tick` (as far
+    /// as it could be read) lies outside `low..=high`, what the receiver accepts now.
+    #[error("tick {tick} out of range: {low}..={high} accepted now")]
+    TickOutOfRange {
+        /// The tick on the wire (a 16-bit wire tick that could not be expanded: its
+        /// wire value).
+        tick: crate::Tick,
+        /// The lowest tick accepted now.
+        low: crate::Tick,
+        /// The highest tick accepted now.
+        high: crate::Tick,
+    },
     /// A snapshot for this client and tick was already queued: the client tells snapshots
     /// apart by tick, so a second one would be confused with the first.
     #[error("a snapshot for tick {} was already sent", .0.0)]

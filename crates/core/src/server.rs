@@ -493,7 +493,11 @@ impl<I: Input> ServerSession<I> {
         }
         let Some(start) = Tick::from_wire(msg.start_tick, current) else {
             client.stats.packets_rejected += 1;
-            return Err(ProtocolError::TickOutOfRange);
+            return Err(ProtocolError::TickOutOfRange {
+                tick: Tick(u32::from(msg.start_tick.0)),
+                low: Tick(current.0.saturating_sub(u32::from(u16::MAX / 2))),
+                high: current.saturating_add(lead_limit),
+            });
         };
         // Starvation is counted from the first tick the client ever sent input for.
         client.first_input = Some(client.first_input.map_or(start, |f| f.min(start)));
@@ -507,7 +511,11 @@ impl<I: Input> ServerSession<I> {
             let tick = start.saturating_add(k as u32);
             if tick.diff(current) > i64::from(lead_limit) {
                 client.stats.inputs_too_far_ahead += 1;
-                result = Err(ProtocolError::TickOutOfRange);
+                result = Err(ProtocolError::TickOutOfRange {
+                    tick,
+                    low: Tick(current.0.saturating_sub(u32::from(u16::MAX / 2))),
+                    high: current.saturating_add(lead_limit),
+                });
                 continue;
             }
             if client.newest_seen.is_none_or(|n| tick > n) {

@@ -1,8 +1,8 @@
 //! `lagless run`: the settings it takes, checked into a [`RunConfig`], and the run.
 
 use super::{
-    LagcompWindowArg, MissingInputArg, PredictionModeArg, RunArgs, SteeringArg,
-    TransportArg, WalkerSyncArg, net_commands, simulation_bar,
+    LagcompWindowArg, MissingInputArg, PredictionModeArg, RunArgs, SteeringArg, TransportArg,
+    WalkerSyncArg, net_commands, simulation_bar,
 };
 use lagless_core::{LeadPolicy, MissingInput};
 use lagless_lab::{RunConfig, ScriptChoice, run};

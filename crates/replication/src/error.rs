@@ -14,7 +14,7 @@ pub enum ReplicationError {
     Wire(#[from] WireError),
     /// The snapshot is a delta against a baseline the client does not hold (any more).
     /// The server stops using it once acknowledgements show the client moved on.
-    #[error("snapshot refers to baseline tick {0:?}, which is not held")]
+    #[error("snapshot refers to baseline tick {0}, which is not held")]
     MissingBaseline(Tick),
     /// An update for an entity the baseline does not hold (never spawned, or despawned).
     #[error("update for entity {0}, which the baseline does not hold")]
@@ -49,7 +49,8 @@ pub enum ReplicationError {
     /// holds (the snapshot's checksum differs): refused, and a snapshot against nothing
     /// is asked for.
     #[error(
-        "snapshot {tick:?} (baseline {baseline:?}) leaves a view that differs from the server's"
+        "snapshot {tick} (baseline {}) leaves a view that differs from the server's",
+        baseline.map_or_else(|| "none".to_string(), |b| b.to_string())
     )]
     ViewMismatch {
         /// The snapshot's tick.

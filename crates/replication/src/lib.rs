@@ -99,8 +99,15 @@ pub use field::{codes_valid, values_of, zero_codes};
 pub use frame::{Frame, pose_of};
 /// The pose type the client renders and smooths (2D games use [`Pose::planar`]).
 pub use lagless_core::interpolation::Pose;
-/// The core types a game using [`Server`] and [`Client`] needs, so one import serves.
-pub use lagless_core::{ClientId, Delivery, Input, Reader, Rollback, Tick, WireError, Writer};
+/// The interpolation settings and counters of [`Client::interpolation`].
+pub use lagless_core::interpolation::{InterpolationConfig, InterpolationStats};
+/// The core types a game using [`Server`] and [`Client`] needs, so one import serves:
+/// what [`Server::next_tick`] hands over ([`TickInputs`]), the sessions' errors and counters,
+/// and the prediction, smoothing and interpolation settings of [`NetConfig`].
+pub use lagless_core::{
+    ClientId, ClientStats, Delivery, Input, PredictionConfig, PredictionStats, ProtocolError,
+    Reader, Rollback, ServerClientStats, SmoothingConfig, Tick, TickInputs, WireError, Writer,
+};
 pub use net::{
     CharacterRelevance, Client, ClientNetStats, ConnectionConfig, ConnectionStats,
     DEFAULT_INTERRUPTED_AFTER, DEFAULT_PREDICTION_HORIZON, DepartedClient, FeltCosts, Latency,

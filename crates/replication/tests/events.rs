@@ -40,7 +40,9 @@ fn play(network: &str, seed: u64) -> (Vec<u32>, Vec<(Vec<EntityEvent>, usize)>) 
         clients.push((client, link, Vec::new(), 0));
     }
     let mut coin = server.spawn(0, |w| w.vec2(spot(1))).unwrap();
-    let mut generations = vec![1];
+    // The server names the generation its clients' events will carry.
+    let mut generations = vec![server.generation(coin).unwrap()];
+    assert_eq!(generations, [1]);
     let mut now = Duration::ZERO;
     while now <= Duration::from_secs(20) {
         for (k, (_, link, ..)) in clients.iter_mut().enumerate() {
@@ -56,6 +58,7 @@ fn play(network: &str, seed: u64) -> (Vec<u32>, Vec<(Vec<EntityEvent>, usize)>) 
                 let g = generations.len() as u32 + 1;
                 let again = server.spawn(0, |w| w.vec2(spot(g))).unwrap();
                 assert_eq!(again, coin, "the lowest free id is reused");
+                assert_eq!(server.generation(again), Some(g));
                 (coin, _) = (again, generations.push(g));
             }
             server.send_snapshots(now).unwrap();

@@ -18,8 +18,8 @@ use crate::runner::UDP_IP_HEADER_BYTES;
 use crate::runner::client::{ClientSim, Truth, count_per_second};
 use crate::scene::{LabScene, PlayerId, Script};
 use lagless_core::{ClientSession, ClientStats, RttEstimator};
-use lagless_replication::{Client, Spectator};
 use lagless_netem::{Duplex, LinkConfig, derive_seed};
+use lagless_replication::{Client, Spectator};
 use lagless_transport::UdpClient;
 use lagless_transport::session::Control as HostControl;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -132,7 +132,11 @@ impl<S: LabScene> Player<S> {
                 if b.client.receive(now, &bytes).is_err() {
                     b.packet_errors += 1;
                 }
-                let newest = b.client.replication().newest().filter(|t| Some(*t) != newest);
+                let newest = b
+                    .client
+                    .replication()
+                    .newest()
+                    .filter(|t| Some(*t) != newest);
                 if let Some(tick) = newest {
                     b.decode_us.record(timer.ms() * 1000.0);
                     if !b.ack_only {

@@ -187,7 +187,10 @@ impl<S: LabScene> ClientSim<S> {
     /// The newest tick the predicted world has simulated.
     pub(crate) fn present(&self) -> Option<Tick> {
         let client = &self.game.client;
-        client.world().predicting().then(|| client.predicted_tick())?
+        client
+            .world()
+            .predicting()
+            .then(|| client.predicted_tick())?
     }
 
     /// What the client's prediction measured, when it predicts.

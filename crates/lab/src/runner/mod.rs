@@ -355,8 +355,7 @@ impl<'a, S: LabScene> Sim<'a, S> {
         let (up_cfg, down_cfg) = config.net.apply(&base);
         let tick_hz = config.server.tick_hz;
         let (mut scene, setup) = S::build(config)?;
-        let (sender, mut server) =
-            SnapshotSender::<S>::new(setup.clone(), config)?;
+        let (sender, mut server) = SnapshotSender::<S>::new(setup.clone(), config)?;
         let mut clients = Vec::new();
         for k in 0..config.clients {
             let id = ClientId::from(k) + 1;

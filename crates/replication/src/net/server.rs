@@ -575,6 +575,12 @@ impl<I: Input> Server<I> {
         self.session.set_snapshot_interval(ticks);
     }
 
+    /// The generation of live entity `id` ([`ReplicationServer::generation`]): the
+    /// number the client's events and entities carry for it.
+    pub fn generation(&self, id: u32) -> Option<u32> {
+        self.replication.generation(id)
+    }
+
     /// The replication server, to read what it holds.
     pub fn replication(&self) -> &ReplicationServer {
         &self.replication

@@ -577,6 +577,14 @@ impl ReplicationServer {
         Some((e.kind, &e.codes))
     }
 
+    /// The generation of live entity `id`: how many times the id was spawned, the
+    /// number a client's [`crate::ClientEntity::generation`] and
+    /// [`crate::EntityEvent`]s carry, so a game can tell a reused id's new entity from
+    /// the old one on both ends.
+    pub fn generation(&self, id: u32) -> Option<u32> {
+        Some(self.store.get(id)?.generation)
+    }
+
     /// True if `client` acknowledged a snapshot whose view holds entity `id`: the client
     /// has it spawned. A game that sends an entity's motion some other way (dead
     /// reckoning, `crate::deadreckoning`) waits for this, since a receiver refuses

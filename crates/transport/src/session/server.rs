@@ -165,7 +165,7 @@ impl RefusedPackets {
             NetError::Protocol(ProtocolError::Wire(_)) => &mut self.malformed,
             NetError::Protocol(ProtocolError::UnknownKind(_)) => &mut self.unknown_kind,
             NetError::Protocol(ProtocolError::PacketTooLarge { .. }) => &mut self.too_large,
-            NetError::Protocol(ProtocolError::TickOutOfRange) => &mut self.tick_out_of_range,
+            NetError::Protocol(ProtocolError::TickOutOfRange { .. }) => &mut self.tick_out_of_range,
             NetError::Protocol(ProtocolError::TickRateMismatch { .. }) => {
                 &mut self.tick_rate_mismatch
             }

@@ -162,6 +162,9 @@ pub struct ClientSession<I: Input> {
     timestep: FixedTimestep,
     started: bool,
     last_update: Option<Duration>,
+    /// The speed the clock ran at in the last update (1 when not adjusting), for
+    /// [`ClientSession::poll_timeout`].
+    speed: f64,
     rtt: RttEstimator,
     sync: ClockSync,
     last_echo: Option<u32>,
@@ -247,6 +250,7 @@ impl<I: Input> ClientSession<I> {
             rate,
             started: false,
             last_update: None,
+            speed: 1.0,
             rtt: RttEstimator::new(),
             sync: ClockSync::new(rate, config.sync),
             last_echo: None,
@@ -856,6 +860,7 @@ impl<I: Input> ClientSession<I> {
             .map_or(Duration::ZERO, |t| now.saturating_sub(t));
         self.last_update = Some(now);
         let projected = self.timestep.position() + self.rate.ticks_in(elapsed);
+        self.speed = 1.0;
         match self.sync.adjust(now, projected, &self.rtt) {
             ClockAdjust::Wait => {}
             ClockAdjust::Jump(target)
@@ -881,6 +886,9 @@ impl<I: Input> ClientSession<I> {
                 self.started = true;
             }
             ClockAdjust::Run(speed) if self.started => {
+                if speed.is_finite() && speed > 0.0 {
+                    self.speed = speed;
+                }
                 self.timestep.accumulate(elapsed.mul_f64(speed));
             }
             ClockAdjust::Run(_) => {
@@ -893,6 +901,20 @@ impl<I: Input> ClientSession<I> {
                 }
             }
         }
+    }
+
+    /// When the session next has work, on the clock [`ClientSession::update`] is given
+    /// (`None` before the first update): the next tick at the clock's present speed, or,
+    /// before the clock is synchronised, the next ping. A loop that sleeps calls
+    /// `update` then (and drains [`ClientSession::next_tick`] and
+    /// [`ClientSession::poll_transmit`]); packets that arrive meanwhile are work too.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        let last = self.last_update?;
+        if !self.started {
+            let ping = self.last_ping.map_or(last, |t| t + self.rate.period());
+            return Some(ping.max(last));
+        }
+        Some(last + self.timestep.until_next_tick().div_f64(self.speed))
     }
 
     /// The next tick to produce, if one is due. The game samples input for it and passes

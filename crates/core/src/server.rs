@@ -559,6 +559,13 @@ impl<I: Input> ServerSession<I> {
         self.timestep.accumulate(elapsed);
     }
 
+    /// When the next tick falls due, on the clock [`ServerSession::update`] is given
+    /// (`None` before the first update): a loop that sleeps calls `update` then, not
+    /// sooner. A tick already due gives the last update's time.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        Some(self.last_update? + self.timestep.until_next_tick())
+    }
+
     /// The next tick due, with every client's input for it; `None` when the game is up to
     /// date. After the game steps with these inputs, [`ServerSession::current_tick`] is
     /// `tick + 1` and snapshots sent are labelled with it.

@@ -94,6 +94,12 @@ impl FixedTimestep {
         }
     }
 
+    /// Time still to accumulate before [`FixedTimestep::pop_tick`] returns a tick (zero
+    /// when one is due now).
+    pub fn until_next_tick(&self) -> Duration {
+        self.rate.period().saturating_sub(self.accumulator)
+    }
+
     /// Total time discarded because the backlog cap was hit.
     pub fn dropped(&self) -> Duration {
         self.dropped

@@ -201,7 +201,8 @@ pub struct Client<W: PredictedWorld> {
     switched: BTreeSet<u32>,
     shown: BTreeMap<u32, Pose>,
     last_render: Option<Duration>,
-    /// How far a held-back entity's state is carried along its velocity, seconds.
+    /// How far a held-back entity's state is carried along its velocity, seconds
+    /// ([`crate::ReplicationConfig::dead_reckoning_secs`]).
     max_dead_reckoning: f32,
     dead_reckoning: Option<(DrReceiver, DrCodec)>,
     /// Spawns and despawns for the game, oldest first (bounded: the oldest go).
@@ -271,7 +272,8 @@ impl<W: PredictedWorld> Client<W> {
             switched: BTreeSet::new(),
             shown: BTreeMap::new(),
             last_render: None,
-            max_dead_reckoning: 0.25,
+            // The server's model of it, from the same setting: one horizon, both ends.
+            max_dead_reckoning: config.replication.dead_reckoning_secs.max(0.0).min(60.0),
             dead_reckoning: config
                 .dead_reckoning
                 .map(|c| (DrReceiver::new(c.receiver), c.codec)),
@@ -658,6 +660,16 @@ impl<W: PredictedWorld> Client<W> {
         self.smoothers
             .entry(id)
             .or_insert_with(|| ErrorSmoother::new(config))
+    }
+
+    /// When the client next has work, on the clock [`Client::update`] is given (`None`
+    /// before the first update): its next tick, or the moment a silent link becomes
+    /// [`LinkState::Interrupted`], whichever is first. A loop that sleeps (or waits on
+    /// its socket with a timeout) wakes then, calls `update`, drains [`Client::next_tick`]
+    /// and [`Client::poll_transmit`]; a packet arriving or a frame to draw are work too.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        let tick = self.session.poll_timeout()?;
+        Some(self.link.deadline().map_or(tick, |d| d.min(tick)))
     }
 
     /// Advances the clock to `now`; then run [`Client::next_tick`] until it returns

@@ -158,6 +158,13 @@ impl LinkWatch {
         }
     }
 
+    /// When the silence becomes an interruption, if nothing arrives before (`None` when
+    /// interrupted already or nothing was ever heard).
+    pub(crate) fn deadline(&self) -> Option<Duration> {
+        let last = self.last_heard?;
+        (self.state != LinkState::Interrupted).then(|| last + self.config.interrupted_after)
+    }
+
     /// A valid packet arrived at `now`; `server_position` is the client's estimate of the
     /// server's tick then.
     pub(crate) fn heard(&mut self, now: Duration, server_position: Option<f64>) {

@@ -252,6 +252,14 @@ impl<I: Input> Server<I> {
         self.session.poll_message()
     }
 
+    /// When the next tick falls due, on the clock [`Server::update`] is given (`None`
+    /// before the first update). A loop that sleeps (or waits on its socket with a
+    /// timeout) wakes then, calls `update`, drains [`Server::next_tick`], sends and
+    /// drains [`Server::poll_transmit`]: nothing else of the server's is timed.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        self.session.poll_timeout()
+    }
+
     /// Advances the clock to `now`; then run [`Server::next_tick`] until it returns `None`.
     pub fn update(&mut self, now: Duration) {
         self.now = now;

@@ -137,7 +137,9 @@ pub struct ReplicationConfig {
     pub error_tolerance: f32,
     /// How long clients carry a held-back entity on by its velocity, s: the `max_secs`
     /// the game passes to [`crate::ReplicationClient::values_at`] and
-    /// [`crate::ReplicationClient::read_all_at`]. The server weighs errors with it.
+    /// [`crate::ReplicationClient::read_all_at`]. The server weighs errors with it. Through
+    /// [`crate::NetConfig::replication`] it is both ends' one setting: the [`crate::Client`]
+    /// carries held-back entities this far (NaN counts as 0, at most 60 s).
     pub dead_reckoning_secs: f32,
     /// Bytes each packet costs on the link beyond the snapshot payload (the session's
     /// header and UDP/IP's), taken off the budget so the budget is what the link carries.

@@ -30,6 +30,8 @@
 //! lines: `examples/dots.rs`. Walking characters can go by dead reckoning instead
 //! ([`NetConfig::dead_reckoning`], [`Server::update_character`],
 //! [`Policy::DeadReckoned`]): sent when their motion changes, shown where they are now.
+//! [`harness`] runs both ends of a game over emulated links on a virtual clock, for
+//! tests and measurements without sockets.
 //!
 //! # The layer underneath
 //!
@@ -78,6 +80,7 @@ pub mod deadreckoning;
 mod error;
 mod field;
 mod frame;
+pub mod harness;
 pub mod hits;
 pub mod lagcomp;
 mod net;

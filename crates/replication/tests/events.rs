@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 use lagless_netem::{Duplex, profile};
+use lagless_replication::harness::{Harness, Peer, Play};
 use lagless_replication::*;
 use std::time::Duration;
 
@@ -26,67 +27,60 @@ fn spot(generation: u32) -> [f32; 2] {
     }
 }
 
+/// The coin's rules: every 2 s it is despawned and a new one spawned in the same tick.
+/// Each client's frames record its events and count those that drew the coin away from
+/// both spots.
+struct Coin {
+    coin: u32,
+    generations: Vec<u32>,
+    seen: Vec<(Vec<EntityEvent>, usize)>,
+}
+
+impl Play<Spectator<u8>> for Coin {
+    fn server_tick(&mut self, server: &mut Server<u8>, _: TickInputs<u8>) {
+        if server.current_tick().0 % (2 * HZ) == 0 {
+            // Picked up, and put back at once: the freed id is taken again.
+            server.despawn(self.coin).unwrap();
+            let g = self.generations.len() as u32 + 1;
+            let again = server.spawn(0, |w| w.vec2(spot(g))).unwrap();
+            assert_eq!(again, self.coin, "the lowest free id is reused");
+            assert_eq!(server.generation(again), Some(g));
+            self.generations.push(g);
+        }
+    }
+
+    fn frame(&mut self, peer: &mut Peer<Spectator<u8>>, now: Duration) {
+        let (events, slid) = &mut self.seen[peer.id as usize - 1];
+        events.extend(std::iter::from_fn(|| peer.client.poll_event()));
+        if let Some(p) = peer.client.render(now).pose(self.coin) {
+            let near = |s: [f32; 2]| (p.position[0] - s[0]).hypot(p.position[1] - s[1]) < 0.1;
+            *slid += usize::from(!near(spot(1)) && !near(spot(2)));
+        }
+    }
+}
+
 /// Plays 20 s on `network` with two clients; every 2 s the coin is despawned and a new one
 /// spawned in the same tick. Returns, per client, the events it saw and the number of
 /// frames that drew the coin away from both spots.
 fn play(network: &str, seed: u64) -> (Vec<u32>, Vec<(Vec<EntityEvent>, usize)>) {
     let config = NetConfig::new(HZ);
     let mut server = Server::<u8>::new(schema(), &config).unwrap();
-    let mut clients = Vec::new();
+    let coin = server.spawn(0, |w| w.vec2(spot(1))).unwrap();
+    // The server names the generation its clients' events will carry.
+    assert_eq!(server.generation(coin), Some(1));
+    let mut game = Harness::new(server);
     for k in 0..2u64 {
-        server.connect(k + 1).unwrap();
         let client = Client::new(schema(), Spectator::default(), &config).unwrap();
         let link = Duplex::symmetric(profile(network).unwrap(), seed * 2 + k).unwrap();
-        clients.push((client, link, Vec::new(), 0));
+        game.connect(k + 1, client, link).unwrap();
     }
-    let mut coin = server.spawn(0, |w| w.vec2(spot(1))).unwrap();
-    // The server names the generation its clients' events will carry.
-    let mut generations = vec![server.generation(coin).unwrap()];
-    assert_eq!(generations, [1]);
-    let mut now = Duration::ZERO;
-    while now <= Duration::from_secs(20) {
-        for (k, (_, link, ..)) in clients.iter_mut().enumerate() {
-            while let Some(p) = link.up.poll(now) {
-                let _ = server.receive(k as u64 + 1, now, &p);
-            }
-        }
-        server.update(now);
-        while server.next_tick().is_some() {
-            if server.current_tick().0 % (2 * HZ) == 0 {
-                // Picked up, and put back at once: the freed id is taken again.
-                server.despawn(coin).unwrap();
-                let g = generations.len() as u32 + 1;
-                let again = server.spawn(0, |w| w.vec2(spot(g))).unwrap();
-                assert_eq!(again, coin, "the lowest free id is reused");
-                assert_eq!(server.generation(again), Some(g));
-                (coin, _) = (again, generations.push(g));
-            }
-            server.send_snapshots(now).unwrap();
-        }
-        while let Some((id, bytes)) = server.poll_transmit() {
-            clients[id as usize - 1].1.down.send(now, bytes);
-        }
-        for (client, link, events, slid) in &mut clients {
-            while let Some(p) = link.down.poll(now) {
-                let _ = client.receive(now, &p);
-            }
-            events.extend(std::iter::from_fn(|| client.poll_event()));
-            client.update(now);
-            while let Some(t) = client.next_tick() {
-                client.tick(t, 0);
-            }
-            while let Some(p) = client.poll_transmit(now) {
-                link.up.send(now, p);
-            }
-            if let Some(p) = client.render(now).pose(coin) {
-                let near = |s: [f32; 2]| (p.position[0] - s[0]).hypot(p.position[1] - s[1]) < 0.1;
-                *slid += usize::from(!near(spot(1)) && !near(spot(2)));
-            }
-        }
-        now += Duration::from_millis(5);
-    }
-    let seen = clients.into_iter().map(|(_, _, e, s)| (e, s)).collect();
-    (generations, seen)
+    let mut rules = Coin {
+        coin,
+        generations: vec![1],
+        seen: vec![Default::default(); 2],
+    };
+    game.drive(Duration::from_secs(20), &mut rules);
+    (rules.generations, rules.seen)
 }
 
 #[test]

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use lagless_netem::{Duplex, profile};
+use lagless_replication::harness::{Harness, Peer, Play};
 use lagless_replication::*;
 use std::time::Duration;
 
@@ -59,85 +60,76 @@ impl PredictedWorld for Drift {
     }
 }
 
+/// The server's dot drifting, and the client's frames: the rendered poses of the dot.
+struct Rules {
+    dot: [f32; 2],
+    hz: f32,
+    shown: Vec<[f32; 2]>,
+}
+
+impl Play<Drift> for Rules {
+    fn server_tick(&mut self, server: &mut Server<u8>, _: TickInputs<u8>) {
+        self.dot[0] += SPEED / self.hz;
+        let dot = self.dot;
+        let write = |w: &mut StateWriter| {
+            w.vec2(dot);
+            w.vec2([SPEED, 0.0]);
+        };
+        server.update_entity(0, write).unwrap();
+    }
+
+    fn frame(&mut self, peer: &mut Peer<Drift>, now: Duration) {
+        if let Some(p) = peer.client.render(now).pose(0) {
+            self.shown.push(p.planar_position());
+        }
+    }
+}
+
 /// One server and one client over `broadband`, the server's dot drifting.
 struct Game {
-    server: Server<u8>,
-    client: Client<Drift>,
-    link: Duplex,
-    dot: [f32; 2],
-    now: Duration,
-    server_errors: Vec<NetError>,
-    client_errors: Vec<NetError>,
+    game: Harness<Drift>,
+    rules: Rules,
 }
 
 impl Game {
     fn new(server_hz: u32, client_hz: u32) -> Self {
-        let mut server = Server::<u8>::new(schema(), &NetConfig::new(server_hz)).unwrap();
-        server.connect(1).unwrap();
+        let server = Server::<u8>::new(schema(), &NetConfig::new(server_hz)).unwrap();
+        let mut game = Harness::new(server);
         let write = |w: &mut StateWriter| {
             w.vec2([0.0; 2]);
             w.vec2([SPEED, 0.0]);
         };
-        server.spawn_with_id(0, 0, write).unwrap();
+        game.server.spawn_with_id(0, 0, write).unwrap();
         let world = Drift {
             hz: client_hz,
             at: None,
         };
         let client = Client::new(schema(), world, &NetConfig::new(client_hz)).unwrap();
-        Self {
-            server,
-            client,
-            link: Duplex::symmetric(profile("broadband").unwrap(), 5).unwrap(),
+        let link = Duplex::symmetric(profile("broadband").unwrap(), 5).unwrap();
+        game.connect(1, client, link).unwrap();
+        let rules = Rules {
             dot: [0.0; 2],
-            now: Duration::ZERO,
-            server_errors: Vec::new(),
-            client_errors: Vec::new(),
-        }
+            hz: server_hz as f32,
+            shown: Vec::new(),
+        };
+        Self { game, rules }
+    }
+
+    /// The client.
+    fn client(&mut self) -> &mut Client<Drift> {
+        &mut self.game.peers[0].client
     }
 
     /// Plays until `until`, rendering every 5 ms; returns the rendered poses of the dot.
     fn play(&mut self, until: Duration) -> Vec<[f32; 2]> {
-        let mut shown = Vec::new();
-        let hz = self.server.session().config().tick_hz as f32;
-        while self.now < until {
-            let now = self.now;
-            while let Some(p) = self.link.up.poll(now) {
-                if let Err(e) = self.server.receive(1, now, &p) {
-                    self.server_errors.push(e);
-                }
-            }
-            self.server.update(now);
-            while self.server.next_tick().is_some() {
-                self.dot[0] += SPEED / hz;
-                let dot = self.dot;
-                let write = |w: &mut StateWriter| {
-                    w.vec2(dot);
-                    w.vec2([SPEED, 0.0]);
-                };
-                self.server.update_entity(0, write).unwrap();
-                self.server.send_snapshots(now).unwrap();
-            }
-            while let Some((_, p)) = self.server.poll_transmit() {
-                self.link.down.send(now, p);
-            }
-            while let Some(p) = self.link.down.poll(now) {
-                if let Err(e) = self.client.receive(now, &p) {
-                    self.client_errors.push(e);
-                }
-            }
-            self.client.update(now);
-            while let Some(t) = self.client.next_tick() {
-                self.client.tick(t, 0);
-            }
-            while let Some(p) = self.client.poll_transmit(now) {
-                self.link.up.send(now, p);
-            }
-            if let Some(p) = self.client.render(now).pose(0) {
-                shown.push(p.planar_position());
-            }
-            self.now += Duration::from_millis(5);
-        }
-        shown
+        self.game.drive(until, &mut self.rules);
+        std::mem::take(&mut self.rules.shown)
+    }
+
+    /// What the server refused, and what the client did.
+    fn errors(&self) -> (Vec<NetError>, &[NetError]) {
+        let server = self.game.server_errors.iter().map(|(_, e)| e.clone());
+        (server.collect(), &self.game.peers[0].errors)
     }
 }
 
@@ -148,11 +140,15 @@ fn a_client_at_another_tick_rate_is_refused_with_a_clear_error() {
     let mismatch = |ours, theirs| {
         NetError::Protocol(lagless_core::ProtocolError::TickRateMismatch { ours, theirs })
     };
-    assert!(!game.server_errors.is_empty());
-    assert!(game.server_errors.iter().all(|e| *e == mismatch(30, 60)));
-    assert!(!game.client_errors.is_empty());
-    assert!(game.client_errors.iter().all(|e| *e == mismatch(60, 30)));
-    assert!(game.client.replication().is_empty(), "nothing got through");
+    let (server, client) = game.errors();
+    assert!(!server.is_empty());
+    assert!(server.iter().all(|e| *e == mismatch(30, 60)));
+    assert!(!client.is_empty());
+    assert!(client.iter().all(|e| *e == mismatch(60, 30)));
+    assert!(
+        game.client().replication().is_empty(),
+        "nothing got through"
+    );
     let message = mismatch(60, 30).to_string();
     assert!(
         message.contains("60 Hz") && message.contains("30 Hz"),
@@ -161,7 +157,8 @@ fn a_client_at_another_tick_rate_is_refused_with_a_clear_error() {
 
     let mut same = Game::new(30, 30);
     let shown = same.play(Duration::from_secs(2));
-    assert!(same.server_errors.is_empty() && same.client_errors.is_empty());
+    let (server, client) = same.errors();
+    assert!(server.is_empty() && client.is_empty());
     assert!(!shown.is_empty());
 }
 
@@ -182,20 +179,20 @@ fn switching_between_interpolated_and_predicted_blends_without_a_pop() {
     let before = *interpolated.last().unwrap();
 
     // Predicted, the dot is shown where it is now, not where it was: tens of cm ahead.
-    let gap = game.client.world().at.unwrap()[0] - before[0];
+    let gap = game.client().world().at.unwrap()[0] - before[0];
     assert!(gap > 0.1, "predicted ahead by {gap} m");
-    game.client.set_policy(0, Policy::Predicted);
+    game.client().set_policy(0, Policy::Predicted);
     let predicted = game.play(Duration::from_secs(5));
     // The first frame goes on from where the dot was shown (a pop would cover the gap);
     // within seconds the blend is over and the shown dot is the predicted one.
     let jump = predicted[0][0] - before[0];
     assert!(jump.abs() < gap / 4.0, "jumped {jump} m of a {gap} m gap");
     let end = *predicted.last().unwrap();
-    let world = game.client.world().at.unwrap();
+    let world = game.client().world().at.unwrap();
     assert!((end[0] - world[0]).abs() < 0.005, "{end:?} vs {world:?}");
 
     // And back: interpolated again, from where it was shown, then smooth.
-    game.client.set_policy(0, Policy::Interpolated);
+    game.client().set_policy(0, Policy::Interpolated);
     let back = game.play(Duration::from_secs(10));
     let jump = back[0][0] - end[0];
     assert!(jump.abs() < gap / 4.0, "jumped {jump} m back");

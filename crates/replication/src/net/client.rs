@@ -273,7 +273,14 @@ impl<W: PredictedWorld> Client<W> {
             shown: BTreeMap::new(),
             last_render: None,
             // The server's model of it, from the same setting: one horizon, both ends.
-            max_dead_reckoning: config.replication.dead_reckoning_secs.max(0.0).min(60.0),
+            max_dead_reckoning: {
+                let secs = config.replication.dead_reckoning_secs;
+                if secs.is_nan() {
+                    0.0
+                } else {
+                    secs.clamp(0.0, 60.0)
+                }
+            },
             dead_reckoning: config
                 .dead_reckoning
                 .map(|c| (DrReceiver::new(c.receiver), c.codec)),

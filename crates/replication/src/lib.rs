@@ -20,7 +20,8 @@
 //!
 //! # The high-level API
 //!
-//! Most games want [`Server`] and [`Client`], which wire all of it together with the
+//! [`prelude`] is the front door: one import for everything a game names, with the loop
+//! of both ends as a compiled example. Most games want [`Server`] and [`Client`], which wire all of it together with the
 //! core's sessions: the game steps its own world, writes its entities' state on the
 //! server, implements [`PredictedWorld`] for what the client predicts (Glenn Fiedler's and
 //! the Pixonic shooter article's client-side prediction: step, save, compare, load), and
@@ -84,6 +85,7 @@ pub mod harness;
 pub mod hits;
 pub mod lagcomp;
 mod net;
+pub mod prelude;
 mod schema;
 mod server;
 mod snapshot;

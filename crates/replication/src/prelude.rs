@@ -96,9 +96,8 @@
 //! ```
 
 pub use crate::{
-    Client, ClientNetStats, EntityEvent, Kind, LinkEvent, LinkState, NetConfig, NetError,
-    Policy, PredictedWorld, Render, ReplicationClient, Schema, SchemaError, Server, Spectator,
-    StateWriter,
+    Client, ClientNetStats, EntityEvent, Kind, LinkEvent, LinkState, NetConfig, NetError, Policy,
+    PredictedWorld, Render, ReplicationClient, Schema, SchemaError, Server, Spectator, StateWriter,
 };
 pub use lagless_core::interpolation::Pose;
 pub use lagless_core::{ClientId, Delivery, Input, Rollback, Tick, TickInputs};

@@ -145,9 +145,11 @@ pub struct GameClient<W: PredictedWorld> {
     /// When anything authenticated last came from the server (on [`GameClient::now`]'s
     /// clock), and the netcode.io count of accepted packets then.
     last_heard: (Duration, u64),
-    /// The connection in progress is a resume: when it began, and the newest server
-    /// tick applied before it; cleared once a newer tick is applied.
-    resuming: Option<(Duration, Option<Tick>)>,
+    /// The connection in progress is a resume: when it began, the newest server tick
+    /// applied before it and the hosted client's restarts then; cleared once a newer
+    /// tick is applied (any tick, once the client started over: a new server's ticks
+    /// start again from zero).
+    resuming: Option<(Duration, Option<Tick>, u64)>,
 }
 
 impl<W: PredictedWorld> GameClient<W> {
@@ -252,8 +254,9 @@ impl<W: PredictedWorld> GameClient<W> {
     /// ([`GameClientStats::resumes_refused`]).
     pub fn resume(&mut self, token_bytes: &[u8]) -> Result<(), TransportError> {
         let before = self.client.replication().newest();
+        let restarts = self.client.stats().restarts;
         self.connect_again(token_bytes)?;
-        self.resuming = Some((self.now(), before));
+        self.resuming = Some((self.now(), before, restarts));
         Ok(())
     }
 
@@ -506,9 +509,10 @@ impl<W: PredictedWorld> GameClient<W> {
         }
         if self.is_ready() {
             self.client.update(now);
-            if let Some((began, before)) = self.resuming {
+            if let Some((began, before, restarts)) = self.resuming {
                 let newest = self.client.replication().newest();
-                if newest.is_some() && newest > before {
+                let started_over = self.client.stats().restarts != restarts;
+                if newest.is_some() && (started_over || newest > before) {
                     self.stats.last_back_in_play = Some(now.saturating_sub(began));
                     self.resuming = None;
                 }

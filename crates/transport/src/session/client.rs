@@ -200,6 +200,9 @@ impl<W: PredictedWorld> GameClient<W> {
     /// ([`GameServer::set_resume_grace`](super::GameServer::set_resume_grace)) gives the
     /// player back to the same id. A resume whose handshake fails ends the session as a
     /// connection would ([`SessionError::Connect`]); the next trigger is the game's.
+    /// Against a server without a resume grace, a resume from a new address waits for the
+    /// old connection's timeout (netcode.io refuses a second connection for a connected
+    /// id) and then starts over as a new player.
     pub fn set_token_source(&mut self, source: impl TokenSource + 'static) {
         self.tokens = Some(Box::new(source));
     }
@@ -445,7 +448,8 @@ impl<W: PredictedWorld> GameClient<W> {
                             client: self.snapshot_interval,
                         }));
                     }
-                    if !resumed && self.resuming.is_some() {
+                    let played = self.client.session().server_instance().is_some();
+                    if !resumed && self.resuming.is_some() && played {
                         // A new place on the server: the streams and acknowledgements
                         // the Client kept belong to the old one.
                         self.client.start_over();

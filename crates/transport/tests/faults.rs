@@ -102,6 +102,8 @@ struct Fault {
     resume_to_play: Option<Duration>,
     /// The player entity (id, generation) when the fault began, for faults that keep it.
     player: Option<(u32, u32)>,
+    /// Handshakes the connection back in play took (a slow return's first suspect).
+    attempts: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -150,6 +152,7 @@ impl Player {
             back: None,
             resume_to_play: None,
             player,
+            attempts: 0,
         });
     }
 
@@ -244,6 +247,7 @@ impl Player {
             if let Some(f) = self.faults.last_mut().filter(|f| f.back.is_none()) {
                 if f.end.is_some_and(|end| now >= end) {
                     f.back = Some(now);
+                    f.attempts = self.c.transport().attempts();
                     if f.kind != FaultKind::Idle {
                         f.resume_to_play = resume;
                     }
@@ -271,8 +275,9 @@ struct ServerLog {
     leaves: Vec<(u64, String)>,
     resumes: u64,
     connects: u64,
-    /// Datagrams netcode.io dropped, by each process (its last report).
+    /// Datagrams netcode.io dropped, by each process (its last report), and why.
     drops: Vec<u64>,
+    drop_reasons: Vec<String>,
     /// When each process was bound.
     ready: Vec<Instant>,
 }
@@ -294,10 +299,13 @@ impl ServerLog {
                     .push((id.parse().unwrap_or(0), reason.to_owned()));
             }
             "drops" => {
+                let (n, reasons) = arg.split_once(' ').unwrap_or((arg, ""));
                 if self.drops.len() <= process {
                     self.drops.resize(process + 1, 0);
+                    self.drop_reasons.resize(process + 1, String::new());
                 }
-                self.drops[process] = arg.parse().unwrap_or(0);
+                self.drops[process] = n.parse().unwrap_or(0);
+                self.drop_reasons[process] = reasons.to_owned();
             }
             _ => self.violations.push(rest.to_owned()),
         }
@@ -372,7 +380,11 @@ fn serve(bind: SocketAddr, settings: ServerSettings) {
         }
         if last_second.elapsed() >= Duration::from_secs(1) {
             last_second = Instant::now();
-            say(format!("drops {}", host.stats().netcode_dropped()));
+            say(format!(
+                "drops {} {}",
+                host.stats().netcode_dropped(),
+                host.transport().netcode().stats().drops
+            ));
             for client in host.clients() {
                 let next = down_next.entry(client).or_insert(0);
                 if host
@@ -733,6 +745,10 @@ fn report(f: &Figures) -> BTreeMap<FaultKind, Costs> {
         f.rss.0 as f64 / 1e6,
         f.rss.1 as f64 / 1e6
     );
+    println!(
+        "netcode.io drops by reason, per server process: {:?}",
+        f.log.drop_reasons
+    );
     by_kind
 }
 
@@ -751,8 +767,8 @@ fn check(f: &Figures, back_within: Duration) {
             let after = back.saturating_duration_since(end);
             if after > back_within {
                 violations.push(format!(
-                    "client {}: {:?} back {after:?} after its end",
-                    p.id, fault.kind
+                    "client {}: {:?} back {after:?} after its end ({} handshake attempts)",
+                    p.id, fault.kind, fault.attempts
                 ));
             }
             if fault.kind == FaultKind::Switch && back.duration_since(fault.start) > GRACE {

@@ -219,7 +219,10 @@ impl<W: PredictedWorld> GameClient<W> {
     /// token on its next update, without waiting for the old path's silence. Nothing
     /// happens without a [`TokenSource`] or once the session has ended.
     pub fn network_changed(&mut self) {
-        if self.tokens.is_some() && !matches!(self.state, SessionState::Ended(_)) {
+        // A wake past the timeout already waits to resume, and keeps the dead
+        // connection unread meanwhile.
+        let waking = self.pending_switch == Some(SwitchCause::Woke);
+        if self.tokens.is_some() && !matches!(self.state, SessionState::Ended(_)) && !waking {
             self.pending_switch = Some(SwitchCause::Signalled);
         }
     }

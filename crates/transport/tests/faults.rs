@@ -104,6 +104,9 @@ struct Fault {
     player: Option<(u32, u32)>,
     /// Handshakes the connection back in play took (a slow return's first suspect).
     attempts: u32,
+    /// Resumes the client started by itself during the fault (at its start, then at
+    /// its return).
+    resumes: (u64, u64),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -136,6 +139,12 @@ impl Player {
         self.faults.iter_mut().rev().find(|f| f.back.is_none())
     }
 
+    /// Resumes this client started by itself so far.
+    fn resumes(&self) -> u64 {
+        let s = self.c.stats();
+        s.switches_signalled + s.switches_suspected + s.resumes_after_freeze
+    }
+
     fn player_entity(&self) -> Option<(u32, u32)> {
         let id = self.entity?;
         let e = self.c.client().replication().get(id)?;
@@ -153,6 +162,7 @@ impl Player {
             resume_to_play: None,
             player,
             attempts: 0,
+            resumes: (self.resumes(), 0),
         });
     }
 
@@ -248,6 +258,9 @@ impl Player {
                 if f.end.is_some_and(|end| now >= end) {
                     f.back = Some(now);
                     f.attempts = self.c.transport().attempts();
+                    f.resumes.1 = self.c.stats().switches_signalled
+                        + self.c.stats().switches_suspected
+                        + self.c.stats().resumes_after_freeze;
                     if f.kind != FaultKind::Idle {
                         f.resume_to_play = resume;
                     }
@@ -534,6 +547,9 @@ struct Figures {
     rss: (u64, u64),
     /// The server processes exited cleanly when asked (the last one).
     clean_exit: bool,
+    /// Moments when no client's registry had moved for a second (a stall of the whole
+    /// run, not of a client), and the longest.
+    stalls: (u32, Duration),
     garbage_sent: u64,
 }
 
@@ -597,6 +613,7 @@ fn run(plan: &Plan) -> Figures {
     let end = plan.warmup + plan.slot * plan.slots + plan.tail;
     let mut slot_done = None;
     let mut restart_due = None;
+    let (mut stall_since, mut stalls, mut longest_stall) = (None, 0u32, Duration::ZERO);
     let mut rss_first = None;
     let mut rss_last = None;
     let mut last_check = begun;
@@ -651,17 +668,33 @@ fn run(plan: &Plan) -> Figures {
         }
         if now.duration_since(last_check) >= Duration::from_millis(250) {
             last_check = now;
+            // A client is pinned when its registry stands still while the others' move: a
+            // stall of the whole run (the machine, the server process, the proxy's
+            // thread) stops every client at once and is counted apart.
+            let moving = players
+                .iter()
+                .filter(|p| now.duration_since(p.last_advance) < Duration::from_secs(1))
+                .count();
+            let stalled = moving == 0;
+            if stalled {
+                let since = stall_since.get_or_insert(now);
+                longest_stall = longest_stall.max(now.duration_since(*since));
+            } else if stall_since.take().is_some() {
+                stalls += 1;
+            }
             for p in &mut players {
                 let in_fault = p.faults.last().is_some_and(|f| f.back.is_none());
                 if p.mode == Mode::Playing
                     && !in_fault
+                    && !stalled
+                    && moving * 2 >= CLIENTS as usize
                     && p.newest.is_some()
                     && now.duration_since(p.last_advance) > plan.pinned_after
                     && !p.pinned_reported
                 {
                     p.pinned_reported = true;
                     p.violations.push(format!(
-                        "pinned at {:?} for {:?}, at {:?} into the run",
+                        "pinned at {:?} for {:?}, at {:?} into the run, while {moving} moved",
                         p.newest,
                         now.duration_since(p.last_advance),
                         t
@@ -691,6 +724,7 @@ fn run(plan: &Plan) -> Figures {
         log,
         rss: (rss_first.unwrap_or(0), rss_last.unwrap_or(0)),
         clean_exit,
+        stalls: (stalls, longest_stall),
         garbage_sent,
     }
 }
@@ -748,6 +782,10 @@ fn report(f: &Figures) -> BTreeMap<FaultKind, Costs> {
     println!(
         "netcode.io drops by reason, per server process: {:?}",
         f.log.drop_reasons
+    );
+    println!(
+        "stalls of every client at once (no registry moving for 1 s): {}, the longest {:?} beyond that second",
+        f.stalls.0, f.stalls.1
     );
     by_kind
 }

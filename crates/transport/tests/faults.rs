@@ -783,6 +783,24 @@ fn report(f: &Figures) -> BTreeMap<FaultKind, Costs> {
         "netcode.io drops by reason, per server process: {:?}",
         f.log.drop_reasons
     );
+    for p in &f.players {
+        for fault in &p.faults {
+            let (Some(back), Some(end)) = (fault.back, fault.end) else {
+                continue;
+            };
+            let after = back.saturating_duration_since(end);
+            if after > Duration::from_secs(1) {
+                println!(
+                    "slow: client {} {:?} back {after:?} after its end; {} handshake attempts, {} resumes of its own, resume to first tick {:?}",
+                    p.id,
+                    fault.kind,
+                    fault.attempts,
+                    fault.resumes.1.saturating_sub(fault.resumes.0),
+                    fault.resume_to_play
+                );
+            }
+        }
+    }
     println!(
         "stalls of every client at once (no registry moving for 1 s): {}, the longest {:?} beyond that second",
         f.stalls.0, f.stalls.1

@@ -416,6 +416,11 @@ struct RunArgs {
     /// What carries the packets.
     #[arg(long, value_enum, default_value = "emulator")]
     transport: TransportArg,
+    /// With `--transport udp`: at this many seconds of play every client changes
+    /// networks (a new socket and port, a fresh token) and resumes its place; reports
+    /// `switch.*` (docs/metrics.md).
+    #[arg(long, value_name = "SECS")]
+    switch_at: Option<f64>,
     /// Simulated seconds.
     #[arg(long, default_value_t = 30.0)]
     seconds: f64,

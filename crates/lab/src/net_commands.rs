@@ -385,6 +385,7 @@ fn connect_scene<S: lagless_lab::scene::LabScene>(
             ack_only: a.ack_only,
             connect_timeout: Duration::try_from_secs_f64(a.connect_timeout_s)
                 .unwrap_or(Duration::MAX),
+            switch: None,
         };
         let config = config.clone();
         let stop = stop.clone();

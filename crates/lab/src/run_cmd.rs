@@ -192,7 +192,11 @@ pub(crate) fn run_command(a: RunArgs) -> Result<(), String> {
             "lagless: scene {} over UDP on loopback ({}) for {} real s, {} client(s), seed {}",
             config.scene, config.profile, config.seconds, config.clients, config.seed
         );
-        let report = lagless_lab::net::run::run(&config).map_err(|e| e.to_string())?;
+        let options = lagless_lab::net::run::UdpOptions {
+            switch_at: a.switch_at,
+        };
+        let report =
+            lagless_lab::net::run::run_with(&config, &options).map_err(|e| e.to_string())?;
         print!(
             "{}",
             if a.all {
@@ -202,6 +206,9 @@ pub(crate) fn run_command(a: RunArgs) -> Result<(), String> {
             }
         );
         return net_commands::write_json(a.json.as_deref(), &report);
+    }
+    if a.switch_at.is_some() {
+        return Err("--switch-at needs --transport udp (a real socket to change)".into());
     }
     let bar = simulation_bar((config.seconds * 10.0).ceil() as u64, a.no_progress);
     let total = config.seconds;

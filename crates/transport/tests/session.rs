@@ -152,7 +152,8 @@ fn the_server_refuses_a_client_whose_packets_announce_another_tick_rate() {
         vec![
             Control::Hello {
                 tick_hz: 64,
-                snapshot_interval: 1
+                snapshot_interval: 1,
+                resumed: false
             },
             Control::Refused(mismatch)
         ]
@@ -785,4 +786,268 @@ fn an_away_client_leaves_when_its_grace_ends_or_the_server_shuts_down() {
         }
         assert!(host.clients().is_empty());
     }
+}
+
+/// A path between clients and a server that can be cut for one client address, as a
+/// network that went away (the Wi-Fi a phone walked out of) cuts the old address: each
+/// client address gets its own upstream socket; datagrams from or to a cut address are
+/// dropped both ways.
+struct Path {
+    addr: SocketAddr,
+    cut: std::sync::Arc<std::sync::Mutex<Vec<SocketAddr>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Path {
+    /// A path from a port of its own to the server at `server`.
+    fn to(front: UdpSocket, server: SocketAddr) -> Self {
+        use std::sync::atomic::Ordering;
+        front.set_nonblocking(true).expect("nonblocking");
+        let addr = front.local_addr().expect("addr");
+        let cut = std::sync::Arc::new(std::sync::Mutex::new(Vec::<SocketAddr>::new()));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (c, s) = (cut.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut ups: Vec<(SocketAddr, UdpSocket)> = Vec::new();
+            let mut buf = [0u8; 2048];
+            while !s.load(Ordering::Relaxed) {
+                let cut = c.lock().expect("lock").clone();
+                while let Ok((n, from)) = front.recv_from(&mut buf) {
+                    if cut.contains(&from) {
+                        continue;
+                    }
+                    if !ups.iter().any(|(a, _)| *a == from) {
+                        let up = UdpSocket::bind("127.0.0.1:0").expect("bind");
+                        up.set_nonblocking(true).expect("nonblocking");
+                        ups.push((from, up));
+                    }
+                    if let Some((_, up)) = ups.iter().find(|(a, _)| *a == from) {
+                        let _ = up.send_to(&buf[..n], server);
+                    }
+                }
+                for (client, up) in &ups {
+                    while let Ok((n, _)) = up.recv_from(&mut buf) {
+                        if !cut.contains(client) {
+                            let _ = front.send_to(&buf[..n], client);
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        Self {
+            addr,
+            cut,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Drops everything from and to `client` from now on.
+    fn cut(&self, client: SocketAddr) {
+        self.cut.lock().expect("lock").push(client);
+    }
+}
+
+impl Drop for Path {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The client's address as the server sees it through a [`Path`]: loopback, its port.
+fn local(c: &GameClient<Spectator<u8>>) -> SocketAddr {
+    let port = c.transport().local_addr().expect("addr").port();
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// What a run of one client through a fault left: the events, the messages both ways.
+fn assert_same_player_messages_once_in_order(
+    c: &mut GameClient<Spectator<u8>>,
+    talk: &Talk,
+    events: &[SessionEvent],
+    id: u64,
+) {
+    assert_eq!(left(events, id), None, "{events:?}");
+    let in_order = |got: &[u32]| got.iter().enumerate().all(|(i, n)| *n == i as u32);
+    assert!(in_order(&talk.down_got), "{:?}", talk.down_got);
+    assert!(in_order(&talk.up_got), "{:?}", talk.up_got);
+    // The same entity, never despawned, and the client never started over.
+    let spawns: Vec<EntityEvent> = std::iter::from_fn(|| c.client_mut().poll_event()).collect();
+    assert_eq!(spawns.len(), 1, "{spawns:?}");
+    assert_eq!(c.client().stats().restarts, 0);
+}
+
+#[test]
+fn a_client_whose_path_goes_silent_suspects_a_switch_and_resumes_by_itself() {
+    let key = keys::generate_private_key().expect("key");
+    // The path's port is chosen first: the tokens name it, so the server answers for it.
+    let front = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let server = Server::new(schema(), &NetConfig::new(30)).expect("server");
+    let mut settings = ServerSettings::new(PROTOCOL_ID, key, 4);
+    settings.public_addresses = vec![front.local_addr().expect("addr")];
+    let bind = "127.0.0.1:0".parse().expect("addr");
+    let mut host = GameServer::bind(bind, settings, server).expect("bind");
+    host.set_resume_grace(Some(Duration::from_secs(10)));
+    host.server_mut()
+        .spawn_with_id(5, 0, |w| w.vec2([1.0, 2.0]))
+        .expect("spawn");
+    let path = Path::to(front, host.local_addr().expect("addr"));
+    let mut events = Vec::new();
+    let mut c = game_client(&token(&key, 20, path.addr, 5), 30);
+    // The backend: a fresh token for the same id whenever asked.
+    let (k, to) = (key, path.addr);
+    c.set_token_source(move || Some(token(&k, 20, to, 5)));
+    let suspicion = Duration::from_millis(600);
+    c.set_switch_after(Some(suspicion));
+    let mut talk = Talk::default();
+    until(5, "the client plays", || {
+        talk.serve(&mut host, &mut events, 20);
+        talk.play(&mut c);
+        c.client().replication().get(5).is_some() && talk.down_got.len() >= 3
+    });
+    // The old network goes away: nothing from or to the client's address any more,
+    // while it goes on sending into the void. The game says nothing.
+    let old = local(&c);
+    path.cut(old);
+    let cut = Instant::now();
+    let (down_target, up_target) = (talk.down_sent + 5, talk.up_sent + 5);
+    until(10, "the client back and the streams caught up", || {
+        talk.serve(&mut host, &mut events, 20);
+        talk.play(&mut c);
+        c.stats().last_back_in_play.is_some()
+            && talk.down_got.len() as u32 >= down_target
+            && talk.up_got.len() as u32 >= up_target
+    });
+    let back = c.stats().last_back_in_play.expect("back");
+    println!(
+        "suspected after {suspicion:?} of silence; back in play {back:?} after the resume, {:?} after the cut",
+        cut.elapsed()
+    );
+    assert_eq!(c.stats().switches_suspected, 1);
+    assert_eq!(
+        c.stats().switches_signalled + c.stats().resumes_after_freeze,
+        0
+    );
+    assert_ne!(local(&c), old);
+    assert!(back < Duration::from_secs(1), "{back:?}");
+    assert!(events.iter().any(|e| matches!(
+        e,
+        SessionEvent::Resumed { client: 20, addr, .. } if addr.port() != old.port()
+    )));
+    assert_eq!(host.stats().resumes, 1);
+    assert_same_player_messages_once_in_order(&mut c, &talk, &events, 20);
+}
+
+#[test]
+fn a_client_told_the_network_changed_resumes_at_once_and_one_that_wakes_late_resumes_too() {
+    let key = keys::generate_private_key().expect("key");
+    let mut host = host(key, 30, 4);
+    host.set_resume_grace(Some(Duration::from_secs(10)));
+    host.server_mut()
+        .spawn_with_id(5, 0, |w| w.vec2([1.0, 2.0]))
+        .expect("spawn");
+    let addr = host.local_addr().expect("addr");
+    let mut events = Vec::new();
+    let mut c = game_client(&token(&key, 21, addr, 1), 30);
+    // A backend slow to answer: no token on the first request of each resume.
+    let mut asked = 0;
+    c.set_token_source(move || {
+        asked += 1;
+        (asked % 2 == 0).then(|| token(&key, 21, addr, 1))
+    });
+    let mut talk = Talk::default();
+    until(5, "the client plays", || {
+        talk.serve(&mut host, &mut events, 21);
+        talk.play(&mut c);
+        c.client().replication().get(5).is_some() && talk.down_got.len() >= 3
+    });
+    let old = local(&c);
+    c.network_changed();
+    let (down_target, up_target) = (talk.down_sent + 3, talk.up_sent + 3);
+    until(5, "back after the signalled switch", || {
+        talk.serve(&mut host, &mut events, 21);
+        talk.play(&mut c);
+        c.stats().last_back_in_play.is_some()
+            && talk.down_got.len() as u32 >= down_target
+            && talk.up_got.len() as u32 >= up_target
+    });
+    assert_ne!(local(&c), old);
+    assert_eq!(c.stats().switches_signalled, 1);
+    assert!(c.stats().token_waits >= 1);
+    let back = c.stats().last_back_in_play.expect("back");
+    println!("signalled: back in play {back:?} after the resume");
+    assert!(back < Duration::from_secs(1), "{back:?}");
+
+    // Frozen past its 1 s timeout: it wakes and resumes instead of ending Suspended.
+    let frozen = Instant::now();
+    until(5, "the client is away", || {
+        talk.serve(&mut host, &mut events, 21);
+        frozen.elapsed() >= Duration::from_millis(1500)
+    });
+    assert!(events.contains(&SessionEvent::Away {
+        client: 21,
+        match_id: 0
+    }));
+    let (down_target, up_target) = (talk.down_sent + 3, talk.up_sent + 3);
+    until(5, "back after the freeze", || {
+        talk.serve(&mut host, &mut events, 21);
+        talk.play(&mut c);
+        c.stats().resumes_after_freeze == 1
+            && talk.down_got.len() as u32 >= down_target
+            && talk.up_got.len() as u32 >= up_target
+    });
+    assert_eq!(host.stats().resumes, 2);
+    assert_eq!(c.stats().resumes_refused, 0);
+    assert_same_player_messages_once_in_order(&mut c, &talk, &events, 21);
+}
+
+#[test]
+fn a_resume_the_server_does_not_take_starts_the_client_over() {
+    let key = keys::generate_private_key().expect("key");
+    // No resume grace: a client that comes back is a new one.
+    let mut host = host(key, 30, 4);
+    host.server_mut()
+        .spawn_with_id(5, 0, |w| w.vec2([1.0, 2.0]))
+        .expect("spawn");
+    let addr = host.local_addr().expect("addr");
+    let mut events = Vec::new();
+    let mut c = game_client(&token(&key, 22, addr, 1), 30);
+    until(5, "the client plays", || {
+        serve(&mut host, &mut events);
+        c.step(|_| 0).expect("no error");
+        c.client().replication().get(5).is_some()
+    });
+    while c.client_mut().poll_event().is_some() {}
+    // Away past its timeout; the server lets it go.
+    until(5, "the server drops it", || {
+        serve(&mut host, &mut events);
+        left(&events, 22).is_some()
+    });
+    c.resume(&token(&key, 22, addr, 5)).expect("resume");
+    until(5, "the client plays again", || {
+        serve(&mut host, &mut events);
+        c.step(|_| 0).expect("no error");
+        c.stats().last_back_in_play.is_some()
+    });
+    assert_eq!(c.stats().resumes_refused, 1);
+    assert_eq!(c.client().stats().restarts, 1);
+    // Its entity despawned with the old place and spawned again from the new one.
+    let spawns: Vec<EntityEvent> = std::iter::from_fn(|| c.client_mut().poll_event()).collect();
+    assert_eq!(spawns.len(), 2, "{spawns:?}");
+    // Messages from the new place arrive: the channel started over with it.
+    host.server_mut()
+        .send_message(22, Delivery::Reliable, b"hi")
+        .expect("queued");
+    let mut got = Vec::new();
+    until(5, "a message from the new place", || {
+        serve(&mut host, &mut events);
+        c.step(|_| 0).expect("no error");
+        got.extend(std::iter::from_fn(|| c.client_mut().poll_message()));
+        !got.is_empty()
+    });
 }

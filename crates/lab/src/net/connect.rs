@@ -44,7 +44,59 @@ pub struct ConnectSettings {
     pub ack_only: bool,
     /// How long to wait for the connection and the welcome.
     pub connect_timeout: Duration,
+    /// A change of network to make while playing (`run --transport udp --switch-at`).
+    pub switch: Option<SwitchPlan>,
 }
+
+/// A change of network scripted into a client's run: at `at` seconds of play the
+/// client's socket is replaced by a new one (a new local port: a new address, as a
+/// phone moving from Wi-Fi to mobile data has) and the client connects again with a
+/// fresh token, its game client kept as it was, as `GameClient::resume` does; the
+/// server, with a resume grace, gives it its place back.
+#[derive(Clone)]
+pub struct SwitchPlan {
+    /// Seconds into play.
+    pub at: f64,
+    /// A fresh connect token for the client's id (the runner issues it from its key).
+    pub token: Arc<dyn Fn() -> Option<Vec<u8>> + Send + Sync>,
+}
+
+impl std::fmt::Debug for SwitchPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SwitchPlan").field("at", &self.at).finish()
+    }
+}
+
+/// What a client's network switch cost.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SwitchFigures {
+    /// From the new socket's first packet (its connection request) to the first server
+    /// tick applied after it, ms; `None` if none came.
+    pub back_ms: Option<f64>,
+    /// The client's player entity is the same after the switch (id and generation) and
+    /// the client did not start over.
+    pub player_kept: bool,
+}
+
+/// Reliable messages the client numbered and the server echoed, both ways on the
+/// session's message channel, checked for loss, duplicates and order (with a switch).
+#[derive(Debug, Clone, Default)]
+pub struct EchoFigures {
+    /// Messages sent.
+    pub sent: u64,
+    /// Echoes back, in order.
+    pub received: u64,
+    /// Numbers skipped, or sent over 2 s before the end and never echoed.
+    pub lost: u64,
+    /// Echoes of a number already echoed, or out of order.
+    pub duplicated: u64,
+}
+
+/// How often the client sends a numbered reliable message for the echo.
+const ECHO_EVERY: Duration = Duration::from_millis(250);
+
+/// An echo not back within this long of the end counts as lost, not in flight.
+const ECHO_IN_FLIGHT: Duration = Duration::from_secs(2);
 
 /// The server's latest [`Control::Link`] report.
 #[derive(Debug, Clone, Copy, Default)]
@@ -192,6 +244,10 @@ pub struct ClientRun<S: LabScene> {
     pub ended: String,
     /// The settings it ran with (rates from the server's welcome).
     pub config: RunConfig,
+    /// What its network switch cost, if it made one.
+    pub switch: Option<SwitchFigures>,
+    /// Its echoed reliable messages (with a switch, and the lab's full client).
+    pub echo: Option<EchoFigures>,
 }
 
 /// Connects with `settings.token` as a client of scene `S` (the server must run the
@@ -412,10 +468,17 @@ fn play<S: LabScene>(
     }
     // A NaN or negative time plays nothing; one too long for a Duration, for ever.
     let end = Duration::try_from_secs_f64(settings.seconds.max(0.0)).unwrap_or(Duration::MAX);
+    let mut switch = Switch::new(settings.switch.clone());
+    let mut echo = (settings.switch.is_some()
+        && matches!(&client, Player::Full(_)))
+    .then(Echo::default);
     let ended = loop {
         let now = start.elapsed();
+        switch.at(now, udp, &client, &setup, player)?;
         udp.update();
-        if !udp.is_connected() {
+        // Connecting again after a switch is not an end.
+        let switching = switch.connecting() && udp.state().is_connecting();
+        if !(udp.is_connected() || switching) {
             break format!("{:?}", udp.state());
         }
         let arrived: Vec<Vec<u8>> = udp.recv().collect();
@@ -461,8 +524,12 @@ fn play<S: LabScene>(
             None => client.step(now, &config, &no_truth),
         };
         for p in out {
-            // Not connected any more: the next update tells.
+            // Not connected any more (or not yet again, after a switch): dropped.
             let _ = udp.send(&p);
+        }
+        switch.after_step(&client, &setup, player);
+        if let (Some(e), Player::Full(c)) = (&mut echo, &mut client) {
+            e.step(now, udp.is_connected(), &mut c.game.client);
         }
         if now >= end {
             break "done".into();
@@ -482,7 +549,155 @@ fn play<S: LabScene>(
         seconds,
         ended,
         config,
+        switch: switch.figures,
+        echo: echo.map(|e| e.finish(start.elapsed())),
     })
+}
+
+/// A scripted network switch as it goes: waiting for its time, connecting again, back.
+struct Switch {
+    plan: Option<SwitchPlan>,
+    /// Since when the new socket connects, the newest tick applied before it, the
+    /// player entity's generation then, and the client's restarts then.
+    began: Option<(Instant, Option<lagless_core::Tick>, Option<u32>, u64)>,
+    figures: Option<SwitchFigures>,
+}
+
+impl Switch {
+    fn new(plan: Option<SwitchPlan>) -> Self {
+        Self {
+            plan,
+            began: None,
+            figures: None,
+        }
+    }
+
+    /// True from the switch until the client is back in play.
+    fn connecting(&self) -> bool {
+        self.began.is_some()
+    }
+
+    /// At the switch's time: a new socket and a fresh token, the client kept.
+    fn at<S: LabScene>(
+        &mut self,
+        now: Duration,
+        udp: &mut UdpClient,
+        client: &Player<S>,
+        setup: &S::Setup,
+        player: PlayerId,
+    ) -> Result<(), UdpRunError> {
+        let Some(plan) = self.plan.as_ref().filter(|p| now.as_secs_f64() >= p.at) else {
+            return Ok(());
+        };
+        let Player::Full(c) = client else {
+            self.plan = None;
+            return Ok(());
+        };
+        // The backend has no token yet: try again next frame.
+        let Some(token) = (plan.token)() else {
+            return Ok(());
+        };
+        let generation = S::player_entity(setup, player)
+            .and_then(|id| c.registry().get(id))
+            .map(|e| e.generation);
+        let restarts = c.game.client.stats().restarts;
+        // The old socket goes without a goodbye: a disconnect would make the server let
+        // the player go.
+        *udp = UdpClient::connect(&token)?;
+        self.began = Some((Instant::now(), c.registry().newest(), generation, restarts));
+        self.plan = None;
+        tracing::info!(
+            addr = ?udp.local_addr().ok(),
+            "switched networks: a new socket, a fresh token"
+        );
+        Ok(())
+    }
+
+    /// After a step: back in play once a tick newer than the switch's is applied.
+    fn after_step<S: LabScene>(&mut self, client: &Player<S>, setup: &S::Setup, player: PlayerId) {
+        let (Some((began, before, generation, restarts)), Player::Full(c)) = (self.began, client)
+        else {
+            return;
+        };
+        let newest = c.registry().newest();
+        if newest.is_none() || newest <= before {
+            return;
+        }
+        let now_generation = S::player_entity(setup, player)
+            .and_then(|id| c.registry().get(id))
+            .map(|e| e.generation);
+        let now_restarts = c.game.client.stats().restarts;
+        let back_ms = began.elapsed().as_secs_f64() * 1000.0;
+        self.figures = Some(SwitchFigures {
+            back_ms: Some(back_ms),
+            player_kept: generation.is_some()
+                && generation == now_generation
+                && restarts == now_restarts,
+        });
+        self.began = None;
+        tracing::info!(back_ms, "back in play after the switch");
+    }
+}
+
+/// The client's side of the echo: numbered reliable messages out, the echoes checked.
+#[derive(Default)]
+struct Echo {
+    next: u32,
+    expected: u32,
+    last_sent: Option<Duration>,
+    /// When each number was sent.
+    sent_at: Vec<Duration>,
+    figures: EchoFigures,
+}
+
+impl Echo {
+    fn step<W: lagless_replication::PredictedWorld>(
+        &mut self,
+        now: Duration,
+        connected: bool,
+        client: &mut lagless_replication::Client<W>,
+    ) {
+        while let Some((_, m)) = client.poll_message() {
+            let Ok(bytes) = <[u8; 4]>::try_from(m.as_slice()) else {
+                continue;
+            };
+            let n = u32::from_le_bytes(bytes);
+            if n < self.expected {
+                self.figures.duplicated += 1;
+                continue;
+            }
+            self.figures.lost += u64::from(n - self.expected);
+            self.figures.received += 1;
+            self.expected = n + 1;
+        }
+        if connected && self.last_sent.is_none_or(|t| now >= t + ECHO_EVERY) {
+            let queued = client
+                .send_message(
+                    lagless_replication::Delivery::Reliable,
+                    &self.next.to_le_bytes(),
+                )
+                .is_ok();
+            if queued {
+                self.last_sent = Some(now);
+                self.sent_at.push(now);
+                self.next += 1;
+                self.figures.sent += 1;
+            }
+        }
+    }
+
+    /// The figures at the end, `now` into play: numbers sent long enough ago and never
+    /// echoed count as lost.
+    fn finish(mut self, now: Duration) -> EchoFigures {
+        let overdue = self
+            .sent_at
+            .iter()
+            .enumerate()
+            .filter(|&(n, &at)| n as u32 >= self.expected && at + ECHO_IN_FLIGHT <= now)
+            .count();
+        self.figures.lost += overdue as u64;
+        self.figures
+    }
 }
 
 #[cfg(test)]
@@ -510,6 +725,7 @@ mod tests {
             bot: true,
             ack_only: false,
             connect_timeout: Duration::from_millis(500),
+            switch: None,
         };
         let client = std::thread::spawn(move || {
             let stop = AtomicBool::new(false);

@@ -86,6 +86,7 @@ pub(crate) fn build_with<S: LabScene>(
         "client.packets_rejected",
         Metric::Count(stats.iter().map(|s| s.packets_rejected).sum()),
     );
+    switch_metrics(&mut r, &runs);
     let players: Vec<u32> = runs.iter().map(|c| c.player).collect();
     let sims: Vec<ClientSim<S>> = runs
         .into_iter()
@@ -210,4 +211,40 @@ fn render<S: LabScene>(r: &mut Report, sims: &[ClientSim<S>], truth: Option<&Tru
         r.number("render.jerk_cm_p99", percentile(&jerks, 99.0));
     }
     r.number("render.input_to_motion_ticks", percentile(&latency, 50.0));
+}
+
+/// `switch.*`: what the scripted network switch (`run --transport udp --switch-at`) cost
+/// the clients that made it, and the reliable messages they numbered and the server
+/// echoed across it.
+fn switch_metrics<S: LabScene>(r: &mut Report, runs: &[ClientRun<S>]) {
+    let switched: Vec<&super::connect::SwitchFigures> =
+        runs.iter().filter_map(|c| c.switch.as_ref()).collect();
+    if switched.is_empty() {
+        return;
+    }
+    let back: Vec<f64> = switched.iter().filter_map(|s| s.back_ms).collect();
+    r.set("switch.clients", Metric::Count(switched.len() as u64));
+    r.number("switch.back_ms_mean", mean(&back));
+    r.number("switch.back_ms_max", back.iter().copied().reduce(f64::max));
+    let kept = switched.iter().filter(|s| s.player_kept).count();
+    r.number(
+        "switch.player_kept_pct",
+        Some(kept as f64 * 100.0 / switched.len() as f64),
+    );
+    let echoes: Vec<&super::connect::EchoFigures> =
+        runs.iter().filter_map(|c| c.echo.as_ref()).collect();
+    if !echoes.is_empty() {
+        r.set(
+            "switch.messages_sent",
+            Metric::Count(echoes.iter().map(|e| e.sent).sum()),
+        );
+        r.set(
+            "switch.messages_lost",
+            Metric::Count(echoes.iter().map(|e| e.lost).sum()),
+        );
+        r.set(
+            "switch.messages_duplicated",
+            Metric::Count(echoes.iter().map(|e| e.duplicated).sum()),
+        );
+    }
 }

@@ -9,7 +9,7 @@
 //! the virtual-clock runner does.
 
 use super::UdpRunError;
-use super::connect::{ClientRun, ConnectSettings, connect_with_truth};
+use super::connect::{ClientRun, ConnectSettings, SwitchPlan, connect_with_truth};
 use super::proxy::ProxySettings;
 use super::serve::{SceneServer, ServeOutcome, ServeSettings};
 use crate::config::RunConfig;
@@ -25,9 +25,39 @@ use std::time::{Duration, Instant};
 /// The profile name that puts no proxy between clients and server.
 pub const LOOPBACK_PROFILE: &str = "loopback";
 
+/// How long the server keeps a switching client's place in a run with
+/// [`UdpOptions::switch_at`]: far longer than a switch takes, so a slow one is measured
+/// rather than lost.
+pub const SWITCH_GRACE: Duration = Duration::from_secs(10);
+
+/// What a run over UDP does beside what a [`RunConfig`] says.
+#[derive(Debug, Clone, Default)]
+pub struct UdpOptions {
+    /// Seconds into play at which every client changes networks (`--switch-at`): a new
+    /// socket (a new port, so a new address at the proxy and the server) and a fresh
+    /// token from the runner's key; the server keeps its place ([`SWITCH_GRACE`]) and
+    /// echoes the numbered reliable messages the clients send, so loss and duplicates
+    /// across the switch are counted (`switch.*` in `docs/metrics.md`).
+    pub switch_at: Option<f64>,
+}
+
 /// Runs `config` (its scene by name) over real UDP on loopback and reports it.
 pub fn run(config: &RunConfig) -> Result<Report, UdpRunError> {
-    crate::with_scene!(config.scene.as_str(), S => run_scene::<S>(config),
+    run_with(config, &UdpOptions::default())
+}
+
+/// [`run`], with the options only a run over UDP has.
+pub fn run_with(config: &RunConfig, options: &UdpOptions) -> Result<Report, UdpRunError> {
+    if let Some(at) = options.switch_at {
+        if !(at.is_finite() && at > 0.0 && at < config.seconds) {
+            return Err(crate::RunError::Invalid(format!(
+                "--switch-at must lie within the run's (0, {}) s, got {at}",
+                config.seconds
+            ))
+            .into());
+        }
+    }
+    crate::with_scene!(config.scene.as_str(), S => run_scene::<S>(config, options),
         else Err(crate::RunError::UnknownScene(config.scene.clone()).into()))
 }
 
@@ -74,7 +104,7 @@ fn spawn_server<S: LabScene>(
 }
 
 /// [`run`] on scene `S`.
-fn run_scene<S: LabScene>(config: &RunConfig) -> Result<Report, UdpRunError> {
+fn run_scene<S: LabScene>(config: &RunConfig, options: &UdpOptions) -> Result<Report, UdpRunError> {
     if !(config.seconds > 0.0 && config.seconds <= 24.0 * 3600.0) {
         return Err(crate::RunError::Invalid(format!(
             "seconds must be in (0, 86400], got {}",
@@ -116,6 +146,7 @@ fn run_scene<S: LabScene>(config: &RunConfig) -> Result<Report, UdpRunError> {
     };
     let settings = ServeSettings {
         public_addresses: proxy_listen.into_iter().collect(),
+        resume_grace: options.switch_at.map(|_| SWITCH_GRACE),
         ..ServeSettings::new(loopback, key, clients)
     };
     let (server, server_addr, truth) = spawn_server::<S>(settings, config, &stop)?;
@@ -142,14 +173,22 @@ fn run_scene<S: LabScene>(config: &RunConfig) -> Result<Report, UdpRunError> {
 
     let mut threads = Vec::new();
     for k in 0..clients {
-        let token = keys::issue_token(&key, PROTOCOL_ID, k as u64 + 1, vec![target], 60, 5)
-            .and_then(|t| Ok(t.write()?))?;
+        let issue = move || {
+            keys::issue_token(&key, PROTOCOL_ID, k as u64 + 1, vec![target], 60, 5)
+                .and_then(|t| Ok(t.write()?))
+        };
+        let token = issue()?;
+        let switch = options.switch_at.map(|at| SwitchPlan {
+            at,
+            token: std::sync::Arc::new(move || issue().ok().map(|t| t.to_vec())),
+        });
         let settings = ConnectSettings {
             token: token.to_vec(),
             seconds: config.seconds,
             bot: false,
             ack_only: false,
             connect_timeout: Duration::from_secs(10),
+            switch,
         };
         let config = config.clone();
         let truth = truth.clone();

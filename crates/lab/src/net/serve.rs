@@ -49,6 +49,12 @@ pub struct ServeSettings {
     pub drain: Duration,
     /// Where to answer `/healthz`, `/readyz` and `/metrics` (`net::admin`).
     pub admin: Option<SocketAddr>,
+    /// How long a client whose connection timed out (or was replaced by a fresh token
+    /// from a new address) keeps its player for a resume
+    /// (`GameServer::set_resume_grace`); `None`: it leaves at once. With a grace, the
+    /// server also echoes every reliable message a client sends (`run --switch-at`
+    /// counts them).
+    pub resume_grace: Option<Duration>,
 }
 
 impl ServeSettings {
@@ -62,6 +68,7 @@ impl ServeSettings {
             matches: 1,
             drain: Duration::ZERO,
             admin: None,
+            resume_grace: None,
         }
     }
 }
@@ -201,6 +208,8 @@ impl<S: LabScene> SceneServer<S> {
         } else {
             GameServer::bind_matches(settings.bind, server_settings, servers)?
         };
+        let mut host = host;
+        host.set_resume_grace(settings.resume_grace);
         let truth = match (track_players, matches.first()) {
             (Some(n), Some(m)) => Some(new_truth(&m.scene, n, tick_hz, host.now())),
             _ => None,
@@ -308,8 +317,30 @@ impl<S: LabScene> SceneServer<S> {
                     counters,
                 } => self.leave(client, match_id, &format!("{reason:?}"), &counters),
                 SessionEvent::Second(second) => self.second(now, &second),
-                // The lab sets no resume grace: a timed-out client leaves at once.
-                SessionEvent::Away { .. } | SessionEvent::Resumed { .. } => {}
+                // With a resume grace: the player stays in the scene meanwhile.
+                SessionEvent::Away { client, match_id } => {
+                    tracing::info!(client_id = client, match_id, "client away")
+                }
+                SessionEvent::Resumed {
+                    client,
+                    addr,
+                    match_id,
+                    away,
+                } => tracing::info!(
+                    client_id = client,
+                    %addr,
+                    match_id,
+                    away_ms = away.as_millis() as u64,
+                    "client resumed"
+                ),
+            }
+        }
+        if self.settings.resume_grace.is_some() {
+            for (_, server) in self.host.matches_mut() {
+                while let Some((client, delivery, m)) = server.poll_message() {
+                    // An away client's echo waits in its session for its return.
+                    let _ = server.send_message(client, delivery, &m);
+                }
             }
         }
         now

@@ -1,7 +1,7 @@
 //! [`GameClient`]: a game's [`Client`] on a [`UdpClient`].
 
 use std::collections::VecDeque;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use lagless_core::{ProtocolError, Tick};
 use lagless_netcode::ClientState;
@@ -12,6 +12,48 @@ use crate::{TransportError, UdpClient};
 
 /// How long a connected client waits for the server's hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a [`GameClient`] with a [`TokenSource`] hears nothing from the server while
+/// it plays before it takes the silence for a change of network and resumes from a new
+/// socket ([`GameClient::set_switch_after`]). Longer than the 500 ms after which the
+/// hosted [`Client`] calls the link interrupted, so a short fade on a path that still
+/// works costs no handshake; shorter than the connection timeout tokens usually carry
+/// (`lagless token`: 5 s), so the client is back before the server would time it out. A
+/// resume on a path that was fine after all costs one handshake (two round trips) of
+/// sending nothing.
+pub const DEFAULT_SWITCH_AFTER: Duration = Duration::from_secs(2);
+
+/// Where a [`GameClient`] gets a fresh connect token for its own client id when it
+/// resumes by itself ([`GameClient::set_token_source`]): tokens come from the game's
+/// backend, which signs them. A closure `FnMut() -> Option<Vec<u8>>` is one.
+///
+/// `Send + Sync` so the client can live where the game's engine keeps it (a Bevy
+/// resource, another thread); a source fed by a channel wraps its receiver in a mutex.
+pub trait TokenSource: Send + Sync {
+    /// A fresh 2048-byte connect token for this client's id, or `None` when none is
+    /// ready yet (a request to the backend in flight): the client asks again on its
+    /// next update, and resumes once it has one.
+    fn fresh_token(&mut self) -> Option<Vec<u8>>;
+}
+
+impl<F: FnMut() -> Option<Vec<u8>> + Send + Sync> TokenSource for F {
+    fn fresh_token(&mut self) -> Option<Vec<u8>> {
+        self()
+    }
+}
+
+/// Why a [`GameClient`] resumed by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SwitchCause {
+    /// The game said the network changed ([`GameClient::network_changed`]).
+    Signalled,
+    /// Nothing arrived from the server for [`GameClient::set_switch_after`] while the
+    /// client played.
+    Suspected,
+    /// The client woke from a freeze longer than its connection's timeout: the server
+    /// has dropped the connection (and kept the place, if it has a resume grace).
+    Woke,
+}
 
 /// Where a [`GameClient`]'s session stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +82,21 @@ pub struct GameClientStats {
     pub send_failures: u64,
     /// The game's control messages dropped because it did not poll them.
     pub controls_dropped: u64,
+    /// Resumes the client started by itself, by cause: the game signalled a network
+    /// change ([`GameClient::network_changed`]).
+    pub switches_signalled: u64,
+    /// ... nothing arrived for [`GameClient::set_switch_after`] while it played.
+    pub switches_suspected: u64,
+    /// ... it woke from a freeze longer than its timeout.
+    pub resumes_after_freeze: u64,
+    /// Resumes the server did not take as one (its grace period was over, or it was
+    /// restarted, or it keeps no places): the hosted [`Client`] started over.
+    pub resumes_refused: u64,
+    /// Updates on which a resume waited because the [`TokenSource`] had no token yet.
+    pub token_waits: u64,
+    /// The last resume, automatic or not: how long from its first packet (the new
+    /// socket's connection request) to the first server tick applied after it.
+    pub last_back_in_play: Option<Duration>,
 }
 
 /// The game's control messages kept until polled ([`GameClient::poll_control`]); older
@@ -75,6 +132,24 @@ pub struct GameClient<W: PredictedWorld> {
     /// When [`GameClient::update`] last ran: the client sends nothing between two, so a
     /// gap longer than the timeout means the server has dropped it.
     last_update: Option<Duration>,
+    /// The client's clock: one epoch across connections, since every [`UdpClient`]
+    /// starts its own clock at zero and the hosted [`Client`] must not see time go back
+    /// when a resume brings a new one.
+    epoch: Instant,
+    /// Where fresh tokens come from for resuming by itself.
+    tokens: Option<Box<dyn TokenSource>>,
+    /// Silence while playing after which a switch is suspected.
+    switch_after: Option<Duration>,
+    /// A resume waiting for a token, and why.
+    pending_switch: Option<SwitchCause>,
+    /// When anything authenticated last came from the server (on [`GameClient::now`]'s
+    /// clock), and the netcode.io count of accepted packets then.
+    last_heard: (Duration, u64),
+    /// The connection in progress is a resume: when it began, the newest server tick
+    /// applied before it and the hosted client's restarts then; cleared once a newer
+    /// tick is applied (any tick, once the client started over: a new server's ticks
+    /// start again from zero).
+    resuming: Option<(Duration, Option<Tick>, u64)>,
 }
 
 impl<W: PredictedWorld> GameClient<W> {
@@ -92,6 +167,9 @@ impl<W: PredictedWorld> GameClient<W> {
     /// Hosts `client` on a [`UdpClient`] that is connecting or connected (one bound to a
     /// given address, say), as [`GameClient::connect`] does.
     pub fn over(udp: UdpClient, client: Client<W>, config: &NetConfig) -> Self {
+        let epoch = Instant::now()
+            .checked_sub(udp.now())
+            .unwrap_or_else(Instant::now);
         Self {
             udp,
             client,
@@ -102,6 +180,50 @@ impl<W: PredictedWorld> GameClient<W> {
             stats: GameClientStats::default(),
             controls: VecDeque::new(),
             last_update: None,
+            epoch,
+            tokens: None,
+            switch_after: Some(DEFAULT_SWITCH_AFTER),
+            pending_switch: None,
+            last_heard: (Duration::ZERO, 0),
+            resuming: None,
+        }
+    }
+
+    /// Lets the client resume by itself, with tokens from `source`, when the network
+    /// changes ([`GameClient::network_changed`]), when nothing arrives for
+    /// [`GameClient::set_switch_after`] while it plays, and when it wakes from a freeze
+    /// longer than its connection's timeout (instead of ending
+    /// [`SessionError::Suspended`]). Without a source (the default) it does none of
+    /// this: the game calls [`GameClient::resume`] or [`GameClient::reconnect`].
+    ///
+    /// Each token must name this client's id: the server
+    /// ([`GameServer::set_resume_grace`](super::GameServer::set_resume_grace)) gives the
+    /// player back to the same id. A resume whose handshake fails ends the session as a
+    /// connection would ([`SessionError::Connect`]); the next trigger is the game's.
+    /// Against a server without a resume grace, a resume from a new address waits for the
+    /// old connection's timeout (netcode.io refuses a second connection for a connected
+    /// id) and then starts over as a new player.
+    pub fn set_token_source(&mut self, source: impl TokenSource + 'static) {
+        self.tokens = Some(Box::new(source));
+    }
+
+    /// How long nothing may arrive from the server while the client plays before it
+    /// suspects its network changed and resumes ([`DEFAULT_SWITCH_AFTER`] by default;
+    /// `None`: never on silence). Only with a [`TokenSource`].
+    pub fn set_switch_after(&mut self, after: Option<Duration>) {
+        self.switch_after = after;
+    }
+
+    /// The game's word that the device's network changed (the platform's callback: Wi-Fi
+    /// to mobile data, a new address): the client resumes from a new socket with a fresh
+    /// token on its next update, without waiting for the old path's silence. Nothing
+    /// happens without a [`TokenSource`] or once the session has ended.
+    pub fn network_changed(&mut self) {
+        // A wake past the timeout already waits to resume, and keeps the dead
+        // connection unread meanwhile.
+        let waking = self.pending_switch == Some(SwitchCause::Woke);
+        if self.tokens.is_some() && !matches!(self.state, SessionState::Ended(_)) && !waking {
+            self.pending_switch = Some(SwitchCause::Signalled);
         }
     }
 
@@ -131,8 +253,17 @@ impl<W: PredictedWorld> GameClient<W> {
     /// The old connection is dropped without a goodbye: a disconnect reaching the server
     /// would make it leave at once, where the server takes the new connection's place
     /// over from it (or lets it time out) and keeps the player.
+    ///
+    /// When the server's hello says it did not take the connection as a resume (the
+    /// grace period was over, or the server keeps no places), the `Client` starts over
+    /// as [`GameClient::reconnect`] would have made it
+    /// ([`GameClientStats::resumes_refused`]).
     pub fn resume(&mut self, token_bytes: &[u8]) -> Result<(), TransportError> {
-        self.connect_again(token_bytes)
+        let before = self.client.replication().newest();
+        let restarts = self.client.stats().restarts;
+        self.connect_again(token_bytes)?;
+        self.resuming = Some((self.now(), before, restarts));
+        Ok(())
     }
 
     /// A new netcode.io connection from a new socket, the session waiting for its hello.
@@ -141,7 +272,50 @@ impl<W: PredictedWorld> GameClient<W> {
         self.state = SessionState::Connecting;
         self.connected_at = Duration::ZERO;
         self.last_update = None;
+        self.resuming = None;
+        self.pending_switch = None;
+        self.last_heard = (self.now(), 0);
         Ok(())
+    }
+
+    /// Resumes for `cause` with a token from the source, if it has one now; else the
+    /// resume waits for the next update. An unusable token (or no socket) ends the
+    /// session.
+    fn switch(&mut self, cause: SwitchCause) -> Result<(), SessionError> {
+        let Some(token) = self.tokens.as_mut().and_then(|t| t.fresh_token()) else {
+            self.pending_switch = Some(cause);
+            self.stats.token_waits += 1;
+            return Ok(());
+        };
+        if self.resume(&token).is_err() {
+            let attempts = self.udp.attempts();
+            return self.end(SessionError::Connect(crate::GaveUp {
+                attempts,
+                last: ClientState::InvalidConnectToken,
+                why: crate::GaveUpWhy::Token,
+            }));
+        }
+        let n = match cause {
+            SwitchCause::Signalled => &mut self.stats.switches_signalled,
+            SwitchCause::Suspected => &mut self.stats.switches_suspected,
+            SwitchCause::Woke => &mut self.stats.resumes_after_freeze,
+        };
+        *n += 1;
+        Ok(())
+    }
+
+    /// True when the client played and nothing came from the server for the switch
+    /// suspicion time (a live server sends every snapshot interval, and netcode.io
+    /// keep-alives besides).
+    fn switch_suspected(&mut self, now: Duration) -> bool {
+        let accepted = self.udp.netcode().stats().packets_accepted;
+        if accepted != self.last_heard.1 {
+            self.last_heard = (now, accepted);
+        }
+        let Some(after) = self.switch_after.filter(|_| self.tokens.is_some()) else {
+            return false;
+        };
+        self.state == SessionState::Ready && now.saturating_sub(self.last_heard.0) >= after
     }
 
     /// How long the client was silent before this update, if longer than the
@@ -168,9 +342,10 @@ impl<W: PredictedWorld> GameClient<W> {
         (silent > timeout).then_some(silent)
     }
 
-    /// Time since the client started: the clock the hosted [`Client`] runs on.
+    /// Time since the client started: the clock the hosted [`Client`] runs on, one
+    /// clock across its connections (a resume or a reconnection does not reset it).
     pub fn now(&self) -> Duration {
-        self.udp.now()
+        self.epoch.elapsed()
     }
 
     /// The game's client.
@@ -229,13 +404,31 @@ impl<W: PredictedWorld> GameClient<W> {
         }
         // Before the socket is read: a client woken after a long freeze must not take
         // what queued up meanwhile for a live connection.
-        let woke = self.udp.now();
+        let woke = self.now();
         if let Some(silent) = self.silent_too_long(woke) {
-            return self.end(SessionError::Suspended(silent));
+            if self.tokens.is_none() {
+                return self.end(SessionError::Suspended(silent));
+            }
+            // The old connection is dead on the server: nothing more of it is read or
+            // sent, even while the token source has no token yet.
+            self.state = SessionState::Connecting;
+            self.pending_switch = Some(SwitchCause::Woke);
         }
         self.last_update = Some(woke);
+        if let Some(cause) = self.pending_switch.take() {
+            self.switch(cause)?;
+            if self.pending_switch == Some(SwitchCause::Woke) {
+                return Ok(());
+            }
+        }
         self.udp.update();
-        let now = self.udp.now();
+        let now = self.now();
+        let suspected = self.switch_suspected(now);
+        if suspected && self.pending_switch.is_none() {
+            self.switch(SwitchCause::Suspected)?;
+            // The new socket's first update ran in its connect.
+            return Ok(());
+        }
         // Before the connection state: a refusal may come with the disconnect after it.
         let messages: Vec<Vec<u8>> = self.udp.recv_reliable().collect();
         for m in messages {
@@ -243,6 +436,7 @@ impl<W: PredictedWorld> GameClient<W> {
                 Ok(Control::Hello {
                     tick_hz,
                     snapshot_interval,
+                    resumed,
                 }) => {
                     if tick_hz != self.tick_hz {
                         return self.end(SessionError::Mismatch(Mismatch::TickRate {
@@ -256,6 +450,13 @@ impl<W: PredictedWorld> GameClient<W> {
                             server: snapshot_interval,
                             client: self.snapshot_interval,
                         }));
+                    }
+                    let played = self.client.session().server_instance().is_some();
+                    if !resumed && self.resuming.is_some() && played {
+                        // A new place on the server: the streams and acknowledgements
+                        // the Client kept belong to the old one.
+                        self.client.start_over();
+                        self.stats.resumes_refused += 1;
                     }
                     self.state = SessionState::Ready;
                 }
@@ -315,6 +516,14 @@ impl<W: PredictedWorld> GameClient<W> {
         }
         if self.is_ready() {
             self.client.update(now);
+            if let Some((began, before, restarts)) = self.resuming {
+                let newest = self.client.replication().newest();
+                let started_over = self.client.stats().restarts != restarts;
+                if newest.is_some() && (started_over || newest > before) {
+                    self.stats.last_back_in_play = Some(now.saturating_sub(began));
+                    self.resuming = None;
+                }
+            }
         }
         Ok(())
     }
@@ -331,7 +540,7 @@ impl<W: PredictedWorld> GameClient<W> {
         if !self.is_ready() {
             return;
         }
-        let now = self.udp.now();
+        let now = self.now();
         while let Some(p) = self.client.poll_transmit(now) {
             if self.udp.send(&p).is_err() {
                 self.stats.send_failures += 1;
@@ -354,7 +563,7 @@ impl<W: PredictedWorld> GameClient<W> {
 
     /// What to draw now ([`Client::render`] at [`GameClient::now`]).
     pub fn render(&mut self) -> Render {
-        let now = self.udp.now();
+        let now = self.now();
         self.client.render(now)
     }
 

@@ -21,7 +21,9 @@
 mod client;
 mod server;
 
-pub use client::{GameClient, GameClientStats, SessionState};
+pub use client::{
+    DEFAULT_SWITCH_AFTER, GameClient, GameClientStats, SessionState, SwitchCause, TokenSource,
+};
 pub use server::{
     DEFAULT_IDLE_TIMEOUT, GameServer, LeaveReason, MatchId, RefusedPackets, SessionEvent,
     SessionStats, match_of_user_data, match_user_data,
@@ -126,6 +128,10 @@ pub enum Control {
         tick_hz: u32,
         /// Ticks between snapshots.
         snapshot_interval: u32,
+        /// The connection took an away client's place back
+        /// ([`GameServer::set_resume_grace`]): its session goes on. A client that
+        /// resumed and reads `false` was taken as a new one, and starts over.
+        resumed: bool,
     },
     /// The client's packets announce settings this server cannot use; it is disconnected
     /// once it has this message (or after a grace period).
@@ -155,10 +161,12 @@ impl Control {
             Control::Hello {
                 tick_hz,
                 snapshot_interval,
+                resumed,
             } => {
                 w.write_u8(TAG_HELLO);
                 w.write_u32(*tick_hz);
                 w.write_u32(*snapshot_interval);
+                w.write_u8(u8::from(*resumed));
             }
             Control::Refused(Mismatch::TickRate { server, client }) => {
                 w.write_u8(TAG_REFUSED);
@@ -196,6 +204,15 @@ impl Control {
             TAG_HELLO => Control::Hello {
                 tick_hz: r.read_u32()?,
                 snapshot_interval: r.read_u32()?,
+                resumed: match r.read_u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => {
+                        return Err(WireError::Invalid {
+                            what: "hello's resumed flag",
+                        });
+                    }
+                },
             },
             TAG_REFUSED => Control::Refused(match r.read_u8()? {
                 MISMATCH_TICK_RATE => Mismatch::TickRate {
@@ -238,6 +255,12 @@ mod tests {
             Control::Hello {
                 tick_hz: 64,
                 snapshot_interval: 2,
+                resumed: false,
+            },
+            Control::Hello {
+                tick_hz: 30,
+                snapshot_interval: 1,
+                resumed: true,
             },
             Control::Refused(Mismatch::TickRate {
                 server: 64,
@@ -261,6 +284,7 @@ mod tests {
         }
         assert!(Control::decode(&[TAG_REFUSED, 9, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
         assert!(Control::decode(&[0]).is_err());
+        assert!(Control::decode(&[TAG_HELLO, 30, 0, 0, 0, 1, 0, 0, 0, 2]).is_err());
         // The game's message is whatever follows its tag, empty included.
         for payload in [vec![], vec![1, 2, 3]] {
             let c = Control::Game(payload);
@@ -288,6 +312,9 @@ mod tests {
             }
             if let [TAG_REFUSED, kind, ..] = &mut bytes[..] {
                 *kind %= 3;
+            }
+            if let [TAG_HELLO, .., flag] = &mut bytes[..] {
+                *flag %= 3;
             }
             if let Ok(c) = Control::decode(&bytes) {
                 assert_eq!(c.encode(), bytes, "decode then encode gives the same bytes");

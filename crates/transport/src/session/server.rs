@@ -534,12 +534,14 @@ impl<I: Input> GameServer<I> {
         self.client_match.keys().copied().collect()
     }
 
-    /// The hello a connecting client checks its settings against.
-    fn hello(&self) -> Control {
+    /// The hello a connecting client checks its settings against, saying whether the
+    /// connection took an away client's place back.
+    fn hello(&self, resumed: bool) -> Control {
         let config = self.server().session().config();
         Control::Hello {
             tick_hz: config.tick_hz,
             snapshot_interval: config.snapshot_interval,
+            resumed,
         }
     }
 
@@ -682,7 +684,7 @@ impl<I: Input> GameServer<I> {
         self.client_match.insert(client, id);
         self.last_game_packet.insert(client, self.udp.now());
         // A fresh connection's channel has room: this cannot fail.
-        let _ = self.udp.send_reliable(client, &self.hello().encode());
+        let _ = self.udp.send_reliable(client, &self.hello(false).encode());
         self.counts.connects += 1;
         self.push(SessionEvent::Connected {
             client,
@@ -726,7 +728,7 @@ impl<I: Input> GameServer<I> {
         let now = self.udp.now();
         self.last_game_packet.insert(client, now);
         // A fresh connection's channel has room: this cannot fail.
-        let _ = self.udp.send_reliable(client, &self.hello().encode());
+        let _ = self.udp.send_reliable(client, &self.hello(true).encode());
         self.counts.resumes += 1;
         self.push(SessionEvent::Resumed {
             client,

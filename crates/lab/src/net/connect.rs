@@ -469,9 +469,8 @@ fn play<S: LabScene>(
     // A NaN or negative time plays nothing; one too long for a Duration, for ever.
     let end = Duration::try_from_secs_f64(settings.seconds.max(0.0)).unwrap_or(Duration::MAX);
     let mut switch = Switch::new(settings.switch.clone());
-    let mut echo = (settings.switch.is_some()
-        && matches!(&client, Player::Full(_)))
-    .then(Echo::default);
+    let mut echo =
+        (settings.switch.is_some() && matches!(&client, Player::Full(_))).then(Echo::default);
     let ended = loop {
         let now = start.elapsed();
         switch.at(now, udp, &client, &setup, player)?;

@@ -47,6 +47,7 @@ fn session_controls() -> Vec<Vec<u8>> {
         Control::Hello {
             tick_hz: 64,
             snapshot_interval: 2,
+            client: 7,
         }
         .encode(),
         Control::Refused(Mismatch::TickRate {

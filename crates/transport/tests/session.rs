@@ -152,7 +152,8 @@ fn the_server_refuses_a_client_whose_packets_announce_another_tick_rate() {
         vec![
             Control::Hello {
                 tick_hz: 64,
-                snapshot_interval: 1
+                snapshot_interval: 1,
+                client: 9,
             },
             Control::Refused(mismatch)
         ]

@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use lagless_core::{ProtocolError, Tick};
+use lagless_core::{ClientId, ProtocolError, Tick};
 use lagless_netcode::ClientState;
 use lagless_replication::{Client, NetConfig, NetError, PredictedWorld, Render};
 
@@ -75,6 +75,8 @@ pub struct GameClient<W: PredictedWorld> {
     /// When [`GameClient::update`] last ran: the client sends nothing between two, so a
     /// gap longer than the timeout means the server has dropped it.
     last_update: Option<Duration>,
+    /// The id the server's hello named.
+    id: Option<ClientId>,
 }
 
 impl<W: PredictedWorld> GameClient<W> {
@@ -102,6 +104,7 @@ impl<W: PredictedWorld> GameClient<W> {
             stats: GameClientStats::default(),
             controls: VecDeque::new(),
             last_update: None,
+            id: None,
         }
     }
 
@@ -243,6 +246,7 @@ impl<W: PredictedWorld> GameClient<W> {
                 Ok(Control::Hello {
                     tick_hz,
                     snapshot_interval,
+                    client,
                 }) => {
                     if tick_hz != self.tick_hz {
                         return self.end(SessionError::Mismatch(Mismatch::TickRate {
@@ -258,6 +262,7 @@ impl<W: PredictedWorld> GameClient<W> {
                         }));
                     }
                     self.state = SessionState::Ready;
+                    self.id = Some(client);
                 }
                 Ok(Control::Refused(mismatch)) => {
                     return self.end(SessionError::Refused(mismatch));
@@ -317,6 +322,12 @@ impl<W: PredictedWorld> GameClient<W> {
             self.client.update(now);
         }
         Ok(())
+    }
+
+    /// The id the server knows this client by (the connect token's, which only the server
+    /// can read), as its hello said; `None` until the hello came.
+    pub fn client_id(&self) -> Option<ClientId> {
+        self.id
     }
 
     /// The next of the game's own messages the server sent with

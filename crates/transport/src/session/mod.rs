@@ -11,7 +11,8 @@
 //!
 //! Beside the game's packets (unreliable payloads, unchanged), the server sends
 //! [`Control`] messages on the transport's reliable channel: a [`Control::Hello`] with its
-//! tick rate and snapshot interval when a client connects, which the client checks against
+//! tick rate and snapshot interval when a client connects (and the id it knows the client
+//! by, [`GameClient::client_id`]), which the client checks against
 //! its own [`NetConfig`](lagless_replication::NetConfig) before it sends anything, and a
 //! [`Control::Refused`] to a client whose packets announce another tick rate (one that
 //! skipped the check), before it is disconnected. Either way the connection ends with a
@@ -126,6 +127,9 @@ pub enum Control {
         tick_hz: u32,
         /// Ticks between snapshots.
         snapshot_interval: u32,
+        /// The id the server knows this client by (its connect token's), which the
+        /// client cannot read from the token itself ([`GameClient::client_id`]).
+        client: lagless_core::ClientId,
     },
     /// The client's packets announce settings this server cannot use; it is disconnected
     /// once it has this message (or after a grace period).
@@ -155,10 +159,12 @@ impl Control {
             Control::Hello {
                 tick_hz,
                 snapshot_interval,
+                client,
             } => {
                 w.write_u8(TAG_HELLO);
                 w.write_u32(*tick_hz);
                 w.write_u32(*snapshot_interval);
+                w.write_u64(*client);
             }
             Control::Refused(Mismatch::TickRate { server, client }) => {
                 w.write_u8(TAG_REFUSED);
@@ -196,6 +202,7 @@ impl Control {
             TAG_HELLO => Control::Hello {
                 tick_hz: r.read_u32()?,
                 snapshot_interval: r.read_u32()?,
+                client: r.read_u64()?,
             },
             TAG_REFUSED => Control::Refused(match r.read_u8()? {
                 MISMATCH_TICK_RATE => Mismatch::TickRate {
@@ -238,6 +245,7 @@ mod tests {
             Control::Hello {
                 tick_hz: 64,
                 snapshot_interval: 2,
+                client: u64::MAX,
             },
             Control::Refused(Mismatch::TickRate {
                 server: 64,

@@ -534,12 +534,13 @@ impl<I: Input> GameServer<I> {
         self.client_match.keys().copied().collect()
     }
 
-    /// The hello a connecting client checks its settings against.
-    fn hello(&self) -> Control {
+    /// The hello a connecting client checks its settings against (and learns its id by).
+    fn hello(&self, client: ClientId) -> Control {
         let config = self.server().session().config();
         Control::Hello {
             tick_hz: config.tick_hz,
             snapshot_interval: config.snapshot_interval,
+            client,
         }
     }
 
@@ -682,7 +683,7 @@ impl<I: Input> GameServer<I> {
         self.client_match.insert(client, id);
         self.last_game_packet.insert(client, self.udp.now());
         // A fresh connection's channel has room: this cannot fail.
-        let _ = self.udp.send_reliable(client, &self.hello().encode());
+        let _ = self.udp.send_reliable(client, &self.hello(client).encode());
         self.counts.connects += 1;
         self.push(SessionEvent::Connected {
             client,
@@ -726,7 +727,7 @@ impl<I: Input> GameServer<I> {
         let now = self.udp.now();
         self.last_game_packet.insert(client, now);
         // A fresh connection's channel has room: this cannot fail.
-        let _ = self.udp.send_reliable(client, &self.hello().encode());
+        let _ = self.udp.send_reliable(client, &self.hello(client).encode());
         self.counts.resumes += 1;
         self.push(SessionEvent::Resumed {
             client,

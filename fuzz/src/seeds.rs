@@ -47,6 +47,8 @@ fn session_controls() -> Vec<Vec<u8>> {
         Control::Hello {
             tick_hz: 64,
             snapshot_interval: 2,
+            resumed: false,
+            client: 7,
         }
         .encode(),
         Control::Refused(Mismatch::TickRate {

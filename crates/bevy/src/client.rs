@@ -79,7 +79,8 @@ pub struct NetworkStatus {
     pub malformed_messages: u64,
 }
 
-/// This client's id, once known (from the transport).
+/// This client's id, once the transport knows it: the emulator's at once; over UDP
+/// (`lagless_transport::GameClient`) the one the server's hello names.
 #[derive(Resource, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LocalClient(pub ClientId);
 

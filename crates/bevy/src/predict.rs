@@ -5,7 +5,7 @@
 use crate::bevy::ecs::component::ComponentId;
 use crate::bevy::ecs::schedule::Schedule;
 use crate::bevy::prelude::{Entity, World};
-use crate::protocol::{NetId, NetInput, NetTick, Protocol, SimTick};
+use crate::protocol::{Kept, NetId, NetInput, NetTick, Protocol, SimTick};
 use lagless_replication::{
     Input, KindId, Pose, PredictedWorld, ReplicationClient, Rollback, Tick, pose_of, values_of,
 };
@@ -55,8 +55,16 @@ pub struct PredictionWorld<I: Input + Sync> {
     _input: std::marker::PhantomData<I>,
 }
 
-/// The owned entities' quantized codes after one tick, by id (with their generation).
-pub type Saved = BTreeMap<u32, (u32, Vec<i32>)>;
+/// What the prediction world remembers of one tick: per owned entity, its generation,
+/// its quantized codes (compared with the server's) and its components as they were,
+/// unquantized (a load keeps those the prediction had right).
+pub struct Saved(BTreeMap<u32, SavedEntity>);
+
+struct SavedEntity {
+    generation: u32,
+    codes: Vec<i32>,
+    kept: Vec<Kept>,
+}
 
 impl<I: Input + Sync> PredictionWorld<I> {
     /// An empty prediction world running `protocol`'s simulation.
@@ -254,17 +262,32 @@ impl<I: Input + Sync> Rollback for PredictionWorld<I> {
     }
 
     fn save(&self) -> Saved {
-        self.held
-            .iter()
-            .filter_map(|(id, h)| Some((*id, (h.generation, self.codes(h)?))))
-            .collect()
+        Saved(
+            self.held
+                .iter()
+                .filter_map(|(id, h)| {
+                    let entity = self.world.get_entity(h.entity).ok()?;
+                    let saved = SavedEntity {
+                        generation: h.generation,
+                        codes: self.protocol.codes(h.kind, &entity)?,
+                        kept: self.protocol.keep(h.kind, &entity)?,
+                    };
+                    Some((*id, saved))
+                })
+                .collect(),
+        )
     }
 
     fn diverged(&self, predicted: &Saved, confirmed: &ReplicationClient) -> bool {
         let diverged = self.owned.iter().any(|id| {
-            match (predicted.get(id), confirmed.get(*id)) {
+            match (predicted.0.get(id), confirmed.get(*id)) {
                 (None, None) => false,
-                (Some((generation, codes)), Some(server)) => {
+                (
+                    Some(SavedEntity {
+                        generation, codes, ..
+                    }),
+                    Some(server),
+                ) => {
                     // Per code: ints and bools exact, floats within a step (or as the
                     // component declared).
                     let tolerances = self.protocol.tolerances(server.kind);
@@ -287,7 +310,11 @@ impl<I: Input + Sync> Rollback for PredictionWorld<I> {
         diverged
     }
 
-    fn load(&mut self, confirmed: &ReplicationClient, _predicted: Option<&Saved>) {
+    /// Takes the server's state of the owned entities. A component whose codes the
+    /// prediction had right keeps its predicted value, unrounded: a rollback another
+    /// component made (a score only the server changes) leaves it where it was predicted,
+    /// instead of moving it by the server's rounding.
+    fn load(&mut self, confirmed: &ReplicationClient, predicted: Option<&Saved>) {
         let owned: Vec<u32> = self.owned.iter().copied().collect();
         for id in owned {
             let Some(server) = confirmed.get(id) else {
@@ -321,6 +348,14 @@ impl<I: Input + Sync> Rollback for PredictionWorld<I> {
             if let Ok(mut e) = self.world.get_entity_mut(entity) {
                 self.protocol
                     .apply(server.kind, &server.values, &mut e, &entity_of);
+                let same = predicted
+                    .and_then(|p| p.0.get(&id))
+                    .filter(|p| p.generation == server.generation);
+                if let Some(p) = same {
+                    let codes = (&server.codes[..], &p.codes[..], &p.kept[..]);
+                    self.protocol
+                        .restore_matching(server.kind, codes, &mut e, &entity_of);
+                }
             }
         }
     }

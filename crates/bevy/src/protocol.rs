@@ -168,6 +168,10 @@ pub struct Owner(pub lagless_replication::ClientId);
 type Has = fn(&EntityRef) -> bool;
 type Write = fn(&EntityRef, &mut StateWriter);
 type Apply = fn(&mut StateReader, &mut EntityWorldMut, &dyn Fn(u32) -> Option<Entity>);
+/// A component's value as the prediction world held it, unquantized.
+pub(crate) type Kept = Box<dyn std::any::Any + Send + Sync>;
+type Keep = fn(&EntityRef) -> Option<Kept>;
+type Restore = fn(&Kept, &mut EntityWorldMut, &dyn Fn(u32) -> Option<Entity>);
 
 /// One replicated component, type-erased.
 #[derive(Clone, Copy)]
@@ -175,6 +179,8 @@ struct ComponentFns {
     has: Has,
     write: Write,
     apply: Apply,
+    keep: Keep,
+    restore: Restore,
     /// Its fields' indices in the kind, and its declared tolerance.
     fields: (usize, usize),
     tolerance: Option<i32>,
@@ -228,20 +234,32 @@ impl NetKind {
             },
             // Only a changed value is written, so `Changed<C>` fires once per change
             // and an insert observer once per entity.
-            apply: |r, e, entity_of| {
-                let mut value = C::read(r);
-                value.map_entities(entity_of);
-                match e.get_mut::<C>() {
-                    Some(mut c) => {
-                        c.set_if_neq(value);
-                    }
-                    None => {
-                        e.insert(value);
-                    }
+            apply: |r, e, entity_of| set(e, C::read(r), entity_of),
+            keep: |e| e.get::<C>().map(|c| Box::new(c.clone()) as Kept),
+            restore: |kept, e, entity_of| {
+                if let Some(c) = kept.downcast_ref::<C>() {
+                    set(e, c.clone(), entity_of);
                 }
             },
         });
         self
+    }
+}
+
+/// Writes `value` (its references mapped) on `e`, only if it differs from what `e` holds.
+fn set<C: NetComponent>(
+    e: &mut EntityWorldMut,
+    mut value: C,
+    entity_of: &dyn Fn(u32) -> Option<Entity>,
+) {
+    value.map_entities(entity_of);
+    match e.get_mut::<C>() {
+        Some(mut c) => {
+            c.set_if_neq(value);
+        }
+        None => {
+            e.insert(value);
+        }
     }
 }
 
@@ -391,6 +409,44 @@ impl Protocol {
             (c.apply)(&mut r, entity, entity_of);
         }
         (k.mark)(entity);
+    }
+
+    /// `entity`'s replicated components as they are, unquantized; `None` when one is
+    /// missing.
+    pub(crate) fn keep(&self, kind: KindId, entity: &EntityRef) -> Option<Vec<Kept>> {
+        let k = self.kind(kind)?;
+        k.components.iter().map(|c| (c.keep)(entity)).collect()
+    }
+
+    /// Puts back on `entity` each component `kept` holds whose codes in `server` are
+    /// those in `predicted` (the prediction had it right, to the server's rounding).
+    pub(crate) fn restore_matching(
+        &self,
+        kind: KindId,
+        (server, predicted, kept): (&[i32], &[i32], &[Kept]),
+        entity: &mut EntityWorldMut,
+        entity_of: &dyn Fn(u32) -> Option<Entity>,
+    ) {
+        let (Some(k), Some(schema_kind)) = (self.kind(kind), self.inner.schema.get(kind)) else {
+            return;
+        };
+        let fields = schema_kind.fields();
+        for (c, kept) in k.components.iter().zip(kept) {
+            let (first, end) = c.fields;
+            let codes = match (
+                fields.get(first),
+                end.checked_sub(1).and_then(|l| fields.get(l)),
+            ) {
+                (Some(a), Some(b)) if first < end => a.offset..b.offset + b.ty.width(),
+                _ => continue,
+            };
+            if server
+                .get(codes.clone())
+                .is_some_and(|s| predicted.get(codes) == Some(s))
+            {
+                (c.restore)(kept, entity, entity_of);
+            }
+        }
     }
 
     fn kind(&self, kind: KindId) -> Option<&NetKind> {

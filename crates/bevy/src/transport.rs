@@ -116,6 +116,9 @@ where
     fn disconnect(&mut self) {
         GameClient::disconnect(self);
     }
+    fn id(&self) -> Option<ClientId> {
+        GameClient::client_id(self)
+    }
 }
 
 /// A seeded emulated network on a virtual clock, shared by a server and its clients (in

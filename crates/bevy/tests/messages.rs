@@ -1,5 +1,5 @@
-//! Game messages both ways over the emulated `mobile`, `lossy` and `awful` links: typed,
-//! registered once, reliable ones delivered once and in order, unreliable ones at most
+//! Game messages both ways over the emulated `mobile`, `lossy` and `awful` links, seeds 1-3:
+//! typed, registered once, reliable ones delivered once and in order, unreliable ones at most
 //! once; a game message is never read as the adapter's own (one whose bytes start like
 //! the ownership message does not touch prediction).
 use lagless_bevy::bevy::prelude::*;
@@ -122,7 +122,10 @@ fn client_talk(
 
 #[test]
 fn messages_both_ways_reliable_once_in_order_unreliable_at_most_once() {
-    for network in ["mobile", "lossy", "awful"] {
+    for (network, seed) in ["mobile", "lossy", "awful"]
+        .into_iter()
+        .flat_map(|n| (1..=3u64).map(move |s| (n, s)))
+    {
         let (net, protocol) = (EmulatedNetwork::new(), protocol());
         let mut server = App::new();
         server
@@ -134,7 +137,7 @@ fn messages_both_ways_reliable_once_in_order_unreliable_at_most_once() {
             .add_systems(Update, (server_join, server_talk));
         let mut clients: Vec<App> = (1..=2u64)
             .map(|id| {
-                let link = Duplex::symmetric(profile(network).expect("a profile"), id + 10);
+                let link = Duplex::symmetric(profile(network).expect("a profile"), seed * 8 + id);
                 net.add_client(id, link.expect("a link"));
                 let host = net.client(id, protocol.client::<u8>().expect("a client"));
                 let mut app = App::new();
@@ -158,7 +161,7 @@ fn messages_both_ways_reliable_once_in_order_unreliable_at_most_once() {
                 .filter(|m| m.0 == c)
                 .map(|m| m.1)
                 .collect();
-            assert_eq!(from, all, "{network}: reliable from client {c}");
+            assert_eq!(from, all, "{network} seed {seed}: reliable from client {c}");
             let raw: Vec<&Vec<u8>> = got.raw.iter().filter(|m| m.0 == c).map(|m| &m.1).collect();
             let mut seen: Vec<u8> = raw.iter().map(|b| b[2]).collect();
             seen.dedup();
@@ -169,7 +172,7 @@ fn messages_both_ways_reliable_once_in_order_unreliable_at_most_once() {
             );
             assert!(raw.iter().all(|b| b[..2] == [0xB0, 0x00]));
             println!(
-                "{network}: client {c} -> server: {} of {N} unreliable",
+                "{network} seed {seed}: client {c} -> server: {N} of {N} reliable in order, {} of {N} unreliable",
                 raw.len()
             );
         }
@@ -180,10 +183,15 @@ fn messages_both_ways_reliable_once_in_order_unreliable_at_most_once() {
         for (k, c) in clients.iter().enumerate() {
             let got = c.world().resource::<Got>();
             let from: Vec<u32> = got.numbered.iter().map(|m| m.1).collect();
-            assert_eq!(from, all, "{network}: reliable to client {}", k + 1);
+            assert_eq!(
+                from,
+                all,
+                "{network} seed {seed}: reliable to client {}",
+                k + 1
+            );
             assert!(!got.raw.is_empty() && got.raw.iter().all(|(_, b)| b[..2] == [0xB0, 0x00]));
             println!(
-                "{network}: server -> client {}: {} of {N} unreliable",
+                "{network} seed {seed}: server -> client {}: {N} of {N} reliable in order, {} of {N} unreliable",
                 k + 1,
                 got.raw.len()
             );

@@ -1,7 +1,7 @@
 //! The arena's server and a client as Bevy apps over real UDP on loopback
 //! (`lagless_transport::{GameServer, GameClient}` behind the plugins): the client is
 //! admitted with a netcode.io token, sees its player spawn, predicts it moving, and sees
-//! the coin the server owns.
+//! the coin the server owns; its `LocalClient` is the id its token was issued for.
 #[allow(dead_code)]
 #[path = "../examples/arena.rs"]
 mod arena;
@@ -58,6 +58,11 @@ fn arena_over_udp_on_loopback() {
     let status = client_app.world().resource::<NetworkStatus>();
     assert!(status.ready && status.error.is_none(), "{status:?}");
     assert!(status.rtt.is_some(), "a round trip was measured");
+    // The token was issued for client 7: the server's hello says so.
+    let local = client_app
+        .world()
+        .get_resource::<lagless_bevy::LocalClient>();
+    assert_eq!(local, Some(&lagless_bevy::LocalClient(7)));
     assert!(first_x.is_some(), "the client was told it owns its player");
     assert!(moved, "the predicted player moved right");
     assert!(saw_coin, "the server's coin was replicated");

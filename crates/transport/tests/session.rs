@@ -153,7 +153,8 @@ fn the_server_refuses_a_client_whose_packets_announce_another_tick_rate() {
             Control::Hello {
                 tick_hz: 64,
                 snapshot_interval: 1,
-                resumed: false
+                resumed: false,
+                client: 9,
             },
             Control::Refused(mismatch)
         ]

@@ -2,7 +2,7 @@
 
 #[cfg(doc)]
 use super::ConnectionConfig;
-use super::felt::{FeltCosts, UNDERRUN_SAMPLE, UnderrunCosts, distance};
+use super::felt::{FeltCosts, UNDERRUN_SAMPLE, UnderrunCosts, distance, rounding};
 use super::link::{ConnectionStats, LinkEvent, LinkState, LinkWatch};
 use super::{NetConfig, NetError};
 use crate::client::{ClientConfig, EntityEvent, ReplicationClient};
@@ -546,18 +546,33 @@ impl<W: PredictedWorld> Client<W> {
         let session = &self.session;
         let inputs = |t: Tick| session.input(t);
         let confirmed = essential.unwrap_or(&self.replication);
+        let rounding: Vec<f32> = predicted
+            .iter()
+            .map(|&id| {
+                confirmed
+                    .get(id)
+                    .and_then(|e| self.schema.get(e.kind))
+                    .map_or(0.0, rounding)
+            })
+            .collect();
         let present = self.predictor.present();
         let outcome = self
             .predictor
             .reconcile(&mut self.world, tick, confirmed, &inputs);
+        // The correction the prediction's error made: a move within the server's rounding
+        // is that rounding (a rollback for another field, a score the server gave, loads
+        // the quantized position), which no lead changes.
         let mut moved = 0.0f32;
         if matches!(
             outcome,
             Reconciled::RolledBack { .. } | Reconciled::Resynced { .. }
         ) {
-            for (id, old) in predicted.into_iter().zip(before) {
+            for ((id, old), rounding) in predicted.into_iter().zip(before).zip(rounding) {
                 if let (Some(old), Some(new)) = (old, self.world.pose(id)) {
-                    moved = moved.max(distance(old.position, new.position));
+                    let d = distance(old.position, new.position);
+                    if d > rounding {
+                        moved = moved.max(d);
+                    }
                     self.smoother(id).correct(
                         old.position,
                         old.rotation,
@@ -620,7 +635,12 @@ impl<W: PredictedWorld> Client<W> {
         let (Some(after), Some(present)) = (after, present) else {
             return;
         };
-        let wrong = self.session.guesses_wrong_between(after, tick);
+        // The state of `tick` is what the inputs of the ticks before it made: this one
+        // newly confirms the inputs of `after..tick`, and a wrong guess among them is
+        // what it corrects.
+        let wrong = self
+            .session
+            .guesses_wrong_between(after.saturating_sub(1), tick.saturating_sub(1));
         let horizon = present.diff(tick).max(0) as f64;
         self.felt.record(f64::from(moved), horizon, wrong);
         if let (Some(lead), Some(wrong)) = (self.felt.per_lead_tick(), self.felt.per_wrong_tick()) {

@@ -14,10 +14,17 @@
 //! - **A wrong tick**: the samples with wrong ticks, less what their horizon explains,
 //!   divided by the wrong ticks they cover.
 //!
+//! A reconciliation that moved a predicted entity no further than one grid step of its
+//! position on each axis ([`rounding`]) counts as one that moved nothing: loading the
+//! server's quantized state moves a player predicted right that far, whatever made the
+//! rollback (a score only the server changes, say), and no lead would have avoided it.
+//!
 //! Both are decaying sums (a minute's worth at 64 Hz), so a scene whose play changes is
 //! followed. Until wrong ticks have been seen, a wrong tick is taken to cost as much as
 //! [`PRIOR_WRONG_TICK_IN_LEAD_TICKS`] ticks of lead, a prior that the first few dozen
 //! measured ones outweigh.
+
+use crate::{FieldType, Kind};
 
 /// The weight a sample keeps after each new one: about a minute of ticks at 64 Hz.
 const DECAY: f64 = 1.0 - 1.0 / 4096.0;
@@ -156,6 +163,19 @@ impl UnderrunCosts {
     /// The jump an underrun tick costs, metres; `None` before any underrun.
     pub fn per_underrun_tick(&self) -> Option<f64> {
         (self.underrun_ticks > 0.0).then(|| self.jumps / self.underrun_ticks)
+    }
+}
+
+/// How far loading the server's state may move an entity of `kind` that was predicted
+/// right, metres: one grid step of its position field on each axis (the position shown
+/// before is the prediction's, rounded or not, and the one after starts from the
+/// server's rounded value). 0 for a kind without a vector position.
+pub(super) fn rounding(kind: &Kind) -> f32 {
+    match kind.position_field().map(|f| f.ty) {
+        Some(FieldType::Vector {
+            dims, resolution, ..
+        }) => resolution * f32::from(dims).sqrt(),
+        _ => 0.0,
     }
 }
 

@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use lagless_core::{ProtocolError, Tick};
+use lagless_core::{ClientId, ProtocolError, Tick};
 use lagless_netcode::ClientState;
 use lagless_replication::{Client, NetConfig, NetError, PredictedWorld, Render};
 
@@ -150,6 +150,8 @@ pub struct GameClient<W: PredictedWorld> {
     /// tick is applied (any tick, once the client started over: a new server's ticks
     /// start again from zero).
     resuming: Option<(Duration, Option<Tick>, u64)>,
+    /// The id the server's hello named.
+    id: Option<ClientId>,
 }
 
 impl<W: PredictedWorld> GameClient<W> {
@@ -186,6 +188,7 @@ impl<W: PredictedWorld> GameClient<W> {
             pending_switch: None,
             last_heard: (Duration::ZERO, 0),
             resuming: None,
+            id: None,
         }
     }
 
@@ -437,6 +440,7 @@ impl<W: PredictedWorld> GameClient<W> {
                     tick_hz,
                     snapshot_interval,
                     resumed,
+                    client,
                 }) => {
                     if tick_hz != self.tick_hz {
                         return self.end(SessionError::Mismatch(Mismatch::TickRate {
@@ -459,6 +463,7 @@ impl<W: PredictedWorld> GameClient<W> {
                         self.stats.resumes_refused += 1;
                     }
                     self.state = SessionState::Ready;
+                    self.id = Some(client);
                 }
                 Ok(Control::Refused(mismatch)) => {
                     return self.end(SessionError::Refused(mismatch));
@@ -526,6 +531,12 @@ impl<W: PredictedWorld> GameClient<W> {
             }
         }
         Ok(())
+    }
+
+    /// The id the server knows this client by (the connect token's, which only the server
+    /// can read), as its hello said; `None` until the hello came.
+    pub fn client_id(&self) -> Option<ClientId> {
+        self.id
     }
 
     /// The next of the game's own messages the server sent with

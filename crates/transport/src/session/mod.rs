@@ -11,7 +11,8 @@
 //!
 //! Beside the game's packets (unreliable payloads, unchanged), the server sends
 //! [`Control`] messages on the transport's reliable channel: a [`Control::Hello`] with its
-//! tick rate and snapshot interval when a client connects, which the client checks against
+//! tick rate and snapshot interval when a client connects (and the id it knows the client
+//! by, [`GameClient::client_id`]), which the client checks against
 //! its own [`NetConfig`](lagless_replication::NetConfig) before it sends anything, and a
 //! [`Control::Refused`] to a client whose packets announce another tick rate (one that
 //! skipped the check), before it is disconnected. Either way the connection ends with a
@@ -132,6 +133,9 @@ pub enum Control {
         /// ([`GameServer::set_resume_grace`]): its session goes on. A client that
         /// resumed and reads `false` was taken as a new one, and starts over.
         resumed: bool,
+        /// The id the server knows this client by (its connect token's), which the
+        /// client cannot read from the token itself ([`GameClient::client_id`]).
+        client: lagless_core::ClientId,
     },
     /// The client's packets announce settings this server cannot use; it is disconnected
     /// once it has this message (or after a grace period).
@@ -162,11 +166,13 @@ impl Control {
                 tick_hz,
                 snapshot_interval,
                 resumed,
+                client,
             } => {
                 w.write_u8(TAG_HELLO);
                 w.write_u32(*tick_hz);
                 w.write_u32(*snapshot_interval);
                 w.write_u8(u8::from(*resumed));
+                w.write_u64(*client);
             }
             Control::Refused(Mismatch::TickRate { server, client }) => {
                 w.write_u8(TAG_REFUSED);
@@ -213,6 +219,7 @@ impl Control {
                         });
                     }
                 },
+                client: r.read_u64()?,
             },
             TAG_REFUSED => Control::Refused(match r.read_u8()? {
                 MISMATCH_TICK_RATE => Mismatch::TickRate {
@@ -256,11 +263,13 @@ mod tests {
                 tick_hz: 64,
                 snapshot_interval: 2,
                 resumed: false,
+                client: u64::MAX,
             },
             Control::Hello {
                 tick_hz: 30,
                 snapshot_interval: 1,
                 resumed: true,
+                client: 7,
             },
             Control::Refused(Mismatch::TickRate {
                 server: 64,

@@ -535,13 +535,14 @@ impl<I: Input> GameServer<I> {
     }
 
     /// The hello a connecting client checks its settings against, saying whether the
-    /// connection took an away client's place back.
-    fn hello(&self, resumed: bool) -> Control {
+    /// connection took an away client's place back, and the id the client learns itself by.
+    fn hello(&self, resumed: bool, client: ClientId) -> Control {
         let config = self.server().session().config();
         Control::Hello {
             tick_hz: config.tick_hz,
             snapshot_interval: config.snapshot_interval,
             resumed,
+            client,
         }
     }
 
@@ -684,7 +685,9 @@ impl<I: Input> GameServer<I> {
         self.client_match.insert(client, id);
         self.last_game_packet.insert(client, self.udp.now());
         // A fresh connection's channel has room: this cannot fail.
-        let _ = self.udp.send_reliable(client, &self.hello(false).encode());
+        let _ = self
+            .udp
+            .send_reliable(client, &self.hello(false, client).encode());
         self.counts.connects += 1;
         self.push(SessionEvent::Connected {
             client,
@@ -728,7 +731,9 @@ impl<I: Input> GameServer<I> {
         let now = self.udp.now();
         self.last_game_packet.insert(client, now);
         // A fresh connection's channel has room: this cannot fail.
-        let _ = self.udp.send_reliable(client, &self.hello(true).encode());
+        let _ = self
+            .udp
+            .send_reliable(client, &self.hello(true, client).encode());
         self.counts.resumes += 1;
         self.push(SessionEvent::Resumed {
             client,

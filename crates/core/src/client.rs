@@ -131,6 +131,11 @@ pub struct ClientStats {
 /// newest-tick bookkeeping for good.
 pub const TICK_TRUST_SECS: f64 = 10.0;
 
+/// No packet from the server for this long is a silence of the link: for
+/// [`TICK_TRUST_SECS`] after it, ticks as old as the newest heard before it are plausible
+/// (what the link queued during it).
+const SILENCE: Duration = Duration::from_millis(500);
+
 /// Packets in a row that must contradict the client's server clock estimate, and agree
 /// with each other, before the client believes them over it. One bogus packet can come
 /// from anywhere; a steady stream that disagrees means the estimate itself came from a
@@ -185,6 +190,11 @@ pub struct ClientSession<I: Input> {
     /// The first tick and length of the current run of packets that contradicted the
     /// server clock estimate.
     contradictions: Option<(Tick, u32)>,
+    /// When the newest packet (with a plausible tick) arrived.
+    last_packet_at: Option<Duration>,
+    /// The last silence of the link: when it ended and the newest server tick heard
+    /// before it (what a link that queued through it delivers first is newer).
+    silence: Option<(Duration, Tick)>,
     snapshots: VecDeque<ReceivedSnapshot>,
     send_seq: Seq16,
     last_ping: Option<Duration>,
@@ -265,6 +275,8 @@ impl<I: Input> ClientSession<I> {
             last_slack_tick: None,
             newest_essential: None,
             contradictions: None,
+            last_packet_at: None,
+            silence: None,
             reassembler: reassembler(&config),
             snapshots: VecDeque::new(),
             send_seq: Seq16(0),
@@ -758,7 +770,13 @@ impl<I: Input> ClientSession<I> {
     /// with each other, the client starts over ([`ClientSession::resync`]) and takes the
     /// packet as its first.
     fn tick_is_plausible(&mut self, now: Duration, tick: Tick) -> bool {
+        if let (Some(last), Some(newest)) = (self.last_packet_at, self.newest_server_tick) {
+            if now.saturating_sub(last) >= SILENCE {
+                self.silence = Some((now, newest));
+            }
+        }
         if !self.clock_contradicts(now, Some(tick)) {
+            self.last_packet_at = Some(self.last_packet_at.map_or(now, |l| l.max(now)));
             self.contradictions = None;
             return true;
         }
@@ -804,11 +822,32 @@ impl<I: Input> ClientSession<I> {
     }
 
     /// True when the server clock estimate exists and `tick` lies farther from it than
-    /// [`TICK_TRUST_SECS`].
+    /// [`TICK_TRUST_SECS`]: ahead of it, or behind both it and the newest tick heard.
+    ///
+    /// Behind the estimate, the span the server went through while the client heard
+    /// nothing is plausible too: a link that queued through an outage delivers what the
+    /// server sent at its start, as old as the outage was long. Those packets agree with
+    /// each other, so after a 15 s outage they were believed over the clock: the
+    /// session started over (its clock, its inputs, the game's interpolation) just as the
+    /// fresh ones were about to arrive.
     fn clock_contradicts(&self, now: Duration, tick: Option<Tick>) -> bool {
         match (self.sync.server_position(now), tick) {
             (Some(expected), Some(t)) => {
-                (f64::from(t.0) - expected).abs() > self.trust_window_ticks()
+                let t = f64::from(t.0);
+                let window = self.trust_window_ticks();
+                let heard = self
+                    .newest_server_tick
+                    .map_or(expected, |n| expected.min(f64::from(n.0)));
+                // The newest tick may already be a fresh one that overtook the queue.
+                let heard = match self.silence {
+                    Some((ended, before))
+                        if now.saturating_sub(ended).as_secs_f64() < TICK_TRUST_SECS =>
+                    {
+                        heard.min(f64::from(before.0))
+                    }
+                    _ => heard,
+                };
+                t > expected + window || t < heard - window
             }
             _ => false,
         }
@@ -823,6 +862,7 @@ impl<I: Input> ClientSession<I> {
         self.reassembler = reassembler(&self.config);
         self.newest_essential = None;
         self.snapshots.clear();
+        self.silence = None;
         self.epoch += 1;
     }
 

@@ -338,6 +338,45 @@ fn a_far_off_tick_mid_session_is_refused_and_changes_nothing() {
 }
 
 #[test]
+fn what_a_link_held_through_a_long_outage_does_not_start_the_session_over() {
+    // 15 s of silence (past the 10 s a tick may lie from the clock), then the link
+    // delivers first what the server sent as the outage began: ticks 15 s behind the
+    // clock's estimate, agreeing with each other. They are old, not another timeline.
+    let mut h = one_client(8);
+    // Long enough that 11 s before the newest tick is a tick.
+    h.run_until(Duration::from_secs(12), &mut |_, _| 1);
+    let c = &mut h.clients[0].session;
+    let newest = c.newest_server_tick().expect("flowing").0;
+    let (epoch, before) = (c.epoch(), c.stats());
+    let back = h.now + Duration::from_secs(15);
+    // A fresh snapshot may overtake the queue: the held ones are still plausible.
+    let fresh = c.server_position(back).expect("a clock") as u32;
+    c.handle_packet(back, &fragment(49_999, fresh, 0, 1, 1))
+        .unwrap();
+    for k in 0..8u16 {
+        c.handle_packet(
+            back,
+            &fragment(50_000 + k, newest + 1 + u32::from(k), 0, 1, 1),
+        )
+        .unwrap();
+    }
+    let after = c.stats();
+    assert_eq!(after.tick_resyncs, before.tick_resyncs);
+    assert_eq!(after.implausible_ticks, before.implausible_ticks);
+    assert_eq!(c.epoch(), epoch);
+    // Still refused: a tick from further back than anything heard, or from the future.
+    assert_eq!(
+        c.handle_packet(back, &fragment(50_100, newest - 64 * 11, 0, 1, 1)),
+        Err(ProtocolError::TickOutOfRange)
+    );
+    let ahead = c.server_position(back).expect("a clock") as u32 + 64 * 11;
+    assert_eq!(
+        c.handle_packet(back, &fragment(50_101, ahead, 0, 1, 1)),
+        Err(ProtocolError::TickOutOfRange)
+    );
+}
+
+#[test]
 fn a_client_whose_first_packet_lied_about_the_tick_starts_over() {
     // The very first packet, echo and all, says the server is at tick 3 000 000 000: the
     // clock is set from it. The real packets that follow all contradict it and agree with

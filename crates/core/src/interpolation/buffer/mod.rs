@@ -269,7 +269,7 @@ impl<T: Interpolate> InterpolationBuffer<T> {
     pub fn push(&mut self, tick: Tick, arrival: Duration, sample: T) -> Result<(), PushError> {
         if let Some(newest) = self.newest {
             let ahead = tick.diff(newest);
-            if ahead.abs() > self.max_jump_ticks && !self.moved_on_during_silence(ahead, arrival) {
+            if ahead.abs() > self.max_jump_ticks && !self.moved_on(tick, ahead, arrival) {
                 if !self.foreign_timeline(tick) {
                     return Err(if ahead > 0 {
                         self.stats.too_far_ahead += 1;
@@ -313,19 +313,40 @@ impl<T: Interpolate> InterpolationBuffer<T> {
         Ok(())
     }
 
-    /// True when a snapshot `ahead` ticks past the newest, arriving at `arrival`, is the
-    /// same timeline moved on through a silence of the link (an outage longer than
-    /// [`InterpolationConfig::max_tick_jump`]): the ticks it skipped took about as long as
-    /// the silence did. Taking it as a new timeline would throw away the delay the buffer
-    /// had learned and play the next seconds at a warm-up's safe delay.
-    fn moved_on_during_silence(&self, ahead: i64, arrival: Duration) -> bool {
-        let Some(last) = self.last_arrival else {
+    /// True when a snapshot of `tick`, `ahead` ticks past the newest, arriving at
+    /// `arrival`, is the same timeline moved on through a silence of the link (an outage
+    /// longer than [`InterpolationConfig::max_tick_jump`]). Taking it as a new timeline
+    /// would throw away the delay the buffer had learned and play the next seconds at a
+    /// warm-up's safe delay, then slew back from it at the time-scale bound: after an 8 s
+    /// outage on the lab's `mobile`, 3-8 s shown up to 380 ms further in the past.
+    ///
+    /// Either test tells: the snapshot was not sent later than the clock the buffer
+    /// learned says it could have been (its offset no earlier than the fastest arrival,
+    /// give or take the outage threshold: a tick from the future is another timeline),
+    /// or the ticks it skipped took about as long as the silence before it. The clock is
+    /// the test that holds when a link that queued through the outage delivers its stale
+    /// snapshots first: they end the silence, and the fresh snapshots behind them skip
+    /// seconds of ticks milliseconds later, however long they queued. A server that
+    /// restarted numbers its ticks from far behind, which is never ahead.
+    fn moved_on(&self, tick: Tick, ahead: i64, arrival: Duration) -> bool {
+        if ahead <= 0 {
             return false;
-        };
-        let silence = arrival.as_secs_f64() - last;
-        let skipped = ahead as f64 * self.period;
-        let slack = self.max_jump_ticks as f64 * self.period;
-        ahead > 0 && silence >= self.config.outage.as_secs_f64() && skipped <= silence + slack
+        }
+        let at = arrival.as_secs_f64();
+        let slack = self.config.outage.as_secs_f64();
+        let offset = at - f64::from(tick.0) * self.period;
+        let on_clock = self
+            .delay
+            .clock()
+            .min_offset()
+            .is_some_and(|min| offset >= min - slack);
+        let after_silence = self.last_arrival.is_some_and(|last| {
+            let silence = at - last;
+            let skipped = ahead as f64 * self.period;
+            let jump = self.max_jump_ticks as f64 * self.period;
+            silence >= slack && skipped <= silence + jump
+        });
+        on_clock || after_silence
     }
 
     /// Counts a snapshot from another timeline; true once enough consistent ones arrived.

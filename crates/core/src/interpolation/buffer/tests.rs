@@ -552,3 +552,61 @@ fn an_outage_longer_than_the_tick_jump_keeps_the_timeline_and_its_delay() {
     }
     assert_eq!(c.stats().resyncs, 1, "{:?}", c.stats());
 }
+
+/// Playback's lag behind real time (seconds) at `now`, from the tick it shows.
+fn shown_lag(b: &mut InterpolationBuffer<f64>, now: Duration) -> Option<f64> {
+    let shown = b.sample_at(now)?.render_tick;
+    Some(now.as_secs_f64() - shown / 60.0)
+}
+
+#[test]
+fn a_link_that_queued_through_an_outage_does_not_start_playback_over() {
+    // 60 Hz, 40 ms (+0-8 ms) on the way. The link goes silent at tick 600 for 8 s (past
+    // the 4 s tick jump); the server sends for the first second of it, and the link
+    // delivers those stale snapshots at once when it returns, 10 ms apart, ahead of the
+    // fresh ones, which queue behind them.
+    let mut b = InterpolationBuffer::<f64>::new(InterpolationConfig {
+        tick_hz: 60,
+        ..InterpolationConfig::default()
+    });
+    let sent = |k: u32| Duration::from_secs_f64(f64::from(k) / 60.0);
+    let at = |k: u32| sent(k) + MS * 40 + MS * ((k * 7919) % 9);
+    let frame = MS * 1000 / 60;
+    let mut now = Duration::ZERO;
+    let back = sent(1080) + MS * 40;
+    let mut lag_before = 0.0;
+    let mut lag_after = None;
+    let mut feed = |b: &mut InterpolationBuffer<f64>, k: u32, arrival: Duration| {
+        while now + frame <= arrival {
+            now += frame;
+            let lag = shown_lag(b, now);
+            if now < sent(600) {
+                lag_before = lag.unwrap_or(lag_before);
+            }
+            if now <= back + MS * 2000 {
+                lag_after = lag;
+            }
+        }
+        let _ = b.push(Tick(k), arrival, f64::from(k));
+    };
+    for k in 0..600u32 {
+        feed(&mut b, k, at(k));
+    }
+    let held = 60u32;
+    for k in 600..600 + held {
+        feed(&mut b, k, back + MS * 10 * (k - 600));
+    }
+    let drained = back + MS * 10 * held;
+    for k in 1080..1500u32 {
+        feed(&mut b, k, at(k).max(drained));
+    }
+    assert_eq!(b.stats().resyncs, 0, "{:?}", b.stats());
+    assert_eq!(b.stats().outages, 1, "{:?}", b.stats());
+    // Two seconds after the return, the others are shown as far in the past as before
+    // it (within 20%), not at a warm-up's delay being slewed off at 10%.
+    let after = lag_after.expect("playing");
+    assert!(
+        (after - lag_before).abs() <= lag_before * 0.2 + 0.005,
+        "{lag_before} s behind before the outage, {after} s two seconds after it"
+    );
+}

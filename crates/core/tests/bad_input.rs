@@ -365,15 +365,15 @@ fn what_a_link_held_through_a_long_outage_does_not_start_the_session_over() {
     assert_eq!(after.implausible_ticks, before.implausible_ticks);
     assert_eq!(c.epoch(), epoch);
     // Still refused: a tick from further back than anything heard, or from the future.
-    assert_eq!(
+    assert!(matches!(
         c.handle_packet(back, &fragment(50_100, newest - 64 * 11, 0, 1, 1)),
-        Err(ProtocolError::TickOutOfRange)
-    );
+        Err(ProtocolError::TickOutOfRange { .. })
+    ));
     let ahead = c.server_position(back).expect("a clock") as u32 + 64 * 11;
-    assert_eq!(
+    assert!(matches!(
         c.handle_packet(back, &fragment(50_101, ahead, 0, 1, 1)),
-        Err(ProtocolError::TickOutOfRange)
-    );
+        Err(ProtocolError::TickOutOfRange { .. })
+    ));
 }
 
 #[test]

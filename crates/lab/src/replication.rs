@@ -338,7 +338,7 @@ impl<S: LabScene> SnapshotSender<S> {
     /// What lightyear on bevy_replicon would send each of `clients` now: every entity whose
     /// f32 state changed in any bit since the last snapshot, as a varint entity id and its
     /// components serialized by postcard (floats at full width, flags a byte each).
-    /// The uncompressed baseline is counted beside it ([`Self::count_plain`]).
+    /// The uncompressed baseline is counted beside it (`count_plain`).
     /// Call once per snapshot tick, outside the server's timed work: it is the lab's
     /// measurement, not anything a server does.
     pub fn count_peer(&mut self, scene: &S, clients: usize) {

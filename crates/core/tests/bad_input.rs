@@ -798,9 +798,16 @@ fn snapshot_acknowledgements_name_every_snapshot_held() {
     assert_eq!(c.snapshot_acks(), 0b11);
     c.acknowledge_snapshot(Tick(11));
     c.acknowledge_snapshot(Tick(12));
-    assert_eq!((c.snapshot_ack(), c.snapshot_acks()), (Some(Tick(12)), 0b11));
+    assert_eq!(
+        (c.snapshot_ack(), c.snapshot_acks()),
+        (Some(Tick(12)), 0b11)
+    );
     c.acknowledge_snapshot(Tick(44));
-    assert_eq!(c.snapshot_acks(), 1 << 31, "12 is the last bit; 11 and 10 are dropped");
+    assert_eq!(
+        c.snapshot_acks(),
+        1 << 31,
+        "12 is the last bit; 11 and 10 are dropped"
+    );
     c.acknowledge_snapshot(Tick(11));
     assert_eq!(c.snapshot_acks(), 1 << 31, "beyond the field: ignored");
     c.acknowledge_snapshot(Tick(1000));

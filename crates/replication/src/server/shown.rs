@@ -7,8 +7,8 @@
 //! as the client predicts waits; one that hit something goes.
 
 use super::store::Live;
-use super::{Pending, Sight};
 use super::views::InFlight;
+use super::{Pending, Sight};
 use crate::ReplicationConfig;
 use crate::snapshot::Change;
 use crate::view::{Entry, View};

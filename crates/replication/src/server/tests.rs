@@ -218,7 +218,11 @@ fn forged_acknowledgements_are_harmless() {
     }
     for id in 0..20u32 {
         let held = client.get(id).map(|e| e.codes.to_vec());
-        assert_eq!(held, server.codes(id).map(|(_, c)| c.to_vec()), "entity {id}");
+        assert_eq!(
+            held,
+            server.codes(id).map(|(_, c)| c.to_vec()),
+            "entity {id}"
+        );
     }
     assert!(server.client_stats(1).expect("client").stale_acks > 0);
 }

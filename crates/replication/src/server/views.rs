@@ -293,10 +293,7 @@ impl ClientState {
         let (view, covered) = match (&self.views.acked, base) {
             (Some(a), Some(_)) => {
                 let d = tick.0.wrapping_sub(a.tick.0);
-                (
-                    a.view.clone(),
-                    shifted(a.covered | a.merged, d) | bit(d),
-                )
+                (a.view.clone(), shifted(a.covered | a.merged, d) | bit(d))
             }
             _ => (View::new(), 0),
         };

@@ -292,7 +292,10 @@ fn choose(
             });
             continue;
         }
-        if misses >= MAX_MISSES || used + ENTRY_GUESS + 8 > room.cap {
+        // The first entity goes even if it alone is over the room: one larger than the
+        // least a snapshot carries would otherwise never go at the budget's floor.
+        let first = chosen.iter().all(|c| c.body.is_none());
+        if !first && (misses >= MAX_MISSES || used + ENTRY_GUESS + 8 > room.cap) {
             deferred += candidates.len() - k;
             break;
         }
@@ -300,14 +303,16 @@ fn choose(
             continue;
         };
         let cost = body.1 + ENTRY_GUESS;
-        if used + cost > room.cap {
+        let alone = used + cost > room.cap;
+        if alone && !first {
             deferred += 1;
             misses += 1;
             continue;
         }
         misses = 0;
         used += cost;
-        let rank = chosen.len() + 1;
+        // Over the room alone, it is not dropped to fit (rank 0, as a despawn).
+        let rank = if alone { 0 } else { chosen.len() + 1 };
         chosen.push(Chosen {
             id: cand.id,
             change,

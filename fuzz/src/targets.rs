@@ -198,9 +198,11 @@ pub fn cube_snapshot(data: &[u8]) {
 pub(crate) const DELTA_TICK: u32 = 100;
 pub(crate) const DELTA_BASELINE_TICK: u32 = 97;
 
-/// A replication server of the cube scene after its snapshot of [`DELTA_BASELINE_TICK`]
-/// was acknowledged, and a client that decoded it: a small real scene (16 cubes, two
-/// players) after a player pushed into it. Built once.
+/// A replication server of the cube scene after its snapshots of the three ticks to
+/// [`DELTA_BASELINE_TICK`] were acknowledged (the newest naming the two before it), and a
+/// client that decoded them: a small real scene (16 cubes, two players) after a player
+/// pushed into it. Its snapshots go against the newest with the two before merged, so
+/// the decoder's merge is fuzzed too. Built once.
 pub(crate) fn replication_pair() -> &'static (ReplicationServer, ReplicationClient) {
     static PAIR: OnceLock<(ReplicationServer, ReplicationClient)> = OnceLock::new();
     PAIR.get_or_init(new_replication_pair)
@@ -215,11 +217,12 @@ pub(crate) fn new_replication_pair() -> (ReplicationServer, ReplicationClient) {
         server.add_client(1);
         let scene = crate::seeds::pushed_scene(30);
         let _ = replicate::capture(&scene, &mut server);
-        let tick = Tick(DELTA_BASELINE_TICK);
-        if let Ok(s) = server.encode(1, tick, Duration::ZERO) {
-            let _ = client.receive(tick, &s.bytes);
-            server.acknowledge(1, tick, Duration::ZERO);
+        for tick in DELTA_BASELINE_TICK - 2..=DELTA_BASELINE_TICK {
+            if let Ok(s) = server.encode(1, Tick(tick), Duration::ZERO) {
+                let _ = client.receive(Tick(tick), &s.bytes);
+            }
         }
+        server.acknowledge_many(1, Tick(DELTA_BASELINE_TICK), 0b11, Duration::ZERO);
         (server, client)
     }
 }

@@ -184,6 +184,9 @@ pub struct ClientSession<I: Input> {
     acked_through: Option<Tick>,
     /// Newest snapshot the game reported holding ([`ClientSession::acknowledge_snapshot`]).
     snapshot_ack: Option<Tick>,
+    /// The snapshots of the 32 ticks before it the game reported too: bit `i` is tick
+    /// `snapshot_ack - 1 - i`.
+    snapshot_acks: u32,
     last_slack_tick: Option<Tick>,
     reassembler: Reassembler,
     newest_essential: Option<Tick>,
@@ -272,6 +275,7 @@ impl<I: Input> ClientSession<I> {
             send_floor: Tick(0),
             acked_through: None,
             snapshot_ack: None,
+            snapshot_acks: 0,
             last_slack_tick: None,
             newest_essential: None,
             contradictions: None,
@@ -879,6 +883,7 @@ impl<I: Input> ClientSession<I> {
         self.sent_through = None;
         self.send_floor = Tick(0);
         self.snapshot_ack = None;
+        self.snapshot_acks = 0;
         self.contradictions = None;
         self.sent_leads.clear();
         self.echoed_lead = None;
@@ -977,18 +982,42 @@ impl<I: Input> ClientSession<I> {
 
     /// Reports that the game decoded and kept the snapshot of `tick`, so the server may
     /// delta-encode later snapshots against it (the `lagless-replication` crate does). Every input
-    /// message carries the newest tick reported; older reports are ignored.
+    /// message carries the newest tick reported and which of the 32 ticks before it were
+    /// reported too, so the server learns of every snapshot that arrived (and, from the
+    /// gaps, of every one that did not); a report older than that is left out.
     ///
     /// Call it only for snapshots the game can use as a baseline: not for essential parts,
     /// and not for snapshots that failed to decode. A game that never calls it is never
     /// sent a delta against anything, which is always safe.
     pub fn acknowledge_snapshot(&mut self, tick: Tick) {
-        self.snapshot_ack = Some(self.snapshot_ack.map_or(tick, |a| a.max(tick)));
+        match self.snapshot_ack {
+            None => {
+                self.snapshot_ack = Some(tick);
+                self.snapshot_acks = 0;
+            }
+            Some(a) if tick > a => {
+                // The old newest becomes bit `d - 1`; what falls past bit 31 is dropped.
+                let d = u64::from(tick.0 - a.0);
+                let bits = (u64::from(self.snapshot_acks) << d.min(63)) | (1u64 << (d - 1).min(63));
+                self.snapshot_acks = bits as u32;
+                self.snapshot_ack = Some(tick);
+            }
+            Some(a) if tick < a && a.0 - tick.0 <= 32 => {
+                self.snapshot_acks |= 1 << (a.0 - tick.0 - 1);
+            }
+            Some(_) => {}
+        }
     }
 
     /// The newest snapshot tick reported with [`ClientSession::acknowledge_snapshot`].
     pub fn snapshot_ack(&self) -> Option<Tick> {
         self.snapshot_ack
+    }
+
+    /// Which of the 32 ticks before [`Self::snapshot_ack`] were reported too: bit `i` is
+    /// tick `snapshot_ack - 1 - i`. What every input message carries beside the newest.
+    pub fn snapshot_acks(&self) -> u32 {
+        self.snapshot_acks
     }
 
     /// The next complete snapshot, oldest first (stale ones were already dropped).
@@ -1102,6 +1131,11 @@ impl<I: Input> ClientSession<I> {
             seq: self.send_seq,
             client_time_us: stamp,
             snapshot_ack: self.snapshot_ack.map(Tick::to_wire),
+            snapshot_acks: if self.snapshot_ack.is_some() {
+                self.snapshot_acks
+            } else {
+                0
+            },
             start_tick: start.to_wire(),
             inputs,
             // Until the client holds a snapshot, so the server can check our rate.

@@ -13,6 +13,7 @@
 //! input    = 'I' seq:u16 client_time_us:u32 flags:u8
 //!            [tick_hz:varint]                            flags bit 1
 //!            ( ack:u16 start_offset:zigzag               flags bit 0: snapshot ack
+//!              not_acks:varint                           (the complement of snapshot_acks)
 //!            | start_tick:u16 )                          otherwise
 //!            count:varint  runs x { repeat:varint input }
 //!            [len:varint channel packet]                 flags bit 2: messages
@@ -38,8 +39,13 @@
 //! A snapshot's fragments share [`FRAGMENT_PAYLOAD_BYTES`] of room each: fragment 0's
 //! section comes out of its room, and every fragment but the last fills its room exactly
 //! (section plus payload). Packets without messages are byte for byte what they were before
-//! the section existed, and an old client's input messages (flag bits 2 and 3 clear) decode
-//! unchanged.
+//! the section existed.
+//!
+//! An input message with a snapshot acknowledgement names, after the newest snapshot, which
+//! of the 32 ticks before it the client holds too (`not_acks`), so the server rebuilds the
+//! client's view from exactly the snapshots that arrived: a change in a snapshot that
+//! arrived is not sent again. A client from before that field is not understood: the
+//! transport's protocol id changed with it.
 
 use crate::channel::{MAX_CHANNEL_PACKET_BYTES, varint_len};
 use crate::{Input, ProtocolError};
@@ -67,6 +73,12 @@ pub struct InputMessage<I> {
     pub client_time_us: u32,
     /// Newest complete snapshot the client holds (low 16 bits of its tick), if any.
     pub snapshot_ack: Option<Seq16>,
+    /// The snapshots of the 32 ticks before `snapshot_ack` the client also holds: bit `i`
+    /// is tick `snapshot_ack - 1 - i` (0 without an ack). Repeated in every message, so
+    /// a server learns of each snapshot that arrived, not only the newest, and one lost
+    /// message loses none of it. Sent as the varint of its complement: one byte while
+    /// every snapshot arrives.
+    pub snapshot_acks: u32,
     /// Low 16 bits of the tick of `inputs[0]`; expanded by the server against its own tick.
     pub start_tick: Seq16,
     /// Inputs for consecutive ticks starting at `start_tick` (may be empty: a ping).
@@ -105,6 +117,7 @@ impl<I: Input> InputMessage<I> {
                 // relative to the ack instead of 16 bits (the Unity physics prediction
                 // article packs it in 8-10 bits).
                 w.write_varint_i32(i32::from(self.start_tick.diff(a)));
+                w.write_varint_u32(!self.snapshot_acks);
             }
             None => w.write_u16(self.start_tick.0),
         }
@@ -142,14 +155,15 @@ impl<I: Input> InputMessage<I> {
         } else {
             None
         };
-        let (snapshot_ack, start_tick) = if flags & 1 != 0 {
+        let (snapshot_ack, start_tick, snapshot_acks) = if flags & 1 != 0 {
             let ack = Seq16(r.read_u16()?);
             let delta = i16::try_from(r.read_varint_i32()?).map_err(|_| WireError::Invalid {
                 what: "start tick offset",
             })?;
-            (Some(ack), Seq16(ack.0.wrapping_add_signed(delta)))
+            let acks = !r.read_varint_u32()?;
+            (Some(ack), Seq16(ack.0.wrapping_add_signed(delta)), acks)
         } else {
-            (None, Seq16(r.read_u16()?))
+            (None, Seq16(r.read_u16()?), 0)
         };
         let count = r.read_count(max_inputs, "input count")?;
         let mut inputs: Vec<I> = Vec::with_capacity(count);
@@ -182,6 +196,7 @@ impl<I: Input> InputMessage<I> {
             seq,
             client_time_us,
             snapshot_ack,
+            snapshot_acks,
             start_tick,
             inputs,
             tick_hz,
@@ -482,6 +497,7 @@ mod tests {
             seq: Seq16(7),
             client_time_us: 123_456,
             snapshot_ack: Some(Seq16(65535)),
+            snapshot_acks: u32::MAX,
             start_tick: Seq16(65530),
             inputs,
             tick_hz: None,
@@ -495,8 +511,9 @@ mod tests {
         let m = input_msg(vec![3; 32]);
         let mut w = Writer::new();
         m.encode(&mut w);
-        // kind+seq+time+flags+ack + start (1-byte offset from the ack) + count + one run
-        assert_eq!(w.len(), 1 + 2 + 4 + 1 + 2 + 1 + 1 + 2);
+        // kind+seq+time+flags+ack + start (1-byte offset from the ack) + the other acks
+        // (every one held: one byte) + count + one run
+        assert_eq!(w.len(), 1 + 2 + 4 + 1 + 2 + 1 + 1 + 1 + 2);
         assert_eq!(InputMessage::<u8>::decode(w.as_bytes(), 64).unwrap(), m);
     }
 
@@ -531,11 +548,11 @@ mod tests {
         bad[7] = 0x80;
         assert!(InputMessage::<u8>::decode(&bad, 64).is_err());
         let mut bad = good.clone();
-        bad[12] = 0; // first run length
+        bad[13] = 0; // first run length
         assert!(InputMessage::<u8>::decode(&bad, 64).is_err());
         // Two runs of the same input: the encoder would have merged them.
         let mut bad = good.clone();
-        bad[15] = bad[13];
+        bad[16] = bad[14];
         assert_eq!(
             InputMessage::<u8>::decode(&bad, 64),
             Err(ProtocolError::Wire(WireError::Invalid {
@@ -603,10 +620,11 @@ mod tests {
     }
 
     #[test]
-    fn an_old_clients_input_message_still_decodes() {
-        // Bytes as a client from before message sections wrote them: flags 0b01.
+    fn an_input_message_without_sections_decodes() {
+        // Bytes without message sections (flags 0b01), every snapshot before the newest
+        // held (the complement of the bits: 0).
         let old = [
-            KIND_INPUT, 7, 0, 0x40, 0xe2, 0x01, 0, 0b01, 0xff, 0xff, 9, 32, 32, 3,
+            KIND_INPUT, 7, 0, 0x40, 0xe2, 0x01, 0, 0b01, 0xff, 0xff, 9, 0, 32, 32, 3,
         ];
         let m = InputMessage::<u8>::decode(&old, 64).unwrap();
         assert_eq!(m, input_msg(vec![3; 32]));
@@ -630,7 +648,7 @@ mod tests {
         assert_eq!(good[7], 0b1101);
         assert_eq!(InputMessage::<u8>::decode(&good, 64).unwrap(), m);
         // The section is the last field: a two-byte length and its bytes.
-        assert_eq!(good.len(), 1 + 2 + 4 + 1 + 2 + 1 + 1 + 4 + 2 + 300);
+        assert_eq!(good.len(), 1 + 2 + 4 + 1 + 2 + 1 + 1 + 1 + 4 + 2 + 300);
         for n in 0..good.len() {
             assert!(InputMessage::<u8>::decode(&good[..n], 64).is_err(), "{n}");
         }
@@ -711,13 +729,14 @@ mod tests {
 
     proptest! {
         #[test]
-        fn input_round_trip_is_byte_identical(seq: u16, t: u32, ack: Option<u16>, start: u16,
+        fn input_round_trip_is_byte_identical(seq: u16, t: u32, ack: Option<u16>, acks: u32, start: u16,
                                               inputs in proptest::collection::vec(0u8..4, 0..64),
                                               tick_hz in proptest::option::of(1u16..=1000),
                                               resync: bool,
                                               // What room 64 one-byte inputs leave.
                                               messages in proptest::option::of(proptest::collection::vec(any::<u8>(), 1..1000))) {
-            let m = InputMessage { seq: Seq16(seq), client_time_us: t, snapshot_ack: ack.map(Seq16), start_tick: Seq16(start), inputs, tick_hz, resync, messages };
+            let acks = if ack.is_some() { acks } else { 0 };
+            let m = InputMessage { seq: Seq16(seq), client_time_us: t, snapshot_ack: ack.map(Seq16), snapshot_acks: acks, start_tick: Seq16(start), inputs, tick_hz, resync, messages };
             let mut w = Writer::new();
             m.encode(&mut w);
             let d = InputMessage::<u8>::decode(w.as_bytes(), 64).unwrap();

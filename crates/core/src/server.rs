@@ -204,6 +204,9 @@ struct ClientSlot<I> {
     seq_span: SeqSpan,
     send_seq: Seq16,
     snapshot_ack: Option<Tick>,
+    /// The snapshots of the 32 ticks before `snapshot_ack` the newest packet said the
+    /// client holds too (bit `i`: tick `snapshot_ack - 1 - i`).
+    snapshot_acks: u32,
     /// The tick of the last snapshot queued for this client.
     snapshot_sent: Option<Tick>,
     /// The tick of the first snapshot queued for this client: an acknowledgement of an
@@ -290,6 +293,15 @@ impl<I: Input> ServerSession<I> {
         self.clients.get(&id).and_then(|c| c.snapshot_ack)
     }
 
+    /// The newest complete snapshot tick the client reported holding, and which of the 32
+    /// ticks before it it holds too (bit `i`: tick `newest - 1 - i`), as its newest packet
+    /// said ([`crate::ClientSession::acknowledge_snapshot`]). The client's word: a server
+    /// must expect ticks it never sent a snapshot of.
+    pub fn snapshot_acks(&self, id: ClientId) -> Option<(Tick, u32)> {
+        let c = self.clients.get(&id)?;
+        Some((c.snapshot_ack?, c.snapshot_acks))
+    }
+
     /// Registers a client (the transport has authenticated it).
     pub fn add_client(&mut self, id: ClientId) -> Result<(), ProtocolError> {
         if self.clients.contains_key(&id) {
@@ -315,6 +327,7 @@ impl<I: Input> ServerSession<I> {
                 seq_span: SeqSpan::default(),
                 send_seq: Seq16(0),
                 snapshot_ack: None,
+                snapshot_acks: 0,
                 snapshot_sent: None,
                 first_snapshot: None,
                 resync: false,
@@ -486,6 +499,7 @@ impl<I: Input> ServerSession<I> {
             client.echo = Some((msg.client_time_us, now));
             if let Some(ack) = msg.snapshot_ack {
                 client.snapshot_ack = Tick::from_wire(ack, current);
+                client.snapshot_acks = msg.snapshot_acks;
             }
         }
         if msg.inputs.is_empty() {

@@ -23,6 +23,7 @@ fn input_packet(start: Seq16, inputs: Vec<u8>) -> Vec<u8> {
         seq: Seq16(1),
         client_time_us: 0,
         snapshot_ack: None,
+        snapshot_acks: 0,
         start_tick: start,
         inputs,
         tick_hz: None,
@@ -829,4 +830,35 @@ fn a_client_that_floods_inputs_gets_them_capped_and_counted() {
         st.inputs_accepted
     );
     assert_eq!(st.ticks_starved, 0);
+}
+
+/// The session keeps which snapshots the game acknowledged, not only the newest: each
+/// new newest shifts the older ones into the bit field, an older report sets its bit,
+/// and what is more than 32 ticks older than the newest is dropped.
+#[test]
+fn snapshot_acknowledgements_name_every_snapshot_held() {
+    let mut c = ClientSession::<u8>::new(ClientConfig::default());
+    assert_eq!((c.snapshot_ack(), c.snapshot_acks()), (None, 0));
+    c.acknowledge_snapshot(Tick(10));
+    assert_eq!((c.snapshot_ack(), c.snapshot_acks()), (Some(Tick(10)), 0));
+    c.acknowledge_snapshot(Tick(12));
+    assert_eq!(c.snapshot_acks(), 0b10, "10 is two back from 12");
+    c.acknowledge_snapshot(Tick(11));
+    assert_eq!(c.snapshot_acks(), 0b11);
+    c.acknowledge_snapshot(Tick(11));
+    c.acknowledge_snapshot(Tick(12));
+    assert_eq!(
+        (c.snapshot_ack(), c.snapshot_acks()),
+        (Some(Tick(12)), 0b11)
+    );
+    c.acknowledge_snapshot(Tick(44));
+    assert_eq!(
+        c.snapshot_acks(),
+        1 << 31,
+        "12 is the last bit; 11 and 10 are dropped"
+    );
+    c.acknowledge_snapshot(Tick(11));
+    assert_eq!(c.snapshot_acks(), 1 << 31, "beyond the field: ignored");
+    c.acknowledge_snapshot(Tick(1000));
+    assert_eq!((c.snapshot_ack(), c.snapshot_acks()), (Some(Tick(1000)), 0));
 }

@@ -398,6 +398,7 @@ fn input_with_section(seq: u16, start: Tick, section: Vec<u8>) -> Vec<u8> {
         seq: Seq16(seq),
         client_time_us: 0,
         snapshot_ack: None,
+        snapshot_acks: 0,
         start_tick: start.to_wire(),
         inputs: vec![5],
         tick_hz: None,

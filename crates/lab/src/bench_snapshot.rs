@@ -162,11 +162,13 @@ pub struct ManyClientsBench {
     pub ticks_per_s: f64,
     /// Mean changed entities per client a snapshot had to weigh.
     pub candidates_mean: f64,
-    /// Mean entries sent again only because no acknowledgement had yet said an earlier
-    /// send of the same state arrived.
+    /// Mean entries sent again ([`lagless_replication::EncodedSnapshot::resent`]): after
+    /// a lost snapshot, or the own player's while its newest send is in flight.
     pub resent_mean: f64,
     /// Mean entries per snapshot.
     pub entries_mean: f64,
+    /// Payload bits over entries sent (`snapshot.bits_per_changed_entity`).
+    pub bits_per_changed_entity: f64,
     /// Mean snapshot bytes.
     pub bytes_mean: f64,
     /// Mean entities an encode looked at per client
@@ -236,7 +238,7 @@ pub fn bench_encode_clients(
     let mut per_tick = Vec::new();
     let (mut encode_wall, mut tick_wall, mut per_client) = (Vec::new(), Vec::new(), Vec::new());
     let (mut candidates, mut entries, mut bytes, mut snapshots) = (0usize, 0usize, 0usize, 0usize);
-    let (mut resent, mut visited) = (0usize, 0usize);
+    let (mut resent, mut visited, mut bits) = (0usize, 0usize, 0usize);
     for t in 0..MANY_WARM_UP + ticks {
         let inputs: Vec<_> = players
             .iter()
@@ -298,6 +300,7 @@ pub fn bench_encode_clients(
                 resent += e.resent;
                 visited += e.visited;
                 entries += e.entries;
+                bits += e.bits;
                 bytes += e.bytes.len();
                 snapshots += 1;
             }
@@ -336,6 +339,7 @@ pub fn bench_encode_clients(
         candidates_mean: per(candidates),
         resent_mean: per(resent),
         entries_mean: per(entries),
+        bits_per_changed_entity: bits as f64 / entries.max(1) as f64,
         bytes_mean: per(bytes),
         visited_mean: per(visited),
         cells,
@@ -373,13 +377,20 @@ pub fn format_many_clients(b: &ManyClientsBench) -> String {
     ));
     out.push_str(&row("tick wall (server.tick_wall_ms)", b.tick_wall_ms));
     out.push_str(&format!(
-        "encode CPU per client per tick: {:.1} µs; server.ticks_per_s (back to back): {:.0}\n",
+        "server.encode_us_per_client_p50 (encode CPU per client per tick): {:.1} µs; \
+         server.ticks_per_s (back to back): {:.0}\n",
         b.encode_us_per_client, b.ticks_per_s
     ));
     out.push_str(&format!(
         "per snapshot: {:.0} entities visited, {:.0} changed entities weighed, {:.1} sent \
-         ({:.1} of them again, unacknowledged), {:.0} bytes\n",
-        b.visited_mean, b.candidates_mean, b.entries_mean, b.resent_mean, b.bytes_mean
+         ({:.1} of them again: lost, or the own player's in flight), {:.0} bytes; \
+         snapshot.bits_per_changed_entity {:.1}\n",
+        b.visited_mean,
+        b.candidates_mean,
+        b.entries_mean,
+        b.resent_mean,
+        b.bytes_mean,
+        b.bits_per_changed_entity
     ));
     out
 }

@@ -55,7 +55,9 @@ impl PredictedWorld for OwnDot {
 
 /// What one client saw: rollbacks; the other dot's distance (cm, median and p99) from the
 /// server's at the shown tick; the own dot's from the server's at the end, both idle;
-/// snapshots after which a dot the client held was not the server's at that tick.
+/// snapshots after which the own dot, or the other, as the client held it was not the
+/// server's at that tick (the own dot goes in every snapshot until acknowledged; the
+/// other once, and again only when the snapshot that carried it was lost).
 #[derive(Debug)]
 #[allow(dead_code)] // read through Debug
 pub(crate) struct Summary {
@@ -63,6 +65,7 @@ pub(crate) struct Summary {
     pub(crate) other_error_cm: [f32; 2],
     pub(crate) own_error_cm: f32,
     pub(crate) stale_views: u64,
+    pub(crate) stale_other: u64,
 }
 
 /// Plays `seconds` on `network` (a profile) and summarises each client.
@@ -87,7 +90,7 @@ pub(crate) fn run(
             profile(network).ok_or("no profile")?,
             seed * 2 + u64::from(k),
         )?;
-        clients.push((client, link, Vec::new(), 0));
+        clients.push((client, link, Vec::new(), [0, 0]));
     }
     let (mut now, end) = (Duration::ZERO, Duration::from_secs(seconds));
     while now <= end {
@@ -117,9 +120,10 @@ pub(crate) fn run(
                 let r = client.replication();
                 if let Some(t) = r.newest().filter(|t| Some(*t) != newest) {
                     let held = |id| r.reader(id).map(|mut r| r.vec2());
-                    *stale += u64::from((0..2).any(|id| {
-                        held(id).is_none_or(|p| dist(p, truth[&t.0][id as usize]) > 0.01)
-                    }));
+                    for (n, id) in [k, 1 - k].into_iter().enumerate() {
+                        let p = held(id as u32);
+                        stale[n] += u64::from(p.is_none_or(|p| dist(p, truth[&t.0][id]) > 0.01));
+                    }
                 }
             }
             client.update(now);
@@ -155,7 +159,8 @@ pub(crate) fn run(
             rollbacks: client.prediction_stats().rollbacks,
             other_error_cm: [q(50), q(99)],
             own_error_cm: own.map_or(f32::NAN, |p| dist(p.planar_position(), dots[k]) * 100.0),
-            stale_views,
+            stale_views: stale_views[0],
+            stale_other: stale_views[1],
         });
     }
     Ok(summaries)

@@ -1,19 +1,18 @@
 //! The client side: decode snapshots against the views it holds, and show the newest
 //! view (the registry), with spawn and despawn events.
 //!
-//! What the client shows follows one rule the server relies on: after a snapshot, an
-//! entity it lists shows the listed state; any other shows what it showed before if that
-//! came in a snapshot newer than this one's baseline, else the baseline's state. The
-//! server knows the baseline and what it sent since, so it knows what the client may
-//! show, and sends again whatever may be wrong: an entity that changed and changed back
-//! while a snapshot was on the way cannot stay wrong.
+//! What the client shows of each entity is what the newest snapshot it decoded that said
+//! anything of it said (its state, or its despawn): a snapshot's view holds only what the
+//! server knew the client had, while a change the client decoded since may not be
+//! acknowledged yet. The server assumes the newest state it sent arrived until the
+//! acknowledgements say it did not, and then sends it again.
 
 use crate::error::ReplicationError;
 use crate::field;
 use crate::schema::{Kind, KindId, Schema};
-use crate::snapshot::{self, Change, Decoded, Limits};
+use crate::snapshot::{self, Change, Decoded, History, Limits};
 use crate::state::StateReader;
-use crate::view::View;
+use crate::view::{Entry, MERGE_WINDOW, View};
 use lagless_core::Tick;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -25,9 +24,9 @@ pub struct ClientConfig {
     pub tick_hz: u32,
     /// Counts a decoder accepts.
     pub limits: Limits,
-    /// Views (decoded snapshots) kept as possible baselines. At least the server's
-    /// [`crate::ReplicationConfig::max_in_flight`], so the server never refers to one the client
-    /// dropped.
+    /// Views (decoded snapshots) kept as possible baselines, and what each carried for
+    /// merges. At least the server's [`crate::ReplicationConfig::max_in_flight`] plus
+    /// [`crate::MERGE_WINDOW`], so the server never refers to one the client dropped.
     pub history: usize,
     /// Events kept until polled; older ones are dropped.
     pub max_events: usize,
@@ -38,7 +37,7 @@ impl Default for ClientConfig {
         Self {
             tick_hz: 64,
             limits: Limits::default(),
-            history: 272,
+            history: 336,
             max_events: 1 << 16,
         }
     }
@@ -127,16 +126,46 @@ pub struct ReplicationClientStats {
     pub view_mismatches: u64,
 }
 
+/// A snapshot the client decoded: what a later one may go against or merge.
+#[derive(Debug, Clone)]
+struct Held {
+    tick: Tick,
+    view: View,
+    carried: Vec<(u32, Option<Entry>)>,
+}
+
+/// The snapshots a client holds, as the decoder looks them up.
+struct HeldViews<'a>(&'a VecDeque<Held>);
+
+impl HeldViews<'_> {
+    fn find(&self, tick: Tick) -> Option<&Held> {
+        let i = self.0.binary_search_by_key(&tick, |h| h.tick).ok()?;
+        Some(&self.0[i])
+    }
+}
+
+impl History for HeldViews<'_> {
+    fn view(&self, tick: Tick) -> Option<&View> {
+        self.find(tick).map(|h| &h.view)
+    }
+
+    fn carried(&self, tick: Tick) -> Option<&[(u32, Option<Entry>)]> {
+        self.find(tick).map(|h| &h.carried[..])
+    }
+}
+
 /// The client's side of replication.
 #[derive(Debug, Clone)]
 pub struct ReplicationClient {
     schema: Arc<Schema>,
     config: ClientConfig,
-    views: VecDeque<(Tick, View)>,
-    /// The newest view decoded: what the registry shows (kept apart from `views`, which
-    /// [`ReplicationClient::forget_baselines`] may clear).
+    /// Per snapshot decoded, ascending: its view and what it carried.
+    views: VecDeque<Held>,
+    /// What the registry shows: per entity, the newest state decoded (kept apart from
+    /// `views`, which [`ReplicationClient::forget_baselines`] may clear).
     shown: View,
-    /// Entities a snapshot despawned, by its tick, while the baseline may still hold them.
+    /// Entities a snapshot despawned, by its tick, while a view or a merge may still
+    /// hold an older state of them.
     gone: BTreeMap<u32, Tick>,
     newest: Option<Tick>,
     entities: BTreeMap<u32, ClientEntity>,
@@ -190,19 +219,13 @@ impl ReplicationClient {
             self.stats.stale += 1;
             return Ok(None);
         }
-        let views = &self.views;
         let decoded = snapshot::decode(
             &self.schema,
             self.config.limits,
             self.config.tick_hz,
             bytes,
             tick,
-            |at| {
-                views
-                    .binary_search_by_key(&at, |(t, _)| *t)
-                    .ok()
-                    .map(|i| &views[i].1)
-            },
+            &HeldViews(&self.views),
         );
         let decoded = match decoded {
             Ok(d) => d,
@@ -290,14 +313,20 @@ impl ReplicationClient {
         for e in events {
             self.event(e);
         }
-        // The server never goes back to a baseline older than one it used.
+        // The server never goes back to a baseline older than one it used, nor merges a
+        // snapshot more than the window older than its baseline.
         if let Some(b) = decoded.baseline {
-            while self.views.front().is_some_and(|(t, _)| *t < b) {
+            let keep = Tick(b.0.saturating_sub(MERGE_WINDOW));
+            while self.views.front().is_some_and(|h| h.tick < keep) {
                 self.views.pop_front();
             }
         }
         self.newest = Some(tick);
-        self.views.push_back((tick, decoded.view));
+        self.views.push_back(Held {
+            tick,
+            view: decoded.view,
+            carried: decoded.carried,
+        });
         while self.views.len() > self.config.history.max(1) {
             self.views.pop_front();
         }
@@ -309,9 +338,8 @@ impl ReplicationClient {
     }
 
     /// What the client shows after snapshot `tick`: what it lists; for the rest, the
-    /// state shown before if it came in a snapshot newer than this one's baseline (that
-    /// snapshot arrived, the server just had not heard of it yet), else the baseline's.
-    /// The server assumes exactly this when it decides what to send.
+    /// state shown before, unless the view it decoded against holds something newer of
+    /// the entity (the newest snapshot decoded that said anything of it wins).
     fn show(&mut self, decoded: &Decoded, tick: Tick) -> View {
         let mut shown = self.shown.clone();
         for &(id, change) in &decoded.changes {
@@ -331,20 +359,21 @@ impl ReplicationClient {
                     .is_ok()
             };
             let gone = &self.gone;
+            let view = &decoded.view;
             let mut fixes = Vec::new();
-            self.shown.diff(&decoded.view, |id, old, new| {
-                let newer = match old {
-                    Some(o) => o.tick > b,
-                    None => gone.get(&id).is_some_and(|t| *t > b),
-                };
-                if !listed(id) && !newer {
+            self.shown.diff(view, |id, old, new| {
+                // When each side last heard of the entity.
+                let shown_at = old.map(|o| o.tick).or_else(|| gone.get(&id).copied());
+                let view_at = new.map(|n| n.tick).or_else(|| view.gone_at(id));
+                if !listed(id) && view_at > shown_at {
                     fixes.push((id, new.cloned()));
                 }
             });
             for (id, entry) in fixes {
                 shown.set(id, entry);
             }
-            self.gone.retain(|_, t| *t > b);
+            let keep = Tick(b.0.saturating_sub(MERGE_WINDOW));
+            self.gone.retain(|_, t| *t >= keep);
         }
         if let Some(members) = &decoded.members {
             let strays: Vec<u32> = shown

@@ -129,4 +129,4 @@ pub use server::{
 };
 pub use snapshot::{Change, Decoded, Limits};
 pub use state::{StateError, StateReader, StateWriter};
-pub use view::{Entry, View};
+pub use view::{Entry, MERGE_WINDOW, View};

@@ -9,9 +9,15 @@
 
 use crate::schema::KindId;
 use lagless_core::Tick;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 const CHUNK: usize = 32;
+
+/// Ticks before its baseline a snapshot may name as merged (see [`View::merge`]): the
+/// width of the bit field in its header, and how long both ends keep what a snapshot
+/// carried.
+pub const MERGE_WINDOW: u32 = 64;
 
 /// One entity as a view holds it.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,11 +56,17 @@ type Chunk = [Option<Entry>; CHUNK];
 /// order they were built in, and keeping it costs one hash per change. The server sends
 /// it with each snapshot for the view the client holds after decoding it, and the client
 /// checks it (Unity Netcode for Entities' ghost hash; GGRS's sync test).
+///
+/// It also remembers, for ids it does not hold, the tick of the snapshot that took each
+/// away (a despawn), so a merge of an older snapshot's state of that id ([`View::merge`])
+/// does not bring it back. They are not part of the checksum, and are forgotten once no
+/// merge can ask ([`View::forget_gone_before`]).
 #[derive(Debug, Clone, Default)]
 pub struct View {
     chunks: Vec<Option<Arc<Chunk>>>,
     len: usize,
     sum: u64,
+    gone: Arc<BTreeMap<u32, Tick>>,
 }
 
 impl View {
@@ -98,6 +110,63 @@ impl View {
             self.sum = self.sum.wrapping_add(entry_hash(id, new));
         }
         *slot = entry;
+    }
+
+    /// Applies what the snapshot of `tick` carried (`None`: a despawn), in id order,
+    /// whatever the view held: what a snapshot does to its own baseline.
+    pub fn apply(&mut self, tick: Tick, changes: &[(u32, Option<Entry>)]) {
+        for (id, entry) in changes {
+            match entry {
+                Some(e) => self.set(*id, Some(e.clone())),
+                None => self.remove_at(*id, tick),
+            }
+        }
+    }
+
+    /// Removes entity `id` as a snapshot of `tick` did (a despawn), remembering when.
+    pub fn remove_at(&mut self, id: u32, tick: Tick) {
+        self.set(id, None);
+        let gone = Arc::make_mut(&mut self.gone);
+        let t = gone.entry(id).or_insert(tick);
+        *t = (*t).max(tick);
+    }
+
+    /// Merges what the snapshot of `tick` carried (`None`: a despawn) into the view, each
+    /// entity only where the view holds nothing newer: a state from an older snapshot, or
+    /// nothing and no despawn since `tick`. What a view holds after merging a set of
+    /// snapshots is the newest each of them says of each entity, whatever order they are
+    /// merged in, and merging one again changes nothing: a server and a client that
+    /// merge the same snapshots into the same view hold the same view.
+    pub fn merge(&mut self, tick: Tick, changes: &[(u32, Option<Entry>)]) {
+        for (id, entry) in changes {
+            let newer = match self.get(*id) {
+                Some(held) => held.tick >= tick,
+                None => self.gone.get(id).is_some_and(|g| *g >= tick),
+            };
+            if newer {
+                continue;
+            }
+            match entry {
+                Some(e) => self.set(*id, Some(e.clone())),
+                None => self.remove_at(*id, tick),
+            }
+        }
+    }
+
+    /// The tick of the snapshot that took entity `id` away, if the view remembers one
+    /// (see [`View`]).
+    pub fn gone_at(&self, id: u32) -> Option<Tick> {
+        if self.get(id).is_some() {
+            return None;
+        }
+        self.gone.get(&id).copied()
+    }
+
+    /// Forgets the despawns of snapshots older than `tick` (no merge asks about those).
+    pub fn forget_gone_before(&mut self, tick: Tick) {
+        if self.gone.values().any(|t| *t < tick) {
+            Arc::make_mut(&mut self.gone).retain(|_, t| *t >= tick);
+        }
     }
 
     /// The checksum of what the view holds (see [`View`]).

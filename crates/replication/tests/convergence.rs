@@ -329,29 +329,59 @@ fn a_state_that_changes_and_changes_back_is_not_sent() {
         .expect("an empty snapshot decodes");
 }
 
-/// An update goes in every snapshot, room permitting, until one that carried it is
-/// acknowledged: each snapshot is decoded against the acknowledged view alone, so a lost
-/// one never leaves the client holding a stale state. Once acknowledged, it costs
-/// nothing.
+/// An update goes once: the snapshots after it leave it out while it is in flight, and
+/// the client shows it from the snapshot that carried it. Only when the acknowledgements
+/// show that snapshot lost does it go again.
 #[test]
-fn an_update_goes_until_acknowledged() {
+fn an_update_goes_once_unless_lost() {
     let (mut server, mut client, id) = one_body_in_step();
     server
         .update(id, |w| write_body(w, 1.0, 0))
         .expect("update");
     let sent = server.encode(1, Tick(2), Duration::ZERO).expect("encode");
     assert_eq!(sent.entries, 1);
-    let again = server.encode(1, Tick(3), Duration::ZERO).expect("encode");
-    assert_eq!(again.entries, 1, "not acknowledged yet: sent again");
-    assert_eq!(again.deferred, 0, "a resend is not a deferral");
-    // Snapshot 2 is lost; 3 arrives: the client holds the update at once.
-    client.receive(Tick(3), &again.bytes).expect("decode");
+    let next = server.encode(1, Tick(3), Duration::ZERO).expect("encode");
+    assert_eq!(next.entries, 0, "in flight: taken to arrive");
+    // Snapshot 2 is lost; 3 arrives, and its acknowledgement says 2 did not.
+    client.receive(Tick(3), &next.bytes).expect("decode");
+    server.acknowledge_many(1, Tick(3), 0, Duration::ZERO);
+    let again = server.encode(1, Tick(4), Duration::ZERO).expect("encode");
+    assert_eq!((again.entries, again.resent), (1, 1), "lost: sent again");
+    client.receive(Tick(4), &again.bytes).expect("decode");
     assert_converged(&server, &client);
-    server.acknowledge(1, Tick(3), Duration::ZERO);
-    let quiet = server.encode(1, Tick(4), Duration::ZERO).expect("encode");
+    server.acknowledge_many(1, Tick(4), 0b1, Duration::ZERO);
+    let quiet = server.encode(1, Tick(5), Duration::ZERO).expect("encode");
     assert_eq!(quiet.entries, 0, "acknowledged: nothing to send");
-    client.receive(Tick(4), &quiet.bytes).expect("decode");
+    client.receive(Tick(5), &quiet.bytes).expect("decode");
     assert_converged(&server, &client);
+}
+
+/// Every snapshot arrives and the acknowledgements say so, each naming the ones before
+/// it: an update is sent once and merged into the next snapshots' baseline, and a second
+/// change of the same entity is a delta against the first.
+#[test]
+fn acknowledged_snapshots_are_merged_not_resent() {
+    let (mut server, mut client, id) = one_body_in_step();
+    let mut sent = 0;
+    for t in 2..40u32 {
+        let now = Duration::from_millis(u64::from(t) * 16);
+        if t % 5 == 0 {
+            server
+                .update(id, |w| write_body(w, t as f32, 0))
+                .expect("update");
+        }
+        let s = server.encode(1, Tick(t), now).expect("encode");
+        sent += s.entries;
+        assert_eq!(s.resent, 0);
+        client.receive(Tick(t), &s.bytes).expect("decode");
+        assert_converged(&server, &client);
+        // Acknowledged three ticks late, naming the two before.
+        if t >= 5 {
+            server.acknowledge_many(1, Tick(t - 3), 0b11, now);
+        }
+    }
+    assert_eq!(sent, 7, "one entry per change");
+    assert_eq!(client.stats().view_mismatches, 0);
 }
 
 /// `client_holds` says a spawn reached the client only once a snapshot carrying it is

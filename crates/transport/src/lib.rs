@@ -73,7 +73,9 @@ pub use session::{GameClient, GameServer, SessionEvent, SessionStats};
 
 /// A protocol id for lagless games ("lagless" and a version byte): servers ignore tokens
 /// issued for another protocol id. Games with their own backend may pick their own.
-pub const PROTOCOL_ID: u64 = u64::from_le_bytes(*b"lagless\x01");
+/// Version 2: input messages name every snapshot held (`lagless_core::message`), and
+/// snapshots merge the acknowledged ones into their baseline.
+pub const PROTOCOL_ID: u64 = u64::from_le_bytes(*b"lagless\x02");
 
 /// Largest unreliable payload (a netcode payload less the tag byte).
 pub const MAX_UNRELIABLE_BYTES: usize = lagless_netcode::MAX_PAYLOAD_BYTES - 1;

@@ -186,8 +186,8 @@ impl<I: Input> Server<I> {
             // The client refused a snapshot whose view checksum differed (or lost its
             // baselines): the next one goes against nothing.
             self.replication.resync(id);
-        } else if let Some(tick) = self.session.snapshot_ack(id) {
-            self.replication.acknowledge(id, tick, now);
+        } else if let Some((newest, older)) = self.session.snapshot_acks(id) {
+            self.replication.acknowledge_many(id, newest, older, now);
         }
         Ok(result?)
     }

@@ -2,11 +2,12 @@
 //!
 //! The game spawns, updates and despawns entities as its world changes; an update that
 //! quantizes to the codes the entity already has changes nothing. For each client the
-//! server keeps the view the client acknowledged last and, per snapshot in flight, what
-//! it changed (a view is rebuilt for the one acknowledged). A snapshot lists only
-//! entities that differ from the acknowledged view, each as a delta against it, so an
-//! unchanged entity costs nothing and a lost snapshot costs nothing either: the next one
-//! simply carries what is still different.
+//! server keeps the view the client holds by its acknowledgements and, per snapshot sent,
+//! what it changed: the view is rebuilt from exactly what the acknowledged snapshots
+//! carried (each acknowledgement names every snapshot that arrived). A snapshot lists
+//! only entities whose newest send differs from what they are, each as a delta against
+//! that view, so an unchanged entity costs nothing, and a lost snapshot costs only what
+//! it carried that is still different.
 //!
 //! # Budget and priorities
 //! Each client has a byte budget per snapshot ([`BudgetController`]). Every entity that
@@ -26,12 +27,12 @@
 //!   client predicts waits; one that hit something goes, so the budget goes where the
 //!   client is wrong rather than where the world merely moves.
 //!
-//! Despawns always go, and so does an entity the newest snapshot in flight already
-//! carries a newer state of (the client shows the newest snapshot it decoded; leaving
-//! such an entity out would take it back to the acknowledged state): once an update is
-//! sent, it is sent again until acknowledged, as without a budget. A relevance of 0 (a
-//! game's own [`ReplicationServer::set_relevance`]) keeps an entity from that client
-//! altogether: interest management.
+//! Despawns always go. An update is sent once: the client shows the newest state it
+//! decoded of each entity, and the snapshots after it leave the entity out while that
+//! send is in flight; once acknowledged it is merged into their baseline, and only if
+//! the acknowledgements show it lost does the entity wait to be sent again. A relevance
+//! of 0 (a game's own [`ReplicationServer::set_relevance`]) keeps an entity from that
+//! client altogether: interest management.
 //!
 //! # Visibility
 //! A game says which entities each client may see ([`ReplicationServer::set_visible`],
@@ -289,7 +290,7 @@ impl ClientState {
         store: &Store,
     ) -> f32 {
         self.budget.update(now, self.limited);
-        if self.views.in_flight.len() >= config.max_in_flight.max(1) {
+        if self.views.unacknowledged() >= config.max_in_flight.max(1) {
             // Nothing the client can still acknowledge is remembered: it cannot decode
             // against what it acknowledged (or has been gone that long). Start over.
             self.start_over(store);
@@ -398,8 +399,8 @@ pub struct EncodedSnapshot {
     pub candidates: usize,
     /// Of those, held back by the budget.
     pub deferred: usize,
-    /// Entries sent again only because no acknowledgement has said an earlier send of
-    /// the same state arrived (each snapshot decodes against the acknowledged view).
+    /// Entries sent again because the acknowledgements showed the snapshot that carried
+    /// the entity's newest send lost.
     pub resent: usize,
     /// Entities looked at: those that may have differed from what the client held
     /// (see [`ClientReplicationStats::visited`]).
@@ -462,9 +463,12 @@ struct Sight<'a> {
     config: &'a ReplicationConfig,
     store: &'a Store,
     views: &'a Views,
-    /// The acknowledged view the snapshot goes against (empty: none) and its tick.
+    /// The acknowledged view the snapshot goes against (empty: none), the tick of its
+    /// newest acknowledged snapshot, and the snapshots merged into it (bit `i`: that
+    /// tick - 1 - i).
     base: &'a View,
     base_tick: Option<Tick>,
+    merged: u64,
     /// Entities the client predicts, ascending.
     owned: &'a [u32],
     relevance: Relevance<'a>,
@@ -797,11 +801,22 @@ impl ReplicationServer {
     }
 
     /// The client has decoded the snapshot of `tick` (its newest), as its session reports
-    /// at `now` ([`lagless_core::ServerSession::snapshot_ack`]). Older or repeated
-    /// acknowledgements change nothing.
+    /// at `now` ([`lagless_core::ServerSession::snapshot_ack`]), and no other since the
+    /// one it acknowledged before: [`Self::acknowledge_many`] with no older ones.
     pub fn acknowledge(&mut self, client: ClientId, tick: Tick, now: Duration) {
+        self.acknowledge_many(client, tick, 0, now);
+    }
+
+    /// The client has decoded the snapshot of `newest` and those of the 32 ticks before
+    /// it whose bits `older` sets (bit `i`: tick `newest - 1 - i`), as its session
+    /// reports at `now` ([`lagless_core::ServerSession::snapshot_acks`]). The view the
+    /// client holds is rebuilt from exactly what those snapshots carried; any snapshot
+    /// older than `newest` not acknowledged is taken as lost, and what it carried that
+    /// is still the newest sent goes again. The client's word is checked: ticks never
+    /// sent, repeated, or older than what is remembered change nothing.
+    pub fn acknowledge_many(&mut self, client: ClientId, newest: Tick, older: u32, now: Duration) {
         if let Some(c) = self.clients.get_mut(&client) {
-            c.acknowledge(tick, now);
+            c.acknowledge(newest, older, now);
         }
     }
 
@@ -951,9 +966,9 @@ fn encode_client(
     let lists = &mut worker.scratch;
     lists.clear();
     let empty = View::new();
-    let (base_tick, base) = match c.views.base(tick) {
-        Some((t, view)) => (Some(t), view),
-        None => (None, &empty),
+    let (base_tick, base, merged) = match c.views.base(tick) {
+        Some((t, view, merged)) => (Some(t), view, merged),
+        None => (None, &empty, 0),
     };
     let sight = Sight {
         tick,
@@ -963,6 +978,7 @@ fn encode_client(
         views: &c.views,
         base,
         base_tick,
+        merged,
         owned: &c.owned,
         relevance: Relevance::new(relevance, Some(&c.visibility), client, c.focus, config)
             .within(grid.map(|g| (g, &c.area))),

@@ -34,10 +34,13 @@ struct Candidate {
     priority: f32,
     /// The client predicts it ([`super::ReplicationServer::set_owned`]).
     owned: bool,
-    /// Sent again only because no acknowledgement has said the newest send arrived: not
-    /// a changed entity (counted apart, as [`super::EncodedSnapshot::resent`]), and not
-    /// deferred when left out.
+    /// Sent again because the snapshot that carried its newest send was lost, or (see
+    /// `redundant`) while it is in flight (counted apart, as
+    /// [`super::EncodedSnapshot::resent`]).
     resend: bool,
+    /// What the client predicts, its newest send in flight: not a changed entity, and
+    /// not deferred when left out.
+    redundant: bool,
 }
 
 /// An entry a snapshot will carry.
@@ -50,6 +53,8 @@ pub(super) struct Chosen {
     rank: usize,
     /// See [`Candidate::resend`].
     pub(super) resend: bool,
+    /// See [`Candidate::redundant`].
+    redundant: bool,
 }
 
 /// The lists one encode fills and empties, kept for the next one's: allocating and
@@ -120,7 +125,7 @@ pub(super) struct Picked {
     pub(super) used: usize,
     /// Changed entities that wait for a later snapshot.
     pub(super) deferred: usize,
-    /// Changed entities, resends left out.
+    /// Changed entities (resends of lost ones included).
     pub(super) candidates: usize,
     /// Resends chosen.
     pub(super) resent: usize,
@@ -166,14 +171,15 @@ pub(super) fn rank(
                 change,
                 rate,
                 resend,
+                redundant,
             } => {
                 lists.keep.push(id);
                 priority[i] += rate * elapsed;
-                // A resend of what the client predicts waits for room like any other:
-                // forced into every snapshot until acknowledged, a resting player's
-                // state would crowd a thin link.
-                let owned = owned && !resend;
-                let priority = match (owned, resend) {
+                // A redundant send of what the client predicts waits for room like any
+                // other: forced into every snapshot until acknowledged, a resting
+                // player's state would crowd a thin link.
+                let owned = owned && !redundant;
+                let priority = match (owned, redundant) {
                     (true, _) => f32::MAX,
                     (false, true) => 0.0,
                     (false, false) => priority[i],
@@ -184,6 +190,7 @@ pub(super) fn rank(
                     priority,
                     owned,
                     resend,
+                    redundant,
                 });
             }
         }
@@ -201,14 +208,15 @@ pub(super) fn select(
     lists: &mut Scratch,
     room: &mut Room,
 ) -> Picked {
-    let resends = lists.candidates.iter().filter(|c| c.resend).count();
-    let candidates = lists.candidates.len() - resends;
+    let redundant = lists.candidates.iter().filter(|c| c.redundant).count();
+    let candidates = lists.candidates.len() - redundant;
     let (used, mut deferred) = choose(sight, bodies, lists, room);
     lists.chosen.sort_unstable_by_key(|c| c.id);
-    deferred += fit(&mut lists.chosen, room.cap);
-    // Resends left out are not deferred: the client probably shows them right.
+    deferred += fit(&mut lists.chosen, room.cap, header_bits(sight));
     let resent = lists.chosen.iter().filter(|c| c.resend).count();
-    deferred = deferred.saturating_sub(resends - resent);
+    // Redundant sends left out are not deferred: the client probably shows them right.
+    let redundant_sent = lists.chosen.iter().filter(|c| c.redundant).count();
+    deferred = deferred.saturating_sub(redundant - redundant_sent);
     Picked {
         used,
         deferred,
@@ -241,13 +249,14 @@ fn choose(
     } else {
         candidates.len()
     };
-    let mut used = 64 + CHECKSUM_BITS + forced.len() * ENTRY_GUESS;
+    let mut used = header_bits(sight) + forced.len() * ENTRY_GUESS;
     chosen.extend(forced.drain(..).map(|(id, change)| Chosen {
         id,
         change,
         body: None,
         rank: 0,
         resend: false,
+        redundant: false,
     }));
     let mut deferred = 0usize;
     // Once a few in a row do not fit, the rest wait without being encoded: with a
@@ -279,10 +288,14 @@ fn choose(
                 body: Some(body),
                 rank: 0,
                 resend: cand.resend,
+                redundant: cand.redundant,
             });
             continue;
         }
-        if misses >= MAX_MISSES || used + ENTRY_GUESS + 8 > room.cap {
+        // The first entity goes even if it alone is over the room: one larger than the
+        // least a snapshot carries would otherwise never go at the budget's floor.
+        let first = chosen.iter().all(|c| c.body.is_none());
+        if !first && (misses >= MAX_MISSES || used + ENTRY_GUESS + 8 > room.cap) {
             deferred += candidates.len() - k;
             break;
         }
@@ -290,20 +303,23 @@ fn choose(
             continue;
         };
         let cost = body.1 + ENTRY_GUESS;
-        if used + cost > room.cap {
+        let alone = used + cost > room.cap;
+        if alone && !first {
             deferred += 1;
             misses += 1;
             continue;
         }
         misses = 0;
         used += cost;
-        let rank = chosen.len() + 1;
+        // Over the room alone, it is not dropped to fit (rank 0, as a despawn).
+        let rank = if alone { 0 } else { chosen.len() + 1 };
         chosen.push(Chosen {
             id: cand.id,
             change,
             body: Some(body),
             rank,
             resend: cand.resend,
+            redundant: cand.redundant,
         });
     }
     (used, deferred)
@@ -322,9 +338,9 @@ fn order_batch(rest: &mut [Candidate]) -> usize {
 
 /// Drops the lowest-priority entries of `chosen` (ascending ids) until its exact size
 /// fits `cap`: returns how many.
-fn fit(chosen: &mut Vec<Chosen>, cap: usize) -> usize {
+fn fit(chosen: &mut Vec<Chosen>, cap: usize, header: usize) -> usize {
     let mut dropped = 0;
-    while exact_bits(chosen) > cap {
+    while exact_bits(chosen, header) > cap {
         let Some(last) = chosen
             .iter()
             .enumerate()
@@ -340,10 +356,17 @@ fn fit(chosen: &mut Vec<Chosen>, cap: usize) -> usize {
     dropped
 }
 
-/// The exact size of a snapshot of `chosen` (ascending ids), header bound included.
-fn exact_bits(chosen: &[Chosen]) -> usize {
+/// A bound on a snapshot's header and checksum: the header's counts at 64 bits, and its
+/// merged set.
+fn header_bits(sight: &Sight) -> usize {
+    64 + CHECKSUM_BITS + crate::snapshot::merged_bits(sight.merged)
+}
+
+/// The exact size of a snapshot of `chosen` (ascending ids), `header` bits of header
+/// bound included.
+fn exact_bits(chosen: &[Chosen], header: usize) -> usize {
     let mut next = 0u32;
-    let mut bits = 64 + CHECKSUM_BITS;
+    let mut bits = header;
     for c in chosen {
         bits += var_u32_bits(c.id - next) as usize;
         bits += if c.change == Change::Updated { 1 } else { 2 };

@@ -6,9 +6,9 @@
 //! where the entity is, plus the velocity's error over that carrying time. A body moving
 //! as the client predicts waits; one that hit something goes.
 
-use super::Sight;
 use super::store::Live;
 use super::views::InFlight;
+use super::{Pending, Sight};
 use crate::ReplicationConfig;
 use crate::snapshot::Change;
 use crate::view::{Entry, View};
@@ -85,6 +85,9 @@ pub(super) struct Shown {
     /// The client shows a state (false: nothing).
     has_state: bool,
     has_held: bool,
+    /// The snapshot that carried the newest send was lost: what the client shows is one
+    /// of the older sends or the acknowledged view's, so the entity goes again.
+    lost: bool,
 }
 
 impl Shown {
@@ -133,11 +136,13 @@ pub(super) enum Look {
     /// The client shows its state.
     Current { keep: bool },
     /// Differs from what the client shows; waiting gains `rate` per tick. A `resend`
-    /// differs only from the acknowledged view: the newest send in flight carries it.
+    /// follows a lost send; a `redundant` one is what the client predicts, sent again
+    /// while its newest send is in flight.
     Waiting {
         change: Change,
         rate: f32,
         resend: bool,
+        redundant: bool,
     },
 }
 
@@ -197,39 +202,41 @@ pub(super) fn look(sight: &Sight, shown: &mut Vec<Shown>, id: u32) -> Look {
     if weight.is_nan() || weight <= 0.0 {
         return gone(sight, &seen, id);
     }
-    let current = state.is_some_and(|s| {
-        s.generation == e.generation
-            && (s.version == e.version
-                || (s.hash == e.hash as u32
-                    && shown_codes(sight.base, &sight.views.in_flight, &seen, id)
-                        .is_some_and(|codes| *codes == e.codes[..])))
-    });
-    // The acknowledged view holds this very state: every snapshot from now on leaves
-    // the client with it, whatever the sends in flight since.
-    let acknowledged = || {
-        sight.base.get(id).is_some_and(|b| {
-            b.generation == e.generation && (b.version == e.version || b.codes == e.codes)
-        })
+    // A lost newest send leaves the client showing an older one, or the acknowledged
+    // view's: which, the server cannot tell, so the entity goes again.
+    let current = !seen.lost
+        && state.is_some_and(|s| {
+            s.generation == e.generation
+                && (s.version == e.version
+                    || (s.hash == e.hash as u32
+                        && shown_codes(sight.base, &sight.views.in_flight, &seen, id)
+                            .is_some_and(|codes| *codes == e.codes[..])))
+        });
+    let held_change = || match seen.held() {
+        Some(g) if g == e.generation => Change::Updated,
+        Some(_) => Change::Replaced,
+        None => Change::Spawned,
     };
-    if current && (!seen.in_flight || acknowledged()) {
-        return Look::Current { keep: false };
-    }
     if current {
-        // The newest send carries this state and has probably arrived, but a snapshot
-        // is decoded against the acknowledged view alone (Fiedler's "Snapshot
-        // Compression"), so the entity goes again, with whatever room is left, until an
-        // acknowledgement says which send arrived. Never taking it on trust is what
-        // keeps a lost send from leaving the client silently stale.
-        let change = match seen.held() {
-            Some(g) if g == e.generation => Change::Updated,
-            Some(_) => Change::Replaced,
-            None => Change::Spawned,
+        let acknowledged = || {
+            sight.base.get(id).is_some_and(|b| {
+                b.generation == e.generation && (b.version == e.version || b.codes == e.codes)
+            })
         };
-        return Look::Waiting {
-            change,
-            rate: 0.0,
-            resend: true,
-        };
+        if seen.in_flight && sight.owned.binary_search(&id).is_ok() && !acknowledged() {
+            // What the client predicts goes again, with whatever room is left, until
+            // acknowledged: it reconciles against every snapshot, and a lost send would
+            // have it replay from a stale state for a round trip.
+            return Look::Waiting {
+                change: held_change(),
+                rate: 0.0,
+                resend: true,
+                redundant: true,
+            };
+        }
+        // Sent once: while the send is in flight it is taken to have arrived, and the
+        // acknowledgements say if it did not (then `lost` is set and it goes again).
+        return Look::Current { keep: false };
     }
     let (change, wrong) = match seen.held() {
         Some(g) if g == e.generation => {
@@ -247,7 +254,8 @@ pub(super) fn look(sight: &Sight, shown: &mut Vec<Shown>, id: u32) -> Look {
     Look::Waiting {
         change,
         rate: kind_weight * weight * (1.0 + wrong),
-        resend: false,
+        resend: seen.lost,
+        redundant: false,
     }
 }
 
@@ -255,6 +263,11 @@ pub(super) fn look(sight: &Sight, shown: &mut Vec<Shown>, id: u32) -> Look {
 /// it may show it, until it is known not to.
 fn gone(sight: &Sight, seen: &Shown, id: u32) -> Look {
     let keep = seen.has_state || seen.in_flight;
+    // Unlike an update, a despawn goes in every snapshot until one that carried it is
+    // acknowledged: it costs an id and two bits, and taken to arrive like an update it
+    // left a projectile on the client a round trip longer for every loss in a row
+    // (`tests/convergence.rs`, `short_lived_entities_under_reused_ids_converge`: 40
+    // ticks after its end against at most 30).
     let held = seen.has_state || sight.views.may_hold.contains(id);
     Look::Gone {
         shown: held,
@@ -282,34 +295,41 @@ pub(super) fn sent(shown: &mut [Shown], id: u32, entry: Option<&Entry>, tick: Ti
     if let Some(s) = shown.get_mut(id as usize) {
         s.set_state(entry.map(StateId::of));
         s.in_flight = true;
+        s.lost = false;
         s.since = tick;
     }
 }
 
-/// Snapshots older than the one of `tick`, whose acknowledgement came, carried `changes`:
-/// what the client shows of those is to be worked out again, unless a newest send at or
-/// after `tick` still stands. (The acknowledged view's generation changes only for what
-/// the view does, which [`forget_shown`] is told.) Only those are looked up again.
-pub(super) fn given_up(shown: &mut [Shown], changes: &[(u32, Option<Entry>)], tick: Tick) {
+/// The snapshot of `tick`, lost, carried `changes`: where it carried the newest send of
+/// an entity, the client shows an older one or the acknowledged view's, and the entity
+/// is to be looked at (and sent) again.
+pub(super) fn given_up(
+    shown: &mut [Shown],
+    pending: &mut Pending,
+    changes: &[(u32, Option<Entry>)],
+    tick: Tick,
+) {
     for (id, _) in changes {
         if let Some(s) = shown.get_mut(*id as usize) {
-            if !(s.in_flight && s.since >= tick) {
+            if s.in_flight && s.since == tick {
+                s.in_flight = false;
+                s.lost = true;
                 s.known = false;
+                pending.mark(*id);
             }
         }
     }
 }
 
-/// The snapshot of `tick`, just acknowledged, carried `changes`: that is what the
-/// acknowledged view now holds of those entities, and where the newest send of one is
-/// this snapshot or a later one, what the client shows of it is known without looking
-/// the view up again.
+/// The snapshot of `tick`, acknowledged and merged into the client's acknowledged view,
+/// carried `changes`: where it carried the newest send of an entity, that is what the
+/// acknowledged view holds and the client shows, known without looking the view up again.
 pub(super) fn acknowledged(shown: &mut [Shown], changes: &[(u32, Option<Entry>)], tick: Tick) {
     for (id, entry) in changes {
         if let Some(s) = shown.get_mut(*id as usize) {
-            if s.in_flight && s.since >= tick {
+            if s.in_flight && s.since == tick {
                 s.set_held(entry.as_ref().map(|e| e.generation));
-                s.in_flight = s.since > tick;
+                s.in_flight = false;
                 s.known = true;
             }
         }
@@ -352,7 +372,7 @@ fn sent_codes(in_flight: &VecDeque<InFlight>, tick: Tick, id: u32) -> Option<&[i
 /// it went after the baseline (what went before is in the baseline, or lost).
 fn work_out_shown(base: &View, base_tick: Option<Tick>, old: &Shown, id: u32) -> Shown {
     let held = base.get(id);
-    if old.in_flight && base_tick.is_none_or(|b| old.since > b) {
+    if old.in_flight && !old.lost && base_tick.is_none_or(|b| old.since > b) {
         let mut s = *old;
         s.known = true;
         s.set_held(held.map(|b| b.generation));
@@ -365,6 +385,7 @@ fn work_out_shown(base: &View, base_tick: Option<Tick>, old: &Shown, id: u32) ->
     let mut s = Shown {
         known: true,
         since,
+        lost: old.lost,
         ..Shown::default()
     };
     s.set_state(state);

@@ -46,7 +46,13 @@ pub(super) fn write(
     // should show, so it drops the rest.
     let members = (sight.views.lost_track && sight.base_tick.is_none())
         .then(|| sight.relevance.members(sight.store));
-    snapshot::write_header(&mut w, sight.age(), members.as_deref(), chosen.len());
+    snapshot::write_header(
+        &mut w,
+        sight.age(),
+        sight.merged,
+        members.as_deref(),
+        chosen.len(),
+    );
     let mut next = 0u32;
     for ch in chosen {
         w.write_var_u32(ch.id - next);
@@ -71,7 +77,7 @@ pub(super) fn standalone(schema: &Schema, store: &Store, ids: &[u32], tick: Tick
         .filter_map(|&id| Some((id, store.get(id)?)))
         .collect();
     let mut w = BitWriter::new();
-    snapshot::write_header(&mut w, 0, None, live.len());
+    snapshot::write_header(&mut w, 0, 0, None, live.len());
     let mut next = 0u32;
     let mut changes = Vec::with_capacity(live.len());
     for &(id, e) in &live {

@@ -63,17 +63,21 @@ try {
     const f = window.viewStats.last;
     return [f.serverPlayers[2 * (f.own - 1)], f.serverPlayers[2 * (f.own - 1) + 1]];
   });
+  // Two rounds: a debug build on a busy 2-core machine can stall for a second (the
+  // page's start, Chromium's own work) and lose a press; a broken input path fails both.
   const moves = [];
-  for (const [key, axis, sign] of [["w", 1, -1], ["d", 0, 1], ["s", 1, 1], ["a", 0, -1]]) {
-    const before = await serverOwn();
-    await page.keyboard.down(key);
-    await sleep(1200);
-    await page.keyboard.up(key);
-    await sleep(300);
-    const after = await serverOwn();
-    const gone = sign * (after[axis] - before[axis]);
-    moves.push(`${key}: ${gone.toFixed(2)} m`);
-    if (gone > 0.5) break;
+  rounds: for (let round = 0; round < 2; round++) {
+    for (const [key, axis, sign] of [["w", 1, -1], ["d", 0, 1], ["s", 1, 1], ["a", 0, -1]]) {
+      const before = await serverOwn();
+      await page.keyboard.down(key);
+      await sleep(1200);
+      await page.keyboard.up(key);
+      await sleep(300);
+      const after = await serverOwn();
+      const gone = sign * (after[axis] - before[axis]);
+      moves.push(`${key}: ${gone.toFixed(2)} m`);
+      if (gone > 0.5) break rounds;
+    }
   }
   check(moves.some((m) => Number(m.split(" ")[1]) > 0.5), `a held key moves the player on the server its way (${moves.join(", ")})`);
   // Key latency: taps of D, each timed from keydown to the first frame that took it in,

@@ -156,9 +156,12 @@ fn a_late_input_is_priced_as_a_late_input_not_as_a_tick_of_lead() {
         // A wrong tick moves the walker a step or two (right instead of left).
         let per_wrong = per_wrong.unwrap();
         // Nothing but the own input moves the walker: the only corrections are the late
-        // inputs', which a tick of lead does not add to. (Exactly 0 before per-snapshot
-        // acknowledgements; with them seeds 1 and 3 price a lead tick at 1.4e-5 and
-        // 2.0e-4 m, three to four orders below a wrong tick: not yet explained.)
+        // inputs', which a tick of lead does not add to. Exactly 0 when the server knows
+        // the client predicts the walker (`set_owned`). Without it, as here, per-snapshot
+        // acknowledgements send the walker once, a lost snapshot leaves a later one
+        // without it, and the client compares its prediction with the older state:
+        // seeds 1 and 3 price a lead tick at 1.4e-5 and 2.0e-4 m, three to four orders
+        // below a wrong tick.
         let lead = lead.unwrap();
         assert!(lead < 1e-2 * per_wrong, "a lead tick costs {lead} m");
         assert!(
